@@ -1,0 +1,57 @@
+"""The algorithm seam: what every shell (notebook loop, actor, trainer) calls.
+
+Shape letters: T time, B envs, ``*O`` observation shape, ``*A`` action shape.
+
+An ``Algorithm`` is a frozen bundle of pure functions built once from the config (``algos.make``);
+every number they need is captured at build time, so they can be ``jax.jit``-ed, sharded or
+shipped without reading the config again. They are returned un-jitted: the caller chooses
+``jax.jit`` options (donation, shardings) — ``jax.jit(algo.update)``, ``jax.jit(algo.act)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import flax.struct
+import jax
+
+from srljax.types import Trajectory
+
+Array = jax.Array
+Params = Any  # a pytree
+ActorState = Any  # a pytree; () for feed-forward policies
+Metrics = dict[str, Array]
+
+
+@flax.struct.dataclass
+class TrainState:
+    """The learner's whole state, a pytree (checkpoint it as is)."""
+
+    params: Params  # network params
+    opt_state: Any  # optax state
+    norm: Any  # normaliser stats (``algos.normalizers.NormState``)
+    step: Array  # [] int32: updates applied so far
+    rng: Array  # PRNG key for minibatch shuffling
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """Pure functions of one algorithm instance.
+
+    ``init(rng) -> TrainState``
+    ``policy_params(TrainState) -> Params``: the pytree actors need (network params and
+      observation-normaliser stats); this is what gets published to actors.
+    ``initial_actor_state(B) -> ActorState``: ``()`` for feed-forward networks.
+    ``act(policy_params, obs [B, *O], actor_state, rng) -> (action [B, *A], extras, actor_state)``:
+      obs arrive raw (uint8 frames or float32); extras is ``{name: [B, ...]}`` as in ``extras_spec``.
+    ``update(TrainState, Trajectory [T+1, B]) -> (TrainState, metrics {name: scalar})``.
+    ``extras_spec``: ``{name: (per-env shape, numpy dtype name)}`` so shells can allocate storage.
+    """
+
+    init: Callable[[Array], TrainState]
+    policy_params: Callable[[TrainState], Params]
+    initial_actor_state: Callable[[int], ActorState]
+    act: Callable[[Params, Array, ActorState, Array], tuple[Array, dict[str, Array], ActorState]]
+    update: Callable[[TrainState, Trajectory], tuple[TrainState, Metrics]]
+    extras_spec: dict[str, tuple[tuple[int, ...], str]]

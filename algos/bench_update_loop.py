@@ -1,0 +1,100 @@
+"""Time PPO ``update`` with the minibatch loop as ``lax.scan`` vs Python-unrolled in one jit.
+
+    python -m algos.bench_update_loop [cartpole mujoco atari] [--repeats 3]
+
+Prints compile seconds and the median seconds per update after compile, per case and loop
+form. Random data of the right shapes; results recorded in ``algos/ppo.py``'s docstring.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+import time
+
+import jax
+import numpy as np
+
+from algos.ppo import make_ppo
+from srljax.config import EnvConfig, Experiment, PPOConfig, TrainerConfig
+from srljax.types import EnvSpec, Trajectory
+
+CASES: dict[str, tuple[EnvSpec, Experiment]] = {
+    "cartpole": (
+        EnvSpec(id="CartPole-v1", obs_shape=(4,), obs_dtype="float32", action_kind="discrete", num_actions=2),
+        Experiment(env=EnvConfig(num_envs=4), algo=PPOConfig(num_steps=128)),
+    ),
+    "mujoco": (
+        EnvSpec(
+            id="HalfCheetah-v4", obs_shape=(17,), obs_dtype="float32", action_kind="continuous", action_shape=(6,)
+        ),
+        Experiment(
+            env=EnvConfig(num_envs=1),
+            algo=PPOConfig(num_steps=2048, normalize_obs=True, normalize_reward=True),
+            trainer=TrainerConfig(num_minibatches=32, update_epochs=10),
+        ),
+    ),
+    "atari": (
+        EnvSpec(id="Pong-v5", obs_shape=(4, 84, 84), obs_dtype="uint8", action_kind="discrete", num_actions=6),
+        # one epoch instead of CleanRL's four keeps the scan case to seconds, not a minute
+        Experiment(env=EnvConfig(num_envs=8), algo=PPOConfig(num_steps=128), trainer=TrainerConfig(update_epochs=1)),
+    ),
+}
+
+
+def random_trajectory(spec: EnvSpec, t: int, b: int, seed: int = 0) -> Trajectory:
+    rng = np.random.default_rng(seed)
+    if spec.obs_dtype == "uint8":
+        obs = rng.integers(0, 256, (t + 1, b, *spec.obs_shape), dtype=np.uint8)
+    else:
+        obs = rng.normal(size=(t + 1, b, *spec.obs_shape)).astype(np.float32)
+    if spec.action_kind == "discrete":
+        action = rng.integers(0, spec.num_actions, (t + 1, b)).astype(np.int32)
+    else:
+        action = rng.normal(size=(t + 1, b, *spec.action_shape)).astype(np.float32)
+    return Trajectory(
+        obs=obs,
+        action=action,
+        reward=rng.normal(size=(t + 1, b)).astype(np.float32),
+        terminated=rng.random((t + 1, b)) < 0.02,
+        truncated=rng.random((t + 1, b)) < 0.01,
+        extras={"logp": np.full((t + 1, b), -0.7, np.float32), "value": rng.normal(size=(t + 1, b)).astype(np.float32)},
+        policy_version=np.zeros((b,), np.int32),
+    )
+
+
+def bench(name: str, loop: str, repeats: int) -> tuple[float, float]:
+    spec, cfg = CASES[name]
+    spec = dataclasses.replace(spec, num_envs=cfg.env.num_envs, batch_size=cfg.env.num_envs)
+    algo = make_ppo(cfg, spec, loop=loop)  # type: ignore[arg-type]
+    state = algo.init(jax.random.PRNGKey(0))
+    traj = jax.device_put(random_trajectory(spec, cfg.algo.num_steps, cfg.env.num_envs))
+    start = time.perf_counter()
+    update = jax.jit(algo.update).lower(state, traj).compile()
+    compile_s = time.perf_counter() - start
+    jax.block_until_ready(update(state, traj))  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        state, metrics = update(state, traj)
+        jax.block_until_ready(metrics)
+        times.append(time.perf_counter() - start)
+    return compile_s, statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("cases", nargs="*", default=list(CASES))
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--loops", nargs="+", default=["scan", "unroll"])
+    args = parser.parse_args()
+    print(f"jax {jax.__version__} on {jax.devices()}")
+    for name in args.cases:
+        for loop in args.loops:
+            compile_s, step_s = bench(name, loop, args.repeats)
+            print(f"{name:9s} {loop:7s} compile {compile_s:7.2f} s   update {step_s:8.4f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()

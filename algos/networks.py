@@ -1,0 +1,105 @@
+"""Actor-critic networks (Flax linen), initialised as CleanRL does.
+
+Shape letters: B batch (any leading dims), ``*O`` observation shape, A actions / action dims.
+
+``ActorCritic(obs [B, *O]) -> (policy params, value [B])`` where policy params are
+``logits [B, A]`` (discrete) or ``(mean [B, A], log_std [B, A])`` (continuous), matching
+``algos.distributions``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+Array = jax.Array
+SQRT2 = math.sqrt(2.0)
+_ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu}
+
+
+def _dense(features: int, scale: float, name: str | None = None) -> nn.Dense:
+    return nn.Dense(features, kernel_init=nn.initializers.orthogonal(scale), bias_init=nn.initializers.zeros, name=name)
+
+
+def _conv(features: int, kernel: int, stride: int) -> nn.Conv:
+    return nn.Conv(
+        features,
+        (kernel, kernel),
+        (stride, stride),
+        padding="VALID",
+        kernel_init=nn.initializers.orthogonal(SQRT2),
+        bias_init=nn.initializers.zeros,
+    )
+
+
+class NatureCNN(nn.Module):
+    """Mnih et al. 2015 torso: obs [B, C, H, W] (envpool's channels-first frame stack) -> [B, 512]."""
+
+    pixel_scale: float = 1.0 / 255.0
+    """multiplies the input; 1.0 when the observations arrive already normalised."""
+
+    @nn.compact
+    def __call__(self, obs: Array) -> Array:
+        lead = obs.shape[:-3]
+        x = obs.reshape((-1, *obs.shape[-3:])).astype(jnp.float32) * self.pixel_scale
+        # envpool stacks frames as channels first; flax convs want NHWC.
+        x = jnp.transpose(x, (0, 2, 3, 1))
+        x = nn.relu(_conv(32, 8, 4)(x))
+        x = nn.relu(_conv(64, 4, 2)(x))
+        x = nn.relu(_conv(64, 3, 1)(x))
+        x = x.reshape((x.shape[0], -1))
+        x = nn.relu(_dense(512, SQRT2)(x))
+        return x.reshape((*lead, 512))
+
+
+class MLP(nn.Module):
+    """x [B, D] -> [B, hidden_sizes[-1]]; orthogonal sqrt(2) init, zero bias."""
+
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    activation: Literal["tanh", "relu"] = "tanh"
+
+    @nn.compact
+    def __call__(self, x: Array) -> Array:
+        act = _ACTIVATIONS[self.activation]
+        for width in self.hidden_sizes:
+            x = act(_dense(width, SQRT2)(x))
+        return x
+
+
+class ActorCritic(nn.Module):
+    """obs [B, *O] -> (policy params, value [B]).
+
+    ``torso="cnn"``: one shared Nature CNN feeding both heads (CleanRL Atari).
+    ``torso="mlp"``: separate actor and critic MLPs (CleanRL CartPole and MuJoCo).
+    Heads: policy orthogonal(0.01) so the initial policy is near uniform / zero-mean,
+    value orthogonal(1.0); continuous log_std is a state-independent parameter, init 0.
+    """
+
+    action_kind: Literal["discrete", "continuous"]
+    action_dim: int
+    """discrete: number of actions; continuous: action dimensions."""
+    obs_ndim: int
+    """len(obs_shape): how many trailing dims are one observation."""
+    torso: Literal["cnn", "mlp"] = "mlp"
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    activation: Literal["tanh", "relu"] = "tanh"
+    pixel_scale: float = 1.0 / 255.0
+
+    @nn.compact
+    def __call__(self, obs: Array) -> tuple[Any, Array]:
+        if self.torso == "cnn":
+            pi_h = v_h = NatureCNN(self.pixel_scale, name="torso")(obs)
+        else:
+            x = obs.reshape((*obs.shape[: obs.ndim - self.obs_ndim], -1)).astype(jnp.float32)
+            pi_h = MLP(self.hidden_sizes, self.activation, name="actor")(x)
+            v_h = MLP(self.hidden_sizes, self.activation, name="critic")(x)
+        value = _dense(1, 1.0, name="value_head")(v_h)[..., 0]
+        if self.action_kind == "discrete":
+            return _dense(self.action_dim, 0.01, name="policy_head")(pi_h), value
+        mean = _dense(self.action_dim, 0.01, name="policy_head")(pi_h)
+        log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
+        return (mean, jnp.broadcast_to(log_std, mean.shape)), value

@@ -1,0 +1,229 @@
+"""PPO (Schulman et al. 2017) with CleanRL's loss details, as an ``Algorithm``.
+
+Shape letters: T transitions, B envs, N = T*B flat samples, M minibatches, E epochs,
+``*O`` observation shape, ``*A`` action shape.
+
+The update loop form (``loop``) was measured on this repo's 2-core AMD EPYC XLA:CPU
+(jax 0.10.2) with ``python -m algos.bench_update_loop``; seconds per ``update`` after compile:
+
+  MEASUREMENTS_PENDING
+
+So the default is ``unroll`` for the CNN (a conv grad step inside ``lax.scan`` runs ~5x
+slower on XLA:CPU) and ``scan`` for MLPs (same speed, and unrolling 320 MuJoCo steps costs a
+minute of compile). GPUs were not measured; pass ``loop=`` to override.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Literal
+
+import jax
+import jax.numpy as jnp
+import optax
+from jax import lax
+
+from algos.base import Algorithm, Metrics, Params, TrainState
+from algos.distributions import CATEGORICAL, DIAG_GAUSSIAN, Distribution
+from algos.networks import ActorCritic
+from algos.normalizers import init_norm, normalize, rms_update, scale_rewards
+from algos.returns import gae, valid_mask
+from srljax.config import Experiment, PPOConfig
+from srljax.types import EnvSpec, Trajectory
+
+Array = jax.Array
+LoopForm = Literal["scan", "unroll"]
+ApplyFn = Callable[[Params, Array], tuple[Any, Array]]
+
+
+def _mean(x: Array, mask: Array, n: Array) -> Array:
+    """Mean over the valid entries; where() so masked rows cannot leak even as NaN."""
+    return jnp.sum(jnp.where(mask > 0, x, 0.0)) / n
+
+
+def ppo_loss(
+    params: Params,
+    apply_fn: ApplyFn,
+    mb: dict[str, Array],
+    *,
+    dist: Distribution,
+    clip_coef: float,
+    clip_vloss: bool = True,
+    ent_coef: float = 0.01,
+    vf_coef: float = 0.5,
+    norm_adv: bool = True,
+) -> tuple[Array, dict[str, Array]]:
+    """CleanRL's PPO loss on one minibatch, averaged over valid samples only.
+
+    ``mb``: obs [N, *O] (already normalised if enabled), action [N, *A], logp [N] and value [N]
+    (behaviour policy's), adv [N], ret [N] (= adv + value), mask [N] (1 valid, 0 ignored).
+    ``apply_fn(params, obs) -> (policy params, value [N])``.
+    Returns (loss, aux) with aux policy_loss, value_loss, entropy, approx_kl, clipfrac.
+    """
+    mask = mb["mask"].astype(jnp.float32)
+    n = jnp.maximum(jnp.sum(mask), 1.0)
+    pi, value = apply_fn(params, mb["obs"])
+    logp = dist.log_prob(pi, mb["action"])
+    log_ratio = logp - mb["logp"]
+    ratio = jnp.exp(log_ratio)
+
+    adv = mb["adv"]
+    if norm_adv:
+        a_mean = _mean(adv, mask, n)
+        # unbiased std over the valid entries, as torch.Tensor.std in CleanRL
+        a_var = jnp.sum(jnp.where(mask > 0, jnp.square(adv - a_mean), 0.0)) / jnp.maximum(n - 1.0, 1.0)
+        adv = (adv - a_mean) / (jnp.sqrt(a_var) + 1e-8)
+    pg_loss = _mean(jnp.maximum(-adv * ratio, -adv * jnp.clip(ratio, 1.0 - clip_coef, 1.0 + clip_coef)), mask, n)
+
+    v_loss_unclipped = jnp.square(value - mb["ret"])
+    if clip_vloss:
+        v_clipped = mb["value"] + jnp.clip(value - mb["value"], -clip_coef, clip_coef)
+        v_loss = 0.5 * _mean(jnp.maximum(v_loss_unclipped, jnp.square(v_clipped - mb["ret"])), mask, n)
+    else:
+        v_loss = 0.5 * _mean(v_loss_unclipped, mask, n)
+
+    entropy = _mean(dist.entropy(pi), mask, n)
+    loss = pg_loss - ent_coef * entropy + vf_coef * v_loss
+    aux = {
+        "policy_loss": pg_loss,
+        "value_loss": v_loss,
+        "entropy": entropy,
+        # k3 estimator of KL(old || new) (Schulman's blog, CleanRL's approx_kl)
+        "approx_kl": lax.stop_gradient(_mean((ratio - 1.0) - log_ratio, mask, n)),
+        "clipfrac": lax.stop_gradient(_mean((jnp.abs(ratio - 1.0) > clip_coef).astype(jnp.float32), mask, n)),
+    }
+    return loss, aux
+
+
+def explained_variance(pred: Array, target: Array, mask: Array) -> Array:
+    """1 - Var[target - pred] / Var[target] over valid entries; NaN when Var[target] = 0 (CleanRL)."""
+    n = jnp.maximum(jnp.sum(mask), 1.0)
+
+    def var(x: Array) -> Array:
+        return _mean(jnp.square(x - _mean(x, mask, n)), mask, n)
+
+    var_y = var(target)
+    return jnp.where(var_y == 0, jnp.nan, 1.0 - var(target - pred) / jnp.where(var_y == 0, 1.0, var_y))
+
+
+def _network(cfg: PPOConfig, spec: EnvSpec) -> ActorCritic:
+    torso = cfg.network if cfg.network != "auto" else ("cnn" if len(spec.obs_shape) == 3 else "mlp")
+    discrete = spec.action_kind == "discrete"
+    return ActorCritic(
+        action_kind=spec.action_kind,
+        action_dim=spec.num_actions if discrete else int(spec.action_shape[0]),
+        obs_ndim=len(spec.obs_shape),
+        torso=torso,
+        hidden_sizes=tuple(cfg.hidden_sizes),
+        activation=cfg.activation,
+        # normalised observations are already unit-scale; raw frames are bytes
+        pixel_scale=1.0 if cfg.normalize_obs else 1.0 / 255.0,
+    )
+
+
+def make_ppo(cfg: Experiment, spec: EnvSpec, *, loop: LoopForm | None = None) -> Algorithm:
+    """Build PPO for ``spec``; ``loop`` picks the compiled minibatch loop (default: by network)."""
+    a, t = cfg.algo, cfg.trainer
+    assert isinstance(a, PPOConfig)
+    net = _network(a, spec)
+    loop = loop or ("unroll" if net.torso == "cnn" else "scan")
+    dist = CATEGORICAL if spec.action_kind == "discrete" else DIAG_GAUSSIAN
+    # plain Python numbers captured by the closures below
+    epochs, num_mb = t.update_epochs, t.num_minibatches
+    steps_per_update = epochs * num_mb
+    gamma, lam = a.gamma, a.gae_lambda
+    norm_obs, norm_rew, obs_clip, rew_clip = a.normalize_obs, a.normalize_reward, a.obs_clip, a.reward_norm_clip
+    if t.anneal_lr:
+        schedule = optax.linear_schedule(t.lr, 0.0, cfg.num_updates * steps_per_update)
+    else:
+        schedule = optax.constant_schedule(t.lr)
+    tx = optax.chain(optax.clip_by_global_norm(t.max_grad_norm), optax.adam(schedule, eps=t.adam_eps))
+    loss_fn = functools.partial(
+        ppo_loss,
+        apply_fn=net.apply,
+        dist=dist,
+        clip_coef=a.clip_coef,
+        clip_vloss=a.clip_vloss,
+        ent_coef=a.ent_coef,
+        vf_coef=a.vf_coef,
+        norm_adv=a.norm_adv,
+    )
+    grad_fn = jax.value_and_grad(lambda p, mb: loss_fn(p, mb=mb), has_aux=True)
+
+    def init(rng: Array) -> TrainState:
+        rng, key = jax.random.split(rng)
+        params = net.init(key, jnp.zeros((1, *spec.obs_shape), spec.obs_dtype))
+        norm = init_norm(spec.obs_shape, cfg.batch_envs, obs=norm_obs, reward=norm_rew)
+        return TrainState(params=params, opt_state=tx.init(params), norm=norm, step=jnp.zeros((), jnp.int32), rng=rng)
+
+    def policy_params(state: TrainState) -> Params:
+        return {"params": state.params, "obs_norm": state.norm.obs}
+
+    def prep(obs: Array, obs_norm: Any) -> Array:
+        return normalize(obs, obs_norm, obs_clip) if norm_obs else obs
+
+    def act(pp: Params, obs: Array, actor_state: Any, rng: Array) -> tuple[Array, dict[str, Array], Any]:
+        pi, value = net.apply(pp["params"], prep(obs, pp["obs_norm"]))
+        action = dist.sample(rng, pi)
+        return action, {"logp": dist.log_prob(pi, action), "value": value}, actor_state
+
+    def sgd_step(carry: tuple[Params, Any], mb: dict[str, Array]) -> tuple[tuple[Params, Any], Metrics]:
+        params, opt_state = carry
+        (loss, aux), grads = grad_fn(params, mb)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return (optax.apply_updates(params, updates), opt_state), {**aux, "loss": loss, "grad_norm": optax.global_norm(grads)}
+
+    def minibatches(key: Array, flat: dict[str, Array]) -> dict[str, Array]:
+        """flat [N, ...] -> shuffled [M, N // M, ...]; a remainder (N % M) sits out this epoch."""
+        n = jax.tree.leaves(flat)[0].shape[0]
+        size = n // num_mb
+        perm = jax.random.permutation(key, n)[: num_mb * size]
+        return jax.tree.map(lambda x: jnp.take(x, perm, axis=0).reshape((num_mb, size, *x.shape[1:])), flat)
+
+    def run_epochs(carry: tuple[Params, Any], flat: dict[str, Array], keys: Array) -> tuple[Any, Metrics]:
+        if loop == "scan":
+            return lax.scan(lambda c, k: lax.scan(sgd_step, c, minibatches(k, flat)), carry, keys)
+        stats = []
+        for e in range(epochs):
+            mbs = minibatches(keys[e], flat)
+            for i in range(num_mb):
+                carry, aux = sgd_step(carry, jax.tree.map(lambda x: x[i], mbs))
+                stats.append(aux)
+        return carry, jax.tree.map(lambda *xs: jnp.stack(xs), *stats)
+
+    def update(state: TrainState, traj: Trajectory) -> tuple[TrainState, Metrics]:
+        mask = valid_mask(traj.terminated, traj.truncated)  # [T, B]
+        r_t, norm = traj.reward[1:], state.norm
+        if norm_rew:
+            r_t, norm = scale_rewards(norm, r_t, mask, gamma, rew_clip)
+        values = traj.extras["value"].astype(jnp.float32)  # [T+1, B]
+        adv = gae(values, r_t, traj.terminated[1:], traj.truncated[1:], gamma, lam)
+        batch = {
+            # the stats the actors used, so the first epoch's ratio is exactly 1
+            "obs": prep(traj.obs[:-1], state.norm.obs),
+            "action": traj.action[:-1],
+            "logp": traj.extras["logp"][:-1].astype(jnp.float32),
+            "value": values[:-1],
+            "adv": adv,
+            "ret": adv + values[:-1],
+            "mask": mask,
+        }
+        flat = jax.tree.map(lambda x: x.reshape((-1, *x.shape[2:])), batch)
+        rng, key = jax.random.split(state.rng)
+        (params, opt_state), stats = run_epochs((state.params, state.opt_state), flat, jax.random.split(key, epochs))
+        if norm_obs:
+            norm = norm.replace(obs=rms_update(norm.obs, traj.obs[:-1], mask))
+        metrics = {k: jnp.mean(v) for k, v in stats.items()}
+        metrics["explained_variance"] = explained_variance(flat["value"], flat["ret"], flat["mask"])
+        metrics["lr"] = jnp.asarray(schedule(state.step * steps_per_update), jnp.float32)
+        new_state = TrainState(params=params, opt_state=opt_state, norm=norm, step=state.step + 1, rng=rng)
+        return new_state, metrics
+
+    return Algorithm(
+        init=init,
+        policy_params=policy_params,
+        initial_actor_state=lambda batch: (),
+        act=act,
+        update=update,
+        extras_spec={"logp": ((), "float32"), "value": ((), "float32")},
+    )

@@ -1,0 +1,54 @@
+"""The environment seam: one ``make`` for envpool tasks, gymnasium envs, probes and your own.
+
+    import envs
+    from srljax.config import EnvConfig
+
+    env = envs.make(EnvConfig(id="Pong-v5", num_envs=8), seed=1)                # envpool
+    env = envs.make(EnvConfig(id="CartPole-v1", factory="envs.gym_adapter:make_gymnasium"), seed=1)
+    env = envs.make(EnvConfig(factory="envs.probe:make_constant_reward", max_episode_steps=10), seed=1)
+    env = envs.make(EnvConfig(factory="my_package.my_module:make_env"), seed=1)  # yours
+
+Every one is a ``VecEnv`` (see ``envs/base.py``).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from envs.base import VecEnv
+from envs.probe import ConstantRewardTimeLimit, TerminalReward
+from srljax.config import EnvConfig
+
+__all__ = ["make", "VecEnv", "ConstantRewardTimeLimit", "TerminalReward"]
+
+
+def make(cfg: EnvConfig, seed: int) -> VecEnv:
+    """Build the VecEnv that ``cfg`` describes: ``cfg.factory`` if set, else envpool ``cfg.id``."""
+    match cfg.factory:
+        case "":
+            from envs.envpool_env import EnvpoolVecEnv  # imported here: envpool is slow to load
+
+            return EnvpoolVecEnv(cfg, seed)
+        case factory:
+            return _from_factory(factory, cfg, seed)
+
+
+def _from_factory(factory: str, cfg: EnvConfig, seed: int) -> VecEnv:
+    module_name, _, function_name = factory.partition(":")
+    if not module_name or not function_name:
+        raise ValueError(f"env.factory={factory!r} must look like 'package.module:make_fn'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ValueError(f"env.factory={factory!r}: cannot import module {module_name!r} ({error})") from error
+    make_fn = getattr(module, function_name, None)
+    if not callable(make_fn):
+        raise ValueError(f"env.factory={factory!r}: module {module_name!r} has no function {function_name!r}")
+    env = make_fn(cfg, seed)
+    if not isinstance(env, VecEnv):
+        missing = [n for n in ("spec", "reset", "step", "async_reset", "send", "recv", "close") if not hasattr(env, n)]
+        raise TypeError(
+            f"env.factory={factory!r} returned {type(env).__name__}, which lacks {', '.join(missing)} "
+            "of the VecEnv interface (envs/base.py)"
+        )
+    return env

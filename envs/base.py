@@ -1,0 +1,65 @@
+"""The VecEnv interface: what every environment batch (envpool, gymnasium, probes, yours) offers.
+
+Synchronous use (``batch_size == num_envs``)::
+
+    env = envs.make(EnvConfig(id="CartPole-v1", num_envs=4), seed=0)
+    ts = env.reset()                       # TimeStep, leading axis 4
+    ts = env.step(np.zeros(4, np.int32))   # all envs, or step(action, env_id) for a subset
+
+Asynchronous use (an env ring: each ``recv`` returns whichever ``batch_size`` envs are ready)::
+
+    env = envs.make(EnvConfig(id="CartPole-v1", num_envs=4, batch_size=2), seed=0)
+    env.async_reset()
+    for _ in range(100):
+        ts = env.recv()                    # leading axis 2; ts.env_id says which envs
+        env.send(policy(ts.obs), ts.env_id)
+    env.close()
+
+Everything returned is numpy with leading axis ``spec.batch_size``. Autoreset is lazy, as in
+envpool: the step after a done ignores its action and returns the next episode's first
+observation with reward 0 and both flags False (see ``srljax.types.TimeStep``).
+
+A user-defined environment plugs in through ``EnvConfig(factory="my_package.my_module:make_env")``
+where ``make_env(env_config, seed)`` returns any object with this interface; the quickest way to
+write one is to subclass ``envs.python_loop.PythonLoopVecEnv`` or wrap a gymnasium env with
+``envs.gym_adapter.GymnasiumVecEnv``.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from srljax.types import EnvSpec, TimeStep
+
+
+@runtime_checkable
+class VecEnv(Protocol):
+    """A batch of ``spec.num_envs`` environments, stepped synchronously or as an async ring."""
+
+    spec: EnvSpec
+
+    def reset(self) -> TimeStep:
+        """Reset every env and return the first observations (sync mode only)."""
+        ...
+
+    def step(self, action: np.ndarray, env_id: np.ndarray | None = None) -> TimeStep:
+        """Act in ``env_id`` (all envs when None) and wait for the result (sync mode)."""
+        ...
+
+    def async_reset(self) -> None:
+        """Reset every env; the first observations then arrive through ``recv``."""
+        ...
+
+    def send(self, action: np.ndarray, env_id: np.ndarray) -> None:
+        """Queue ``action[i]`` for env ``env_id[i]`` (``env_id`` int32) without waiting."""
+        ...
+
+    def recv(self) -> TimeStep:
+        """Wait for the next ``spec.batch_size`` envs that are ready."""
+        ...
+
+    def close(self) -> None:
+        """Release threads and resources."""
+        ...

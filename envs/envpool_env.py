@@ -1,0 +1,170 @@
+"""envpool behind the VecEnv interface: Atari (``*-v5``), MuJoCo (``*-v4``), classic control.
+
+    env = EnvpoolVecEnv(EnvConfig(id="Breakout-v5", num_envs=8), seed=1)
+    ts = env.reset()       # obs uint8 [8, 4, 84, 84]; float observations arrive as float32
+
+Atari gets envpool's standard preprocessing from EnvConfig (episodic life, reward clipping,
+sticky actions, frame stack, 84x84 gray, no-op starts). ``max_episode_steps`` counts agent steps
+(envpool's Atari default is 27,000 agent steps = 108,000 frames at frame skip 4).
+
+Episode statistics are true whole-game numbers. envpool's info keys used here (checked against
+envpool 1.2.5 on CartPole-v1, Breakout-v5, SpaceInvaders-v5):
+
+* ``env_id`` (int32): which env each row is.
+* Atari ``reward`` (float32): the unclipped reward, also when ``reward_clip`` clips the learning one.
+* Atari ``terminated`` (int32): 1 only when the game is over; with ``episodic_life`` the top-level
+  ``terminated`` is also set on every lost life (``lives`` drops), which is not a game over.
+* ``elapsed_step``: agent steps in the game so far; a reset row after a lost life leaves it
+  unchanged, a reset row after a game over or time limit sets it to 0. ``EpisodeStats`` counts
+  the same way.
+"""
+
+from __future__ import annotations
+
+import difflib
+import warnings
+from dataclasses import fields
+
+import envpool
+import numpy as np
+
+from envs.episode_stats import EpisodeStats
+from envs.spaces import ActionConverter, observation_dtype, spec_from_spaces
+from srljax.config import EnvConfig
+from srljax.types import TimeStep
+
+ATARI_OPTIONS = (
+    "episodic_life",
+    "reward_clip",
+    "repeat_action_probability",
+    "stack_num",
+    "img_height",
+    "img_width",
+    "noop_max",
+    "full_action_space",
+)
+"""EnvConfig fields forwarded to envpool for Atari games only (same names as envpool's options)."""
+
+
+def is_atari(env_id: str) -> bool:
+    """True for envpool's Atari games (``Pong-v5``, ``Breakout-v5``, ...)."""
+    entry = envpool.registration.registry.specs.get(env_id)
+    return entry is not None and entry[0] == "envpool.atari"
+
+
+def check_known_id(env_id: str) -> None:
+    """Raise ValueError naming ``env_id``, close envpool ids, and how to plug in your own env."""
+    known = envpool.list_all_envs()
+    if env_id in known:
+        return
+    close = difflib.get_close_matches(env_id, known, n=5, cutoff=0.6)
+    # difflib is case-sensitive; "halfcheetah-v4" should still find "HalfCheetah-v4".
+    close += [k for k in known if k.lower() == env_id.lower() and k not in close]
+    suggestion = f"did you mean {', '.join(close)}?" if close else "no envpool id is close to it."
+    raise ValueError(
+        f"unknown envpool env id {env_id!r}: {suggestion} "
+        f"(envpool.list_all_envs() has {len(known)} ids.) "
+        "For your own environment set EnvConfig(factory='my_package.my_module:make_env') where "
+        "make_env(env_config, seed) returns a VecEnv (see envs/base.py); for a plain gymnasium env "
+        "use factory='envs.gym_adapter:make_gymnasium' with id set to the gymnasium id."
+    )
+
+
+def envpool_options(cfg: EnvConfig, seed: int) -> dict:
+    """Keyword arguments for ``envpool.make``; warns about options that do not apply to ``cfg.id``."""
+    options: dict = dict(num_envs=cfg.num_envs, batch_size=cfg.envs_per_recv, seed=seed)
+    if cfg.num_threads > 0:
+        options["num_threads"] = cfg.num_threads
+    if cfg.max_episode_steps > 0:
+        options["max_episode_steps"] = cfg.max_episode_steps
+    if is_atari(cfg.id):
+        options.update({name: getattr(cfg, name) for name in ATARI_OPTIONS})
+    else:
+        # envpool rejects Atari keywords for other tasks, so they are dropped; say so when the
+        # user changed one, since they evidently expected it to do something.
+        defaults = {f.name: f.default for f in fields(EnvConfig)}
+        changed = [f"{n}={getattr(cfg, n)!r}" for n in ATARI_OPTIONS if getattr(cfg, n) != defaults[n]]
+        if changed:
+            warnings.warn(
+                f"env.id={cfg.id!r} is not an Atari game; the Atari-only options {', '.join(changed)} are ignored",
+                stacklevel=4,  # point at the caller of envs.make
+            )
+    return options
+
+
+class EnvpoolVecEnv:
+    """One envpool instance (``env_type="gymnasium"``) with true episode statistics."""
+
+    def __init__(self, cfg: EnvConfig, seed: int):
+        check_known_id(cfg.id)
+        self._atari = is_atari(cfg.id)
+        # With episodic life a lost life ends the learning episode but not the game.
+        self._game_over_from_info = self._atari and cfg.episodic_life
+        self._env = envpool.make(cfg.id, env_type="gymnasium", **envpool_options(cfg, seed))
+        self.spec = spec_from_spaces(
+            cfg.id,
+            self._env.observation_space,
+            self._env.action_space,
+            num_envs=cfg.num_envs,
+            batch_size=cfg.envs_per_recv,
+            max_episode_steps=int(self._env.spec.config.max_episode_steps),
+        )
+        self._obs_dtype = observation_dtype(self._env.observation_space)
+        self._to_env_action = ActionConverter(self._env.action_space)
+        self._stats = EpisodeStats(cfg.num_envs)
+
+    @property
+    def is_async(self) -> bool:
+        return self.spec.batch_size < self.spec.num_envs
+
+    def reset(self) -> TimeStep:
+        self._require_sync("reset")
+        self._stats.begin()
+        obs, info = self._env.reset()
+        no_flags = np.zeros(len(obs), bool)
+        return self._timestep(obs, np.zeros(len(obs), np.float32), no_flags, no_flags, info)
+
+    def step(self, action: np.ndarray, env_id: np.ndarray | None = None) -> TimeStep:
+        self._require_sync("step")
+        ids = None if env_id is None else np.asarray(env_id, np.int32)
+        return self._timestep(*self._env.step(self._to_env_action(action), ids))
+
+    def async_reset(self) -> None:
+        self._stats.begin()
+        self._env.async_reset()
+
+    def send(self, action: np.ndarray, env_id: np.ndarray) -> None:
+        self._env.send(self._to_env_action(action), np.asarray(env_id, np.int32))
+
+    def recv(self) -> TimeStep:
+        return self._timestep(*self._env.recv())
+
+    def close(self) -> None:
+        self._env.close()
+
+    def _require_sync(self, method: str) -> None:
+        if self.is_async:
+            raise RuntimeError(
+                f"{method}() needs sync mode, but env.batch_size={self.spec.batch_size} < "
+                f"env.num_envs={self.spec.num_envs}; use async_reset(), then recv() and send(action, env_id)"
+            )
+
+    def _timestep(
+        self, obs: np.ndarray, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray, info: dict
+    ) -> TimeStep:
+        """Convert one envpool result (rows in ``info["env_id"]`` order) and account its statistics."""
+        env_id = np.asarray(info["env_id"], np.int32)
+        terminated = np.asarray(terminated, bool)
+        truncated = np.asarray(truncated, bool)
+        raw_reward = info["reward"] if self._atari else reward
+        game_over = (np.asarray(info["terminated"], bool) if self._game_over_from_info else terminated) | truncated
+        episode_return, episode_length = self._stats.update(env_id, raw_reward, terminated | truncated, game_over)
+        return TimeStep(
+            obs=np.asarray(obs, self._obs_dtype),
+            reward=np.asarray(reward, np.float32),
+            terminated=terminated,
+            truncated=truncated,
+            env_id=env_id,
+            episode_return=episode_return,
+            episode_length=episode_length,
+        )

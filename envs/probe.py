@@ -1,0 +1,128 @@
+"""Tiny deterministic envs whose true values are known, for testing learners.
+
+Same semantics as envpool (lazy autoreset, sync and async); the seed is irrelevant::
+
+    env = ConstantRewardTimeLimit(num_envs=4, horizon=10)
+    env.true_value(gamma=0.9)          # 10.0 = 1 / (1 - 0.9) at every observation
+
+    env = TerminalReward(num_envs=4, length=5)
+    env.true_value(ts.obs, gamma=0.9)  # 0.9 ** (steps remaining - 1), per row
+
+From a config (``max_episode_steps`` is the horizon / length)::
+
+    EnvConfig(factory="envs.probe:make_constant_reward", max_episode_steps=10)
+    EnvConfig(factory="envs.probe:make_terminal_reward", max_episode_steps=5)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from envs.python_loop import PythonLoopVecEnv
+from srljax.config import EnvConfig
+from srljax.types import EnvSpec
+
+
+class ConstantRewardTimeLimit(PythonLoopVecEnv):
+    """Reward ``reward`` every step, never terminates, truncated after ``horizon`` steps.
+
+    The observation is constant, so a value function cannot tell how close the time limit is.
+    Bootstrapping from ``V(obs)`` at truncation gives ``reward / (1 - gamma)``; treating
+    truncation as termination drags the estimate clearly below that. Actions (2 discrete)
+    are ignored.
+    """
+
+    def __init__(self, num_envs: int, horizon: int, reward: float = 1.0, batch_size: int | None = None):
+        if horizon < 1:
+            raise ValueError(f"horizon={horizon} must be >= 1")
+        super().__init__(
+            EnvSpec(
+                id="ConstantRewardTimeLimit",
+                obs_shape=(1,),
+                obs_dtype="float32",
+                action_kind="discrete",
+                num_actions=2,
+                num_envs=num_envs,
+                batch_size=batch_size or num_envs,
+                max_episode_steps=horizon,
+            )
+        )
+        self.horizon = horizon
+        self.reward = reward
+        self._elapsed = np.zeros(num_envs, np.int64)
+
+    def true_value(self, gamma: float) -> float:
+        """The value of every observation under proper truncation bootstrapping."""
+        return self.reward / (1.0 - gamma)
+
+    def _reset_env(self, index: int) -> np.ndarray:
+        self._elapsed[index] = 0
+        return np.ones(1, np.float32)
+
+    def _step_env(self, index: int, action: Any) -> tuple[np.ndarray, float, bool, bool]:
+        self._elapsed[index] += 1
+        return np.ones(1, np.float32), self.reward, False, bool(self._elapsed[index] >= self.horizon)
+
+
+class TerminalReward(PythonLoopVecEnv):
+    """Terminates after ``length`` steps with reward 1 on the last step only, 0 before.
+
+    The observation is the one-hot step index, of size ``length + 1`` so that the terminal
+    observation (index ``length``) is distinct. With ``remaining = length - index`` steps
+    left, the value is exactly ``gamma ** (remaining - 1)``. Actions (2 discrete) are ignored.
+    """
+
+    def __init__(self, num_envs: int, length: int, batch_size: int | None = None):
+        if length < 1:
+            raise ValueError(f"length={length} must be >= 1")
+        super().__init__(
+            EnvSpec(
+                id="TerminalReward",
+                obs_shape=(length + 1,),
+                obs_dtype="float32",
+                action_kind="discrete",
+                num_actions=2,
+                num_envs=num_envs,
+                batch_size=batch_size or num_envs,
+                max_episode_steps=length,
+            )
+        )
+        self.length = length
+        self._elapsed = np.zeros(num_envs, np.int64)
+
+    def true_value(self, obs: np.ndarray, gamma: float) -> np.ndarray:
+        """``gamma ** (remaining - 1)`` per row of one-hot ``obs`` [B, length + 1] (0 at the terminal obs)."""
+        remaining = self.length - np.argmax(obs, axis=-1)
+        return np.where(remaining > 0, float(gamma) ** (remaining - 1.0), 0.0)
+
+    def _one_hot(self, index: int) -> np.ndarray:
+        obs = np.zeros(self.length + 1, np.float32)
+        obs[index] = 1.0
+        return obs
+
+    def _reset_env(self, index: int) -> np.ndarray:
+        self._elapsed[index] = 0
+        return self._one_hot(0)
+
+    def _step_env(self, index: int, action: Any) -> tuple[np.ndarray, float, bool, bool]:
+        self._elapsed[index] += 1
+        done = bool(self._elapsed[index] >= self.length)
+        return self._one_hot(int(self._elapsed[index])), 1.0 if done else 0.0, done, False
+
+
+def _steps_from(cfg: EnvConfig, what: str) -> int:
+    if cfg.max_episode_steps < 1:
+        raise ValueError(f"this probe env reads its {what} from env.max_episode_steps; set it >= 1 (e.g. 10)")
+    return cfg.max_episode_steps
+
+
+def make_constant_reward(cfg: EnvConfig, seed: int) -> ConstantRewardTimeLimit:
+    """Factory for ``EnvConfig(factory="envs.probe:make_constant_reward", max_episode_steps=H)``."""
+    return ConstantRewardTimeLimit(cfg.num_envs, _steps_from(cfg, "horizon"), batch_size=cfg.envs_per_recv)
+
+
+def make_terminal_reward(cfg: EnvConfig, seed: int) -> TerminalReward:
+    """Factory for ``EnvConfig(factory="envs.probe:make_terminal_reward", max_episode_steps=L)``."""
+    return TerminalReward(cfg.num_envs, _steps_from(cfg, "length"), batch_size=cfg.envs_per_recv)

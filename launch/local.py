@@ -1,0 +1,35 @@
+"""``python -m launch.local CFG.py [-e NAME] [-f TRIAL] [key=value ...]``: run on this machine.
+
+A config whose ``layout.mode`` is ``single`` trains in this process (``srljax.train``);
+``distributed`` layouts start one process per worker.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from launch.cli import run_cli
+from srljax.config import Experiment
+
+
+def main(cfg: Experiment) -> int:
+    print(f"run folder: {cfg.run_dir}  (config.json, metrics.jsonl, checkpoints/)", flush=True)
+    if cfg.layout.mode == "single":
+        from srljax.train import train
+
+        result = train(cfg)
+        last = result.metrics[-1] if result.metrics else {}
+        ret = last.get("episode_return", float("nan"))
+        print(
+            f"finished ({result.stopped_by}): {result.env_steps:,} env steps, "
+            f"recent mean episode return {ret:.1f}; metrics in {cfg.run_dir / 'metrics.jsonl'}",
+            flush=True,
+        )
+        return 0
+    from launch.processes import run_distributed
+
+    return run_distributed(cfg)
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main, None, "python -m launch.local", __doc__.splitlines()[0]))

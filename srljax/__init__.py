@@ -1,0 +1,1 @@
+"""srljax: distributed RL on JAX."""

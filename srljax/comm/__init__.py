@@ -1,0 +1,48 @@
+"""Communication layer: wire codec, name resolution and four ZMQ streams. No pickle anywhere.
+
+    from srljax.comm import SampleReceiver, SampleSender, DirectoryNames, worker_key
+
+    names = DirectoryNames(cfg.run_dir / "names")
+    rx = SampleReceiver("tcp://127.0.0.1:*", trial="exp/t0")
+    names.add(worker_key("exp", "t0", "buffer", 0), rx.address, ttl=30)
+    tx = SampleSender(names.wait("exp/t0/buffer/0", timeout=60), trial="exp/t0")
+
+Streams (each owns one socket; use it from one thread; ``close()`` or ``with``):
+
+=========  ==============================  =================================  ==================
+stream     server side (binds)             client side (connects)             semantics
+=========  ==============================  =================================  ==================
+inference  InferenceServer (ROUTER)        InferenceClient (DEALER)           request/reply by id
+samples    SampleReceiver (PULL)           SampleSender (PUSH)                bounded, backpressure
+params     ParamsPublisher (PUB)           ParamsSubscriber (SUB)             lossy, newest wins
+control    ControlServer (ROUTER)          ControlClient (DEALER)             small msgpack commands
+=========  ==============================  =================================  ==================
+
+Every receive path decodes with ``codec.decode``; bad, foreign-trial or wrong-schema messages
+are dropped and counted per reason (``endpoint.drops``, ``endpoint.counters()``), never raised.
+"""
+
+from srljax.comm.codec import (
+    SCHEMA_VERSION,
+    WIRE_DTYPES,
+    DecodeError,
+    DropCounter,
+    Message,
+    decode,
+    encode,
+    register_namedtuple,
+)
+from srljax.comm.control import TO_CONTROLLER, TO_WORKER, ControlClient, ControlMessage, ControlServer
+from srljax.comm.inference import InferenceClient, InferenceServer, Reply, Request
+from srljax.comm.names import DirectoryNames, MemoryNames, NameExists, NameNotFound, NameResolver, worker_key
+from srljax.comm.params import Params, ParamsPublisher, ParamsSubscriber
+from srljax.comm.samples import SampleReceiver, SampleSender
+from srljax.comm.sockets import Endpoint, bind, bind_random, make_socket
+
+__all__ = [
+    "SCHEMA_VERSION", "WIRE_DTYPES", "DecodeError", "DropCounter", "Message", "decode", "encode",
+    "register_namedtuple", "TO_CONTROLLER", "TO_WORKER", "ControlClient", "ControlMessage", "ControlServer",
+    "InferenceClient", "InferenceServer", "Reply", "Request", "DirectoryNames", "MemoryNames", "NameExists",
+    "NameNotFound", "NameResolver", "worker_key", "Params", "ParamsPublisher", "ParamsSubscriber",
+    "SampleReceiver", "SampleSender", "Endpoint", "bind", "bind_random", "make_socket",
+]

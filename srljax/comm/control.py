@@ -1,0 +1,107 @@
+"""Control channel: the controller (ROUTER) and each worker (DEALER) exchange small commands.
+
+    ctl = ControlServer("tcp://127.0.0.1:*", trial="exp/t0")                   # controller
+    w = ControlClient(ctl.address, trial="exp/t0", worker="exp/t0/actor/3")    # worker
+    w.send("register", {"pid": 1234, "address": sample_addr})
+    for m in ctl.poll(timeout_ms=100):            # ControlMessage(kind, worker, payload)
+        ctl.send(m.worker, "configure", {"seed": 3})
+    m = w.recv(timeout_ms=1000)                   # ControlMessage("configure", "exp/t0/actor/3", {...})
+
+Payloads are msgpack-only (plain dicts, lists, numbers, strings; no arrays), carried in the
+codec header, so trial and schema checks apply and foreign frames are dropped. The server
+learns each worker's route from its messages (a restarted worker just registers again), and
+``send`` to a worker it never heard from returns False. Unlike params, nothing here is dropped
+silently: HWMs are large and a full queue makes ``send`` return False.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection
+from typing import Any, NamedTuple
+
+import zmq
+
+from srljax.comm.codec import MALFORMED, DecodeError, Message
+from srljax.comm.sockets import Endpoint, context, make_socket
+
+TO_CONTROLLER = frozenset({"register", "heartbeat", "status", "done"})
+TO_WORKER = frozenset({"configure", "start", "pause", "stop", "status"})
+
+
+class ControlMessage(NamedTuple):
+    kind: str  # the command: register, heartbeat, configure, start, pause, stop, status, done
+    worker: str  # the worker's name key, e.g. "exp/t0/actor/3"
+    payload: dict[str, Any]
+
+
+def _unpack(msg: Message) -> ControlMessage:
+    worker, payload = msg.meta.get("worker"), msg.meta.get("payload")
+    if not isinstance(worker, str) or not isinstance(payload, dict) or msg.tree is not None:
+        raise DecodeError(MALFORMED, "control message needs meta.worker, meta.payload and no tree")
+    return ControlMessage(msg.kind, worker, payload)
+
+
+class ControlServer(Endpoint):
+    """ROUTER, bound. One thread only. ``last_seen[worker]``: ``time.monotonic()`` of its last message."""
+
+    def __init__(self, address: str, trial: str, *, ctx: zmq.Context | None = None,
+                 kinds: Collection[str] = TO_CONTROLLER) -> None:
+        sock = make_socket(context(ctx), zmq.ROUTER, sndhwm=10_000, rcvhwm=10_000)
+        sock.setsockopt(zmq.ROUTER_MANDATORY, 1)  # unroutable sends raise, so send() can say False
+        super().__init__(sock, trial, kinds)
+        self.bind(address)
+        self.routes: dict[str, bytes] = {}  # worker key -> ROUTER peer id
+        self.last_seen: dict[str, float] = {}
+
+    def _validate(self, msg: Message) -> None:
+        _unpack(msg)
+
+    def poll(self, timeout_ms: int | None = 0) -> list[ControlMessage]:
+        """Wait up to ``timeout_ms`` for a message, then return it and all others already queued."""
+        out = []
+        for env, msg in self._drain_valid(timeout_ms, envelope=1):
+            cm = _unpack(msg)
+            self.routes[cm.worker] = env[0]
+            self.last_seen[cm.worker] = time.monotonic()
+            out.append(cm)
+        return out
+
+    def send(self, worker: str, kind: str, payload: dict[str, Any] | None = None, timeout_ms: int = 1000) -> bool:
+        """Send a command to ``worker``; False if it never spoke to us, is gone, or its queue stayed full."""
+        route = self.routes.get(worker)
+        if route is None:
+            self.counts["unroutable"] += 1
+            return False
+        try:
+            return self._encode_send(kind, None, timeout_ms, meta={"worker": worker, "payload": dict(payload or {})},
+                                     envelope=[route])
+        except zmq.ZMQError as err:
+            if err.errno != zmq.EHOSTUNREACH:
+                raise
+            self.counts["unroutable"] += 1
+            return False
+
+
+class ControlClient(Endpoint):
+    """DEALER, connected. One thread only. Messages sent before the controller is up wait in the queue."""
+
+    def __init__(self, address: str | None, trial: str, worker: str, *, ctx: zmq.Context | None = None,
+                 kinds: Collection[str] = TO_WORKER) -> None:
+        sock = make_socket(context(ctx), zmq.DEALER, sndhwm=10_000, rcvhwm=10_000)
+        super().__init__(sock, trial, kinds)
+        self.worker = worker
+        if address:
+            self.connect(address)
+
+    def _validate(self, msg: Message) -> None:
+        _unpack(msg)
+
+    def send(self, kind: str, payload: dict[str, Any] | None = None, timeout_ms: int | None = 1000) -> bool:
+        """Send ``kind`` (e.g. "heartbeat") with a msgpack-able ``payload``; TypeError if it is not."""
+        return self._encode_send(kind, None, timeout_ms, meta={"worker": self.worker, "payload": dict(payload or {})})
+
+    def recv(self, timeout_ms: int | None = None) -> ControlMessage | None:
+        """The next command, or None after ``timeout_ms`` (None: block)."""
+        got = self._recv_valid(timeout_ms)
+        return None if got is None else _unpack(got[1])

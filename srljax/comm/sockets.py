@@ -1,0 +1,185 @@
+"""Socket plumbing shared by the streams: options, binding, and the drop-and-count receive loop.
+
+    sock = make_socket(zmq.Context.instance(), zmq.PULL, rcvhwm=4)
+    addr = bind(sock, "tcp://127.0.0.1:*")   # -> "tcp://127.0.0.1:40123", register it in names
+    addr = bind(sock, "ipc://*")             # -> "ipc:///tmp/srljax-1f2e3d4c5b6a.sock"
+
+Every stream is an ``Endpoint``: it owns one socket (use it from one thread only), closes on
+``close()`` / ``with``, and exposes ``counters()`` such as ``{"received": 10, "drop.kind": 1}``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Collection
+from typing import Any
+
+import zmq
+
+from srljax.comm.codec import FRAMES, DecodeError, DropCounter, Message, decode, encode
+
+LINGER_MS = 200  # close() waits at most this long for unsent messages, so shutdown never hangs
+IPC_PATH_MAX = 100  # sun_path is 108 bytes on Linux; keep a margin
+LATE_DRAIN = 10_000  # past its deadline a receive still skips this many queued bad messages, then gives up
+
+
+def make_socket(ctx: zmq.Context, socket_type: int, *, sndhwm: int | None = None,
+                rcvhwm: int | None = None) -> zmq.Socket:
+    """A socket with LINGER bounded, IPv6 off and optional high-water marks (in messages)."""
+    sock = ctx.socket(socket_type)
+    sock.setsockopt(zmq.LINGER, LINGER_MS)
+    sock.setsockopt(zmq.IPV6, 0)
+    if sndhwm is not None:
+        sock.setsockopt(zmq.SNDHWM, sndhwm)
+    if rcvhwm is not None:
+        sock.setsockopt(zmq.RCVHWM, rcvhwm)
+    return sock
+
+
+def bind(sock: zmq.Socket, address: str) -> str:
+    """Bind ``address`` (``tcp://host:*`` picks a free port; ``ipc://*`` a fresh temp path); return the real one.
+
+    Bind to the interface peers will use: ``tcp://0.0.0.0:*`` comes back as ``0.0.0.0``, which
+    is no use to a peer on another host. libzmq leaves the ipc socket file behind on close (and
+    replaces a stale one on bind); ``Endpoint.close`` removes the ones ``ipc://*`` made up.
+    """
+    if address == "ipc://*":  # libzmq's own ``ipc://*`` lands in the cwd when $TMPDIR is unset
+        address = f"ipc://{tempfile.gettempdir()}/srljax-{uuid.uuid4().hex[:12]}.sock"
+    if address.startswith("ipc://") and len(address) - len("ipc://") > IPC_PATH_MAX:
+        raise ValueError(f"ipc path longer than {IPC_PATH_MAX} characters: {address}")
+    sock.bind(address)
+    return sock.getsockopt_string(zmq.LAST_ENDPOINT)
+
+
+def bind_random(sock: zmq.Socket, host: str = "127.0.0.1") -> str:
+    """Bind a free TCP port on ``host``; return ``tcp://host:port``."""
+    return bind(sock, f"tcp://{host}:*")
+
+
+class Endpoint:
+    """One socket plus counters; the streams derive from this."""
+
+    def __init__(self, sock: zmq.Socket, trial: str, kinds: Collection[str] | None) -> None:
+        self.sock = sock
+        self.trial = trial
+        self.kinds = None if kinds is None else frozenset(kinds)
+        self.address = ""  # the bound address, for servers
+        self._made_up_ipc = ""
+        self.drops = DropCounter()
+        self.counts: Counter[str] = Counter()  # sent, received, send_timeouts, ...
+
+    def counters(self) -> dict[str, int]:
+        """Flat counters for metrics: ``{"sent": .., "received": .., "drop.<reason>": ..}``."""
+        return {**self.counts, **{f"drop.{reason}": n for reason, n in self.drops.items()}}
+
+    def connect(self, address: str) -> None:
+        """Connect to one more peer (PUSH/DEALER round-robin over them; SUB hears them all)."""
+        self.sock.connect(address)
+
+    def bind(self, address: str) -> str:
+        """Bind (see ``bind``), remember the real address in ``self.address`` and return it."""
+        self.address = bind(self.sock, address)
+        if address == "ipc://*":
+            self._made_up_ipc = self.address.removeprefix("ipc://")
+        return self.address
+
+    def close(self) -> None:
+        self.sock.close(linger=LINGER_MS)
+        if self._made_up_ipc:  # nobody else can be bound to a fresh random path
+            with contextlib.suppress(OSError):
+                os.unlink(self._made_up_ipc)
+            self._made_up_ipc = ""
+
+    def __enter__(self) -> Endpoint:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- sending -------------------------------------------------------------------------------
+    def _send(self, frames: list[Any], timeout_ms: int | None) -> bool:
+        """Send without copying big buffers; False if the socket stayed full for ``timeout_ms``."""
+        if timeout_ms is None:
+            self.sock.send_multipart(frames, copy=False)
+        else:
+            # poll then NOBLOCK: a multipart message is queued whole once its first part is accepted
+            if not self.sock.poll(max(0, timeout_ms), zmq.POLLOUT):
+                self.counts["send_timeouts"] += 1
+                return False
+            try:
+                self.sock.send_multipart(frames, copy=False, flags=zmq.NOBLOCK)
+            except zmq.Again:
+                self.counts["send_timeouts"] += 1
+                return False
+        self.counts["sent"] += 1
+        return True
+
+    def _encode_send(self, kind: str, tree: Any, timeout_ms: int | None, *, version: int = -1,
+                     meta: dict[str, Any] | None = None, envelope: list[bytes] | None = None) -> bool:
+        frames = encode(kind, self.trial, tree, version=version, meta=meta)
+        return self._send([*(envelope or []), *frames], timeout_ms)
+
+    # -- receiving -----------------------------------------------------------------------------
+    def _recv_valid(self, timeout_ms: int | None, envelope: int = 0) -> tuple[list[Any], Message] | None:
+        """The first message that decodes within ``timeout_ms`` (None: wait forever), else None.
+
+        ``envelope`` leading frames (a ROUTER's peer id) are split off before decoding. Bad
+        messages are counted in ``drops`` and skipped; nothing but a closed socket raises here.
+        """
+        deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
+        late = 0  # bounded, so a flood of garbage cannot hold a timed receive forever
+        while late <= LATE_DRAIN:
+            wait = -1 if deadline is None else max(0, int((deadline - time.monotonic()) * 1000))
+            late += wait == 0
+            if not self.sock.poll(wait, zmq.POLLIN):
+                return None
+            try:
+                frames = self.sock.recv_multipart(flags=zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                continue
+            got = self._check(frames, envelope)
+            if got is not None:
+                return got
+        return None
+
+    def _drain_valid(self, timeout_ms: int | None, envelope: int = 0,
+                     limit: int | None = None) -> list[tuple[list[Any], Message]]:
+        """Wait up to ``timeout_ms`` for one valid message, then take all already queued (at most ``limit``)."""
+        first = self._recv_valid(timeout_ms, envelope)
+        if first is None:
+            return []
+        out = [first]
+        while limit is None or len(out) < limit:
+            try:
+                frames = self.sock.recv_multipart(flags=zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                break
+            got = self._check(frames, envelope)
+            if got is not None:
+                out.append(got)
+        return out
+
+    def _check(self, frames: list[Any], envelope: int) -> tuple[list[Any], Message] | None:
+        try:
+            if len(frames) <= envelope:
+                raise DecodeError(FRAMES, "no body after the envelope")
+            msg = decode(frames[envelope:], self.trial, self.kinds)
+            self._validate(msg)
+        except DecodeError as err:
+            self.drops.add(err)
+            return None
+        self.counts["received"] += 1
+        return [f.bytes for f in frames[:envelope]], msg
+
+    def _validate(self, msg: Message) -> None:
+        """Stream-specific checks on a decoded message; raise DecodeError to drop it."""
+
+
+def context(ctx: zmq.Context | None) -> zmq.Context:
+    """``ctx`` or the process-wide shared context."""
+    return ctx if ctx is not None else zmq.Context.instance()

@@ -1,0 +1,413 @@
+"""One frozen, typed configuration tree for an experiment.
+
+A config file is plain Python exposing ``experiment() -> Experiment``::
+
+    def experiment() -> Experiment:
+        return Experiment(env=EnvConfig(id="CartPole-v1"), total_env_steps=500_000)
+
+Launchers load it, apply ``dotted.key=value`` overrides (``trainer.lr=1e-4``), call
+``validate`` (every problem at once, with the arithmetic) and write the resolved tree to
+``runs/<experiment>/<trial>/config.json``. Derived sizes are properties; nothing mutates a
+config at run time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+THREE_DAYS_SECONDS = 3 * 24 * 3600
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """Which environment one actor steps, and how many copies."""
+
+    id: str = "CartPole-v1"
+    """envpool task id (``Pong-v5``, ``HalfCheetah-v4``, ``CartPole-v1``, ...)."""
+    num_envs: int = 8
+    """environments owned by one actor (one envpool instance)."""
+    batch_size: int = 0
+    """environments returned per ``recv``; 0 means ``num_envs`` (sync). Smaller: async env ring."""
+    num_threads: int = 0
+    """envpool worker threads; 0 lets envpool choose."""
+    max_episode_steps: int = 0
+    """time limit in agent steps; 0 keeps the env's default (Atari: 27,000; MuJoCo: 1,000)."""
+    # Atari-only options (envpool's standard preprocessing: 84x84 gray, frame skip 4, ...).
+    episodic_life: bool = True
+    """Atari: a lost life ends the learning episode (stats still report whole games)."""
+    reward_clip: bool = True
+    """Atari: learn from sign(reward); stats report the unclipped return."""
+    repeat_action_probability: float = 0.0
+    """Atari: sticky actions (0.25 is the Machado et al. protocol)."""
+    stack_num: int = 4
+    img_height: int = 84
+    img_width: int = 84
+    noop_max: int = 30
+    full_action_space: bool = False
+    factory: str = ""
+    """user-defined env: ``"package.module:make_fn"``, called as ``make_fn(env_config, seed)``
+    and returning an object with the VecEnv interface (see ``envs/base.py``)."""
+
+    @property
+    def envs_per_recv(self) -> int:
+        return self.batch_size or self.num_envs
+
+    @property
+    def is_async(self) -> bool:
+        return self.envs_per_recv < self.num_envs
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """PPO loss, rollout and network settings (CleanRL names)."""
+
+    name: Literal["ppo"] = "ppo"
+    num_steps: int = 128
+    """rollout length T per environment per update."""
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    norm_adv: bool = True
+    clip_coef: float = 0.1
+    clip_vloss: bool = True
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    network: Literal["auto", "mlp", "cnn"] = "auto"
+    """``auto``: Nature CNN for image observations, MLP otherwise."""
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    activation: Literal["tanh", "relu"] = "tanh"
+    normalize_obs: bool = False
+    """running mean/std observation normalisation (continuous control)."""
+    normalize_reward: bool = False
+    """scale rewards by the running std of the discounted return (continuous control)."""
+    obs_clip: float = 10.0
+    reward_norm_clip: float = 10.0
+
+
+AlgoConfig = PPOConfig  # a union as more algorithms land: PPOConfig | DQNConfig | ...
+
+
+@dataclass(frozen=True)
+class TrainerConfig:
+    """Optimisation and the trainer worker(s)."""
+
+    lr: float = 2.5e-4
+    anneal_lr: bool = True
+    """linearly anneal the learning rate to 0 over the run."""
+    max_grad_norm: float = 0.5
+    num_minibatches: int = 4
+    update_epochs: int = 4
+    adam_eps: float = 1e-5
+    devices: int = 1
+    """accelerators per trainer process (data parallel)."""
+    num_hosts: int = 1
+    publish_every: int = 1
+    """publish params to actors every N updates (distributed layouts)."""
+    max_policy_lag: int = 4
+    """distributed layouts: samples older than this many params versions are dropped."""
+
+
+@dataclass(frozen=True)
+class LayoutConfig:
+    """How the experiment is laid out as workers. ``single`` is one process (notebook, one GPU)."""
+
+    mode: Literal["single", "distributed"] = "single"
+    num_actors: int = 1
+    num_policy_workers: int = 1
+    num_buffer_workers: int = 0
+    inference: Literal["inline", "remote"] = "inline"
+    ring_size: int = 1
+    """distributed actors: env batches in flight per actor (envpool async ring)."""
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    run_root: str = "runs"
+    log_every: int = 1
+    """write a metrics line every N updates."""
+    window: int = 20
+    """recent completed episodes averaged into ``episode_return``."""
+    wandb: Literal["disabled", "offline", "online"] = "offline"
+    wandb_project: str = "srljax"
+    progress: Literal["auto", "bar", "lines"] = "auto"
+    prometheus_port: int = 0
+    """0: no Prometheus endpoint."""
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    every_updates: int = 0
+    """also checkpoint every N updates; 0: only at the end."""
+    keep: int = 3
+    final: bool = True
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """The root of the tree. ``name``/``trial`` come from ``-e``/``-f`` when launched."""
+
+    name: str = "experiment"
+    trial: str = "default"
+    seed: int = 1
+    total_env_steps: int = 500_000
+    timeout_seconds: float = THREE_DAYS_SECONDS
+    env: EnvConfig = field(default_factory=EnvConfig)
+    algo: AlgoConfig = field(default_factory=PPOConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    layout: LayoutConfig = field(default_factory=LayoutConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+
+    # -- derived sizes ---------------------------------------------------------------
+    @property
+    def batch_envs(self) -> int:
+        """Environments (columns B) in one training batch."""
+        return self.env.num_envs * max(1, self.layout.num_actors if self.layout.mode == "distributed" else 1)
+
+    @property
+    def env_steps_per_update(self) -> int:
+        return self.batch_envs * self.algo.num_steps
+
+    @property
+    def minibatch_size(self) -> int:
+        return self.env_steps_per_update // self.trainer.num_minibatches
+
+    @property
+    def num_updates(self) -> int:
+        return max(1, self.total_env_steps // self.env_steps_per_update)
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.log.run_root) / self.name / self.trial
+
+
+class ConfigError(ValueError):
+    """Raised with every problem in a config, one per line."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("invalid config:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+def problems(cfg: Experiment) -> list[str]:
+    """Every problem with ``cfg``, each naming the key, the arithmetic and the fix."""
+    out: list[str] = []
+    e, a, t, lay = cfg.env, cfg.algo, cfg.trainer, cfg.layout
+    for key, value in [("seed", cfg.seed)]:
+        if value < 0:
+            out.append(f"{key}={value} must be >= 0")
+    for key, value in [
+        ("total_env_steps", cfg.total_env_steps),
+        ("env.num_envs", e.num_envs),
+        ("algo.num_steps", a.num_steps),
+        ("trainer.num_minibatches", t.num_minibatches),
+        ("trainer.update_epochs", t.update_epochs),
+        ("trainer.devices", t.devices),
+        ("trainer.num_hosts", t.num_hosts),
+        ("trainer.publish_every", t.publish_every),
+        ("layout.num_actors", lay.num_actors),
+        ("layout.ring_size", lay.ring_size),
+        ("log.log_every", cfg.log.log_every),
+        ("log.window", cfg.log.window),
+    ]:
+        if value < 1:
+            out.append(f"{key}={value} must be >= 1")
+    if e.batch_size < 0 or e.batch_size > e.num_envs:
+        out.append(f"env.batch_size={e.batch_size} must be between 0 (sync) and env.num_envs={e.num_envs}")
+    elif e.batch_size and e.num_envs % e.batch_size:
+        out.append(
+            f"env.num_envs={e.num_envs} is not a multiple of env.batch_size={e.batch_size} "
+            f"({e.num_envs} % {e.batch_size} = {e.num_envs % e.batch_size}); set env.batch_size to a divisor"
+        )
+    if not 0.0 <= e.repeat_action_probability <= 1.0:
+        out.append(f"env.repeat_action_probability={e.repeat_action_probability} must be in [0, 1]")
+    if not 0.0 < a.gamma <= 1.0:
+        out.append(f"algo.gamma={a.gamma} must be in (0, 1]")
+    if not 0.0 <= a.gae_lambda <= 1.0:
+        out.append(f"algo.gae_lambda={a.gae_lambda} must be in [0, 1]")
+    if a.clip_coef <= 0:
+        out.append(f"algo.clip_coef={a.clip_coef} must be > 0")
+    if t.lr <= 0:
+        out.append(f"trainer.lr={t.lr} must be > 0")
+    if cfg.timeout_seconds <= 0:
+        out.append(f"timeout_seconds={cfg.timeout_seconds} must be > 0 (default 3 days = {THREE_DAYS_SECONDS})")
+    if min(e.num_envs, a.num_steps, t.num_minibatches, t.devices, t.num_hosts) >= 1:
+        batch = cfg.env_steps_per_update
+        how = (
+            f"{cfg.batch_envs} envs x {a.num_steps} steps"
+            if lay.mode == "single"
+            else f"{lay.num_actors} actors x {e.num_envs} envs x {a.num_steps} steps"
+        )
+        if batch % t.num_minibatches:
+            out.append(
+                f"batch {batch} ({how}) is not divisible by trainer.num_minibatches={t.num_minibatches} "
+                f"({batch} % {t.num_minibatches} = {batch % t.num_minibatches})"
+            )
+        else:
+            shards = t.devices * t.num_hosts
+            mb = batch // t.num_minibatches
+            if mb % shards:
+                out.append(
+                    f"minibatch {mb} (batch {batch} / {t.num_minibatches} minibatches) is not divisible by "
+                    f"{shards} trainer devices (trainer.devices={t.devices} x trainer.num_hosts={t.num_hosts})"
+                )
+        if cfg.total_env_steps >= 1 and cfg.total_env_steps < batch:
+            out.append(
+                f"total_env_steps={cfg.total_env_steps} is less than one update's batch {batch} ({how}); "
+                f"raise total_env_steps or shrink the batch"
+            )
+    if lay.mode == "single" and (lay.num_actors != 1 or lay.inference != "inline"):
+        out.append("layout.mode=single runs one inline actor: set layout.mode=distributed for more actors or remote inference")
+    if lay.mode == "distributed" and lay.inference == "remote" and lay.num_policy_workers < 1:
+        out.append(
+            f"layout.inference=remote needs a policy worker, but layout.num_policy_workers={lay.num_policy_workers}; "
+            "set layout.num_policy_workers>=1 or layout.inference=inline"
+        )
+    if cfg.checkpoint.every_updates < 0 or cfg.checkpoint.keep < 1:
+        out.append("checkpoint.every_updates must be >= 0 and checkpoint.keep >= 1")
+    for key, value in [("name", cfg.name), ("trial", cfg.trial)]:
+        if not value or "/" in value or value.startswith("."):
+            out.append(f"{key}={value!r} must be a non-empty folder name without '/'")
+    return out
+
+
+def validate(cfg: Experiment) -> Experiment:
+    """Return ``cfg`` unchanged, or raise ``ConfigError`` listing every problem."""
+    found = problems(cfg)
+    if found:
+        raise ConfigError(found)
+    return cfg
+
+
+# -- overrides -------------------------------------------------------------------------
+
+
+def _parse_value(text: str, hint: Any, key: str) -> Any:
+    origin = typing.get_origin(hint)
+    if hint is bool:
+        low = text.lower()
+        if low in ("1", "true", "yes", "on"):
+            return True
+        if low in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError([f"{key}={text!r}: expected a boolean (true/false)"])
+    if hint is int:
+        try:
+            return int(float(text)) if "e" in text.lower() and float(text).is_integer() else int(text.replace("_", ""))
+        except ValueError:
+            raise ConfigError([f"{key}={text!r}: expected an integer"]) from None
+    if hint is float:
+        try:
+            return float(text)
+        except ValueError:
+            raise ConfigError([f"{key}={text!r}: expected a number"]) from None
+    if hint is str:
+        return text
+    if origin is Literal:
+        allowed = typing.get_args(hint)
+        if text not in allowed:
+            raise ConfigError([f"{key}={text!r}: expected one of {', '.join(map(str, allowed))}"])
+        return text
+    if origin is tuple:
+        (item, *_rest) = typing.get_args(hint)
+        parts = [p for p in text.strip("()[] ").split(",") if p.strip()]
+        return tuple(_parse_value(p.strip(), item, key) for p in parts)
+    raise ConfigError([f"{key}: cannot override a field of type {hint} from the command line"])
+
+
+def apply_overrides(cfg: Any, overrides: list[str] | dict[str, str]) -> Any:
+    """``apply_overrides(cfg, ["trainer.lr=1e-4", "env.id=Breakout-v5"])`` -> new frozen tree.
+
+    Unknown keys and bad values are all reported together.
+    """
+    items = overrides.items() if isinstance(overrides, dict) else [_split(o) for o in overrides]
+    errors: list[str] = []
+    for key, text in items:
+        try:
+            cfg = _set(cfg, key.split("."), text, key)
+        except ConfigError as err:
+            errors.extend(err.problems)
+    if errors:
+        raise ConfigError(errors)
+    return cfg
+
+
+def _split(item: str) -> tuple[str, str]:
+    if "=" not in item:
+        raise ConfigError([f"override {item!r} is not key=value (e.g. trainer.lr=1e-4)"])
+    key, text = item.split("=", 1)
+    return key.strip(), text.strip()
+
+
+def _set(node: Any, path: list[str], text: str, full_key: str) -> Any:
+    hints = typing.get_type_hints(type(node))
+    names = [f.name for f in dataclasses.fields(node)]
+    head = path[0]
+    if head not in names:
+        import difflib
+
+        close = difflib.get_close_matches(head, names, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else f"; fields here: {', '.join(names)}"
+        raise ConfigError([f"unknown config key {full_key!r}{hint}"])
+    if len(path) == 1:
+        return dataclasses.replace(node, **{head: _parse_value(text, hints[head], full_key)})
+    child = getattr(node, head)
+    if not dataclasses.is_dataclass(child):
+        raise ConfigError([f"{full_key!r}: {head} is a value, not a section"])
+    return dataclasses.replace(node, **{head: _set(child, path[1:], text, full_key)})
+
+
+# -- files -----------------------------------------------------------------------------
+
+
+def load_file(path: str | Path) -> Experiment:
+    """Import a config file and call its ``experiment()``; the name defaults to the file's stem."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError([f"config file {str(path)!r} not found (try configs/cartpole_ppo.py)"])
+    spec = importlib.util.spec_from_file_location(f"srljax_config_{path.stem}", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not callable(getattr(module, "experiment", None)):
+        raise ConfigError([f"{path} must define `def experiment() -> Experiment`"])
+    cfg = module.experiment()
+    if not isinstance(cfg, Experiment):
+        raise ConfigError([f"{path}: experiment() returned {type(cfg).__name__}, expected srljax.config.Experiment"])
+    if cfg.name == Experiment.name:
+        cfg = dataclasses.replace(cfg, name=path.stem)
+    return cfg
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    return dataclasses.asdict(cfg)
+
+
+def from_dict(data: dict[str, Any], cls: type = Experiment) -> Any:
+    """Inverse of ``to_dict`` (used by workers that receive the config as JSON)."""
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in data:
+            continue
+        value, hint = data[f.name], hints[f.name]
+        if dataclasses.is_dataclass(hint):
+            value = from_dict(value, hint)
+        elif typing.get_origin(hint) is tuple:
+            value = tuple(value)
+        kwargs[f.name] = value
+    return cls(**kwargs)
+
+
+def write_json(cfg: Experiment, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(to_dict(cfg), indent=2, sort_keys=True) + "\n")
+    return path
+
+

@@ -1,0 +1,149 @@
+"""Metrics out of a running experiment: ``metrics.jsonl``, progress, wandb, Prometheus.
+
+    log = MetricsLogger(cfg, total=cfg.total_env_steps)
+    log.write({"env_steps": 1024, "episode_return": 21.0, "sps": 900.0, "policy_loss": 0.1})
+    log.close()
+
+Every record is one JSON line appended to ``runs/<experiment>/<trial>/metrics.jsonl``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from srljax.config import Experiment, to_dict
+
+
+class EpisodeWindow:
+    """Mean of the last ``size`` completed episodes (true returns from the env adapter)."""
+
+    def __init__(self, size: int):
+        self.returns: deque[float] = deque(maxlen=size)
+        self.lengths: deque[int] = deque(maxlen=size)
+        self.count = 0
+
+    def add(self, episode_return: np.ndarray, episode_length: np.ndarray) -> None:
+        ended = ~np.isnan(episode_return)
+        for r, n in zip(episode_return[ended], episode_length[ended]):
+            self.returns.append(float(r))
+            self.lengths.append(int(n))
+            self.count += 1
+
+    def summary(self) -> dict[str, float]:
+        if not self.returns:
+            return {}
+        return {
+            "episode_return": float(np.mean(self.returns)),
+            "episode_length": float(np.mean(self.lengths)),
+            "episodes": self.count,
+        }
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (np.generic, np.ndarray)) or hasattr(value, "item"):
+        value = np.asarray(value).item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # JSON has no NaN/inf; keep them visible rather than crash
+    return value
+
+
+class MetricsLogger:
+    def __init__(self, cfg: Experiment, total: int, role: str = "trainer"):
+        self.cfg = cfg
+        self.total = total
+        self.run_dir = Path(cfg.run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.run_dir / "metrics.jsonl"
+        self._file = self.path.open("a")
+        self._start = time.time()
+        self._progress = None
+        mode = cfg.log.progress
+        if mode == "bar" or (mode == "auto" and sys.stdout.isatty()):
+            from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self._progress = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                TextColumn("{task.completed:,.0f}/{task.total:,.0f} steps"),
+                TextColumn("{task.fields[info]}"),
+                TimeRemainingColumn(),
+            )
+            self._task = self._progress.add_task(f"{cfg.name}/{cfg.trial}", total=total, info="")
+            self._progress.start()
+        self._wandb = None
+        if cfg.log.wandb != "disabled":
+            self._wandb = _start_wandb(cfg, role)
+        self._prometheus = _start_prometheus(cfg.log.prometheus_port) if cfg.log.prometheus_port else None
+
+    def write(self, record: dict[str, Any]) -> None:
+        record = {"time": round(time.time() - self._start, 3), **{k: _plain(v) for k, v in record.items()}}
+        self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+        steps = record.get("env_steps", 0)
+        ret = record.get("episode_return")
+        info = f"{record.get('sps', 0):,.0f} sps" + (f"  return {ret:.1f}" if isinstance(ret, float) else "")
+        if self._progress is not None:
+            self._progress.update(self._task, completed=steps, info=info)
+        else:
+            print(f"[{self.cfg.name}/{self.cfg.trial}] {steps:,}/{self.total:,} steps  {info}", flush=True)
+        if self._wandb is not None:
+            self._wandb.log({k: v for k, v in record.items() if isinstance(v, (int, float))}, step=int(steps))
+        if self._prometheus is not None:
+            for key, value in record.items():
+                if isinstance(value, (int, float)):
+                    self._prometheus.set(key, value)
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+        self._file.close()
+        if self._wandb is not None:
+            self._wandb.finish()
+            self._wandb = None
+
+
+def _start_wandb(cfg: Experiment, role: str) -> Any:
+    import wandb
+
+    wandb_dir = Path(cfg.run_dir).absolute()
+    os.environ.setdefault("WANDB_SILENT", "true")
+    return wandb.init(
+        project=cfg.log.wandb_project,
+        group=cfg.name,
+        name=f"{cfg.name}/{cfg.trial}/{role}",
+        mode=cfg.log.wandb,
+        dir=str(wandb_dir),
+        config=to_dict(cfg),
+        reinit="create_new",
+    )
+
+
+class _PrometheusGauges:
+    """One gauge per metric name, created on first use, labelled by experiment/trial."""
+
+    def __init__(self, port: int, addr: str = "127.0.0.1"):
+        import prometheus_client
+
+        self._client = prometheus_client
+        self._registry = prometheus_client.CollectorRegistry()
+        self._gauges: dict[str, Any] = {}
+        prometheus_client.start_http_server(port, addr=addr, registry=self._registry)
+
+    def set(self, key: str, value: float) -> None:
+        name = "srljax_" + "".join(c if c.isalnum() else "_" for c in key)
+        if name not in self._gauges:
+            self._gauges[name] = self._client.Gauge(name, key, registry=self._registry)
+        self._gauges[name].set(value)
+
+
+def _start_prometheus(port: int) -> _PrometheusGauges:
+    return _PrometheusGauges(port)

@@ -1,0 +1,112 @@
+"""Single-process training: the notebook / one-GPU path.
+
+    from srljax import train
+    from srljax.config import Experiment
+    result = train(Experiment(total_env_steps=100_000))
+    result.metrics[-1]["episode_return"]
+
+envpool batches (async when ``env.batch_size < env.num_envs``) -> jitted ``act`` ->
+``SegmentBuilder`` -> jitted ``update``. The distributed workers run the same ``act``/``update``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import numpy as np
+
+import envs
+from srljax.config import Experiment, validate, write_json
+from srljax.learner import Learner
+from srljax.metrics import EpisodeWindow, MetricsLogger
+from srljax.rollout import SegmentBuilder
+
+
+@dataclass
+class TrainResult:
+    """What ``train`` hands back to a notebook."""
+
+    config: Experiment
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    state: Any = None
+    env_steps: int = 0
+    stopped_by: str = "done"  # "done" | "timeout"
+
+    @property
+    def run_dir(self):
+        return self.config.run_dir
+
+
+def train(cfg: Experiment) -> TrainResult:
+    validate(cfg)
+    run_dir = cfg.run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_json(cfg, run_dir / "config.json")
+
+    env = envs.make(cfg.env, seed=cfg.seed)
+    learner = Learner(cfg, env.spec)
+    algo = learner.algo
+    key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 1)
+    act = jax.jit(algo.act)
+
+    builder = SegmentBuilder(env.spec, cfg.algo.num_steps, algo.extras_spec)
+    episodes = EpisodeWindow(cfg.log.window)
+    logger = MetricsLogger(cfg, total=cfg.total_env_steps)
+    result = TrainResult(config=cfg)
+
+    params = learner.policy_params()
+    actor_state = algo.initial_actor_state(env.spec.num_envs)
+    env_steps = 0
+    start = last_log_time = time.time()
+    last_log_steps = 0
+    env.async_reset()
+    try:
+        while learner.version < cfg.num_updates:
+            if time.time() - start > cfg.timeout_seconds:
+                result.stopped_by = "timeout"
+                break
+            ts = env.recv()
+            key, act_key = jax.random.split(key)
+            ids = ts.env_id
+            rows_state = jax.tree.map(lambda x: x[ids], actor_state)
+            action, extras, rows_state = act(params, ts.obs, rows_state, act_key)
+            action = np.asarray(action)
+            env.send(action, ids)
+            actor_state = jax.tree.map(lambda x, y: x.at[ids].set(y), actor_state, rows_state)
+            builder.add(ts, action, {k: np.asarray(v) for k, v in extras.items()}, learner.version)
+            episodes.add(ts.episode_return, ts.episode_length)
+            env_steps += len(ids)
+            if not builder.ready(cfg.batch_envs):
+                continue
+            train_metrics = learner.step(builder.pop(cfg.batch_envs))
+            params = learner.policy_params()
+            updates = learner.version
+            if updates % cfg.log.log_every == 0 or updates == cfg.num_updates:
+                now = time.time()
+                record = {
+                    "update": updates,
+                    "env_steps": env_steps,
+                    "sps": (env_steps - last_log_steps) / max(now - last_log_time, 1e-9),
+                    **episodes.summary(),
+                    **{k: float(v) for k, v in jax.device_get(train_metrics).items()},
+                }
+                last_log_time, last_log_steps = now, env_steps
+                logger.write(record)
+                result.metrics.append(record)
+    finally:
+        env.close()
+        learner.close()
+        logger.close()
+    result.state = learner.state
+    result.env_steps = env_steps
+    return result
+
+
+def with_names(cfg: Experiment, name: str | None = None, trial: str | None = None) -> Experiment:
+    """Return ``cfg`` with the experiment/trial names set (used by launchers)."""
+    changes = {k: v for k, v in (("name", name), ("trial", trial)) if v}
+    return dataclasses.replace(cfg, **changes) if changes else cfg

@@ -1,0 +1,74 @@
+"""Shared data shapes that cross the seams: env -> shell -> algorithm -> wire.
+
+Shape letters: T time, B batch (envs), ``*O`` observation shape, ``*A`` action shape.
+Everything here is plain data (NamedTuples / frozen dataclasses of numpy or jax arrays), so it
+can be jitted, sharded and sent over the wire codec without pickle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple
+
+import numpy as np
+
+ActionKind = Literal["discrete", "continuous"]
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """What an algorithm needs to know about an environment batch."""
+
+    id: str
+    obs_shape: tuple[int, ...]
+    obs_dtype: str  # numpy dtype name, e.g. "float32" or "uint8"
+    action_kind: ActionKind
+    num_actions: int = 0  # discrete only
+    action_shape: tuple[int, ...] = ()  # continuous: (action_dim,); discrete: ()
+    action_low: tuple[float, ...] = ()  # continuous only
+    action_high: tuple[float, ...] = ()
+    num_envs: int = 1  # environments owned by one VecEnv
+    batch_size: int = 1  # environments returned by one recv (== num_envs in sync mode)
+    max_episode_steps: int = 0  # 0: unknown / none
+
+    @property
+    def action_dtype(self) -> str:
+        return "int32" if self.action_kind == "discrete" else "float32"
+
+
+class TimeStep(NamedTuple):
+    """One recv/step result for ``B = spec.batch_size`` environments (numpy, leading axis B).
+
+    ``reward``, ``terminated`` and ``truncated`` describe the transition that *led to* ``obs``
+    (dm_env convention). envpool autoresets lazily: the step after a done returns the first
+    observation of the next episode with reward 0 and both flags False; the action sent for
+    that step is ignored. A transition starting at an observation whose ``terminated`` or
+    ``truncated`` is set therefore crosses an episode boundary and must not be learned from.
+    """
+
+    obs: np.ndarray  # [B, *O]
+    reward: np.ndarray  # [B] float32, the reward used for learning (clipped on Atari if asked)
+    terminated: np.ndarray  # [B] bool: the MDP ended (bootstrap with 0)
+    truncated: np.ndarray  # [B] bool: cut by a time limit (bootstrap from V(obs))
+    env_id: np.ndarray  # [B] int32, which env of the VecEnv each row belongs to
+    episode_return: np.ndarray  # [B] float32, true (unclipped, whole-game) return; NaN unless a game ended here
+    episode_length: np.ndarray  # [B] int32, whole-game length in env steps; 0 unless a game ended here
+
+
+class Trajectory(NamedTuple):
+    """A time-major segment of ``T + 1`` consecutive TimeSteps of ``B`` envs plus agent outputs.
+
+    Row ``t`` holds the observation at time t, the reward/flags that led to it, and what the
+    agent did there (``action``, ``extras`` such as behaviour ``logp`` and ``value``). The
+    segment's last row is the bootstrap row; its action/extras are what the agent computed
+    there (used for bootstrapping values) and the next segment starts with that same row.
+    Transition t (t < T) goes from row t to row t + 1 and is valid iff row t is not done.
+    """
+
+    obs: Any  # [T+1, B, *O]
+    action: Any  # [T+1, B, *A]
+    reward: Any  # [T+1, B]
+    terminated: Any  # [T+1, B]
+    truncated: Any  # [T+1, B]
+    extras: dict[str, Any]  # name -> [T+1, B, ...], e.g. {"logp", "value"}
+    policy_version: Any  # [B] int32: the oldest params version used to act in this segment
