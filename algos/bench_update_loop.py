@@ -1,6 +1,6 @@
 """Time PPO ``update`` with the minibatch loop as ``lax.scan`` vs Python-unrolled in one jit.
 
-    python -m algos.bench_update_loop [cartpole mujoco atari] [--repeats 3]
+    python -m algos.bench_update_loop [cartpole mujoco atari] [--repeats 3] [--loops scan unroll] [--epochs E]
 
 Prints compile seconds and the median seconds per update after compile, per case and loop
 form. Random data of the right shapes; results recorded in ``algos/ppo.py``'s docstring.
@@ -64,8 +64,10 @@ def random_trajectory(spec: EnvSpec, t: int, b: int, seed: int = 0) -> Trajector
     )
 
 
-def bench(name: str, loop: str, repeats: int) -> tuple[float, float]:
+def bench(name: str, loop: str, repeats: int, epochs: int = 0) -> tuple[float, float]:
     spec, cfg = CASES[name]
+    if epochs:
+        cfg = dataclasses.replace(cfg, trainer=dataclasses.replace(cfg.trainer, update_epochs=epochs))
     spec = dataclasses.replace(spec, num_envs=cfg.env.num_envs, batch_size=cfg.env.num_envs)
     algo = make_ppo(cfg, spec, loop=loop)  # type: ignore[arg-type]
     state = algo.init(jax.random.PRNGKey(0))
@@ -88,11 +90,12 @@ def main() -> None:
     parser.add_argument("cases", nargs="*", default=list(CASES))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--loops", nargs="+", default=["scan", "unroll"])
+    parser.add_argument("--epochs", type=int, default=0, help="override trainer.update_epochs (0: the case's)")
     args = parser.parse_args()
     print(f"jax {jax.__version__} on {jax.devices()}")
     for name in args.cases:
         for loop in args.loops:
-            compile_s, step_s = bench(name, loop, args.repeats)
+            compile_s, step_s = bench(name, loop, args.repeats, args.epochs)
             print(f"{name:9s} {loop:7s} compile {compile_s:7.2f} s   update {step_s:8.4f} s", flush=True)
 
 

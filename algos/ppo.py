@@ -29,6 +29,7 @@ from algos.networks import ActorCritic
 from algos.normalizers import init_norm, normalize, rms_update, scale_rewards
 from algos.returns import gae, valid_mask
 from srljax.config import Experiment, PPOConfig
+from srljax.sharding import split_samples
 from srljax.types import EnvSpec, Trajectory
 
 Array = jax.Array
@@ -152,7 +153,8 @@ def make_ppo(cfg: Experiment, spec: EnvSpec, *, loop: LoopForm | None = None) ->
 
     def init(rng: Array) -> TrainState:
         rng, key = jax.random.split(rng)
-        params = net.init(key, jnp.zeros((1, *spec.obs_shape), spec.obs_dtype))
+        # jit: eager orthogonal init of the CNN dispatches op by op and takes ~2x longer on CPU
+        params = jax.jit(net.init)(key, jnp.zeros((1, *spec.obs_shape), spec.obs_dtype))
         norm = init_norm(spec.obs_shape, cfg.batch_envs, obs=norm_obs, reward=norm_rew)
         return TrainState(params=params, opt_state=tx.init(params), norm=norm, step=jnp.zeros((), jnp.int32), rng=rng)
 
@@ -171,14 +173,16 @@ def make_ppo(cfg: Experiment, spec: EnvSpec, *, loop: LoopForm | None = None) ->
         params, opt_state = carry
         (loss, aux), grads = grad_fn(params, mb)
         updates, opt_state = tx.update(grads, opt_state, params)
-        return (optax.apply_updates(params, updates), opt_state), {**aux, "loss": loss, "grad_norm": optax.global_norm(grads)}
+        return (optax.apply_updates(params, updates), opt_state), {**aux, "loss": loss, "grad_norm": optax.tree.norm(grads)}
 
     def minibatches(key: Array, flat: dict[str, Array]) -> dict[str, Array]:
         """flat [N, ...] -> shuffled [M, N // M, ...]; a remainder (N % M) sits out this epoch."""
         n = jax.tree.leaves(flat)[0].shape[0]
         size = n // num_mb
         perm = jax.random.permutation(key, n)[: num_mb * size]
-        return jax.tree.map(lambda x: jnp.take(x, perm, axis=0).reshape((num_mb, size, *x.shape[1:])), flat)
+        mbs = jax.tree.map(lambda x: jnp.take(x, perm, axis=0).reshape((num_mb, size, *x.shape[1:])), flat)
+        # on a multi-device trainer, each device computes the loss of its share of every minibatch
+        return split_samples(mbs, axis=1)
 
     def run_epochs(carry: tuple[Params, Any], flat: dict[str, Array], keys: Array) -> tuple[Any, Metrics]:
         if loop == "scan":

@@ -11,5 +11,5 @@ def experiment() -> Experiment:
         total_env_steps=500_000,
         env=EnvConfig(id="CartPole-v1", num_envs=8),
         algo=PPOConfig(num_steps=128, clip_coef=0.2, ent_coef=0.01, gamma=0.99, gae_lambda=0.95),
-        trainer=TrainerConfig(lr=2.5e-4, num_minibatches=4, update_epochs=4),
+        trainer=TrainerConfig(lr=2.5e-4, num_minibatches=8, update_epochs=4),
     )

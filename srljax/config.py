@@ -104,8 +104,15 @@ class TrainerConfig:
     update_epochs: int = 4
     adam_eps: float = 1e-5
     devices: int = 1
-    """accelerators per trainer process (data parallel)."""
+    """accelerators per trainer process, data parallel (``srljax/sharding.py``): a count, the first N
+    this process sees. Which physical GPUs those are is set per process (``srljax/devices.py``,
+    ``CUDA_VISIBLE_DEVICES``), so a list here would duplicate it and break under renumbering."""
     num_hosts: int = 1
+    """trainer processes (one per node) that form one ``jax.distributed`` group; each feeds
+    batch / num_hosts env columns."""
+    memory_fraction: float = 0.0
+    """GPU memory each trainer process preallocates; 0: JAX's default (75%, may grow). Lower it
+    when policy workers or actors share the trainer's GPUs."""
     publish_every: int = 1
     """publish params to actors every N updates (distributed layouts)."""
     max_policy_lag: int = 4
@@ -123,6 +130,18 @@ class LayoutConfig:
     inference: Literal["inline", "remote"] = "inline"
     ring_size: int = 1
     """distributed actors: env batches in flight per actor (envpool async ring)."""
+    actor_device: Literal["cpu", "gpu", "auto"] = "cpu"
+    """where actors run inline inference: ``cpu``, ``gpu`` (one per actor, round robin over the
+    node's GPUs) or ``auto`` (gpu if the node has one). See ``srljax/devices.py``."""
+    policy_device: Literal["cpu", "gpu", "auto"] = "auto"
+    """where policy workers run: as ``actor_device``; several workers per GPU when they outnumber GPUs."""
+    memory_fraction: float = 0.0
+    """GPU memory each policy worker / GPU actor preallocates (e.g. 0.1 for 8 per GPU with room for a
+    trainer); 0: no preallocation, allocate on demand, which suits small inference processes."""
+    transport: Literal["tcp", "ipc"] = "tcp"
+    """distributed local runs: sockets on ``tcp://127.0.0.1`` or ``ipc://`` (unix sockets)."""
+    heartbeat_timeout_seconds: float = 5.0
+    """distributed: a worker silent this long is lost and the controller ends the trial."""
 
 
 @dataclass(frozen=True)
@@ -234,6 +253,9 @@ def problems(cfg: Experiment) -> list[str]:
         out.append(f"algo.clip_coef={a.clip_coef} must be > 0")
     if t.lr <= 0:
         out.append(f"trainer.lr={t.lr} must be > 0")
+    for key, value in [("trainer.memory_fraction", t.memory_fraction), ("layout.memory_fraction", lay.memory_fraction)]:
+        if not 0.0 <= value < 1.0:
+            out.append(f"{key}={value} must be in [0, 1) (0: no limit set)")
     if cfg.timeout_seconds <= 0:
         out.append(f"timeout_seconds={cfg.timeout_seconds} must be > 0 (default 3 days = {THREE_DAYS_SECONDS})")
     if min(e.num_envs, a.num_steps, t.num_minibatches, t.devices, t.num_hosts) >= 1:
@@ -256,6 +278,14 @@ def problems(cfg: Experiment) -> list[str]:
                     f"minibatch {mb} (batch {batch} / {t.num_minibatches} minibatches) is not divisible by "
                     f"{shards} trainer devices (trainer.devices={t.devices} x trainer.num_hosts={t.num_hosts})"
                 )
+        shards = t.devices * t.num_hosts
+        if cfg.batch_envs % shards:
+            # the batch is split on its env axis, so each device (and each host) gets whole columns
+            out.append(
+                f"batch of {cfg.batch_envs} env columns ({how.rsplit(' x ', 1)[0]}) does not split across {shards} "
+                f"trainer devices (trainer.devices={t.devices} x trainer.num_hosts={t.num_hosts}; "
+                f"{cfg.batch_envs} % {shards} = {cfg.batch_envs % shards}); use a multiple of {shards} envs"
+            )
         if cfg.total_env_steps >= 1 and cfg.total_env_steps < batch:
             out.append(
                 f"total_env_steps={cfg.total_env_steps} is less than one update's batch {batch} ({how}); "
@@ -263,11 +293,10 @@ def problems(cfg: Experiment) -> list[str]:
             )
     if lay.mode == "single" and (lay.num_actors != 1 or lay.inference != "inline"):
         out.append("layout.mode=single runs one inline actor: set layout.mode=distributed for more actors or remote inference")
-    if lay.mode == "distributed" and lay.inference == "remote" and lay.num_policy_workers < 1:
-        out.append(
-            f"layout.inference=remote needs a policy worker, but layout.num_policy_workers={lay.num_policy_workers}; "
-            "set layout.num_policy_workers>=1 or layout.inference=inline"
-        )
+    if lay.mode == "distributed":  # the worker graph: streams that do not connect, ring sizes
+        from srljax.layout import layout_problems  # here: srljax.layout imports this module
+
+        out.extend(layout_problems(cfg))
     if cfg.checkpoint.every_updates < 0 or cfg.checkpoint.keep < 1:
         out.append("checkpoint.every_updates must be >= 0 and checkpoint.keep >= 1")
     for key, value in [("name", cfg.name), ("trial", cfg.trial)]:
@@ -325,10 +354,11 @@ def apply_overrides(cfg: Any, overrides: list[str] | dict[str, str]) -> Any:
 
     Unknown keys and bad values are all reported together.
     """
-    items = overrides.items() if isinstance(overrides, dict) else [_split(o) for o in overrides]
+    items = list(overrides.items()) if isinstance(overrides, dict) else overrides
     errors: list[str] = []
-    for key, text in items:
+    for item in items:
         try:
+            key, text = item if isinstance(item, tuple) else _split(item)
             cfg = _set(cfg, key.split("."), text, key)
         except ConfigError as err:
             errors.extend(err.problems)

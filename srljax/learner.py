@@ -6,6 +6,17 @@
     learner.save()                               # orbax checkpoint at the current update count
 
 Both paths call exactly this, so they produce the same update on the same batch and seed.
+
+Devices: the update runs data parallel over ``cfg.trainer.devices`` local devices of each of
+``cfg.trainer.num_hosts`` processes (``srljax.sharding``): the batch is split on its env axis
+B, the state is replicated, and the update is compiled once for that layout on the first
+``step``. With several hosts, every process of the group builds a ``Learner`` after
+``srljax.distributed.initialize`` and calls ``step`` with its own B / num_hosts columns; all of
+them call ``save`` (orbax writes each array once); only ``is_primary`` should publish params.
+To overlap the host-to-device copy of the next batch with the running update::
+
+    placed = learner.put(next_batch)             # returns at once; the copy proceeds
+    metrics = learner.step(placed)
 """
 
 from __future__ import annotations
@@ -15,6 +26,7 @@ from typing import Any
 import jax
 
 import algos
+from srljax import sharding
 from srljax.checkpoint import Checkpointer
 from srljax.config import Experiment
 from srljax.types import EnvSpec, Trajectory
@@ -24,26 +36,64 @@ class Learner:
     def __init__(self, cfg: Experiment, spec: EnvSpec, checkpoints: bool = True):
         self.cfg = cfg
         self.algo = algos.make(cfg, spec)
+        self.mesh = sharding.make_mesh(cfg.trainer.devices, cfg.trainer.num_hosts)
+        self._replicated = sharding.replicated(self.mesh)
         init_key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 0)
-        self.state = self.algo.init(init_key)
-        self._update = jax.jit(self.algo.update, donate_argnums=0)
-        self._policy_params = jax.jit(self.algo.policy_params)
+        # Every leaf comes out a global replicated array (optax's scalar count too), which a
+        # multi-host orbax save requires; every process computes the same init from the seed.
+        self.state = jax.jit(self.algo.init, out_shardings=self._replicated)(init_key)
+        self._batch_shardings: Trajectory | None = None
+        self._update: Any = None  # compiled on the first step, for the first batch's shapes
+        self._policy_params = jax.jit(self.algo.policy_params, out_shardings=self._replicated)
+        self._sync = sharding.needs_sync(self.mesh)
         self.version = 0  # updates applied; also the params version actors see
         self.checkpointer = Checkpointer(cfg.run_dir / "checkpoints", keep=cfg.checkpoint.keep) if checkpoints else None
 
-    def step(self, batch: Trajectory) -> dict[str, float]:
+    @property
+    def is_primary(self) -> bool:
+        """True on the process that publishes params and logs (process 0 of the trainer group)."""
+        return jax.process_index() == 0
+
+    def put(self, batch: Trajectory) -> Trajectory:
+        """Start copying this process's columns of ``batch`` to the devices; ``step`` accepts the result."""
+        if self._batch_shardings is None:
+            self._batch_shardings = sharding.trajectory_sharding(self.mesh, batch)
+        return sharding.put_batch(batch, self._batch_shardings)
+
+    def step(self, batch: Trajectory) -> dict[str, Any]:
+        """One update on ``batch`` (host arrays or ``put``'s result); metrics stay on device until read."""
+        batch = self.put(batch)
+        if self._update is None:
+            self._update = self._compile(batch)
         self.state, metrics = self._update(self.state, batch)
+        if self._sync:
+            jax.block_until_ready(metrics)
         self.version += 1
         every = self.cfg.checkpoint.every_updates
         if every and self.version % every == 0:
             self.save()
-        return metrics
+        return sharding.host_local(metrics)
+
+    def _compile(self, batch: Trajectory) -> Any:
+        update = jax.jit(
+            self.algo.update,
+            in_shardings=(self._replicated, self._batch_shardings),
+            out_shardings=(self._replicated, self._replicated),
+            donate_argnums=0,
+        )
+        # The mesh as context lets sharding.split_samples inside the algorithm see it while
+        # tracing. Compiling ahead of time pins that one program: a batch of another shape or
+        # layout is an error rather than a silent retrace without the constraints.
+        with jax.set_mesh(self.mesh):
+            return update.lower(self.state, batch).compile()
 
     def policy_params(self) -> Any:
-        return self._policy_params(self.state)
+        """Params for actors, on this process's first trainer device (readable with ``jax.device_get``)."""
+        return sharding.host_local(self._policy_params(self.state))
 
     def save(self) -> None:
-        if self.checkpointer is not None and self.version:
+        # A periodic save may already have written this step (e.g. the final one).
+        if self.checkpointer is not None and self.version and self.checkpointer.latest_step() != self.version:
             self.checkpointer.save(self.version, self.state)
 
     def close(self, final_checkpoint: bool | None = None) -> None:

@@ -1,0 +1,28 @@
+"""Atari PPO (Pong by default) as a worker graph: 2 actors with env rings, 1 policy worker, 1 trainer.
+
+    python -m launch.local configs/atari_ppo_distributed.py
+    python -m launch.local configs/atari_ppo_distributed.py env.id=Breakout-v5 layout.ring_size=4
+
+The PPO settings are those of ``configs/atari_ppo.py``; its envs are split over the actors, each
+stepping an envpool ring of ``layout.ring_size`` batches while the policy worker answers the
+others, so a training batch has the same size as there.
+"""
+
+import dataclasses
+
+from configs import atari_ppo
+from srljax.config import Experiment, LayoutConfig
+
+NUM_ACTORS = 2
+
+
+def experiment() -> Experiment:
+    base = atari_ppo.experiment()
+    envs_per_actor = max(1, base.env.num_envs // NUM_ACTORS)
+    return dataclasses.replace(
+        base,
+        name="atari_ppo_distributed",
+        env=dataclasses.replace(base.env, num_envs=envs_per_actor, batch_size=0),
+        layout=LayoutConfig(mode="distributed", num_actors=NUM_ACTORS, num_policy_workers=1, inference="remote",
+                            ring_size=2 if envs_per_actor % 2 == 0 else 1),
+    )

@@ -1,0 +1,28 @@
+"""CartPole-v1 PPO as a worker graph: 2 actors, 1 policy worker (remote inference), 1 trainer.
+
+    python -m launch.local configs/cartpole_ppo_distributed.py                      # one process per worker
+    python -m launch.local configs/cartpole_ppo_distributed.py layout.inference=inline   # no policy worker
+
+The PPO settings are those of ``configs/cartpole_ppo.py``; its envs are split over the actors
+so a training batch has the same size as there. CartPole steps in microseconds, so no env ring
+(``layout.ring_size=1``): one request per actor step, batched across actors by the policy worker.
+"""
+
+import dataclasses
+
+from configs import cartpole_ppo
+from srljax.config import Experiment, LayoutConfig
+
+NUM_ACTORS = 2
+
+
+def experiment() -> Experiment:
+    base = cartpole_ppo.experiment()
+    envs_per_actor = max(1, base.env.num_envs // NUM_ACTORS)
+    return dataclasses.replace(
+        base,
+        name="cartpole_ppo_distributed",
+        env=dataclasses.replace(base.env, num_envs=envs_per_actor, batch_size=0),
+        layout=LayoutConfig(mode="distributed", num_actors=NUM_ACTORS, num_policy_workers=1, inference="remote",
+                            ring_size=1),
+    )

@@ -1,0 +1,162 @@
+"""The local process backend: one OS process per worker of the layout, the controller in this one.
+
+    python -m launch.local configs/cartpole_ppo_distributed.py      # calls run_distributed(cfg)
+
+    from launch.processes import run_distributed
+    exit_code = run_distributed(cfg)
+
+Writes ``runs/<exp>/<trial>/config.json``, starts ``python -m srljax.system.run RUN_DIR ROLE I``
+per worker (each in its own process group, output in ``logs/<role>-<i>.log``), prints where the
+run folder and every log are, and runs the ``Controller`` here. Sockets are ``tcp://127.0.0.1``
+or ``ipc://`` (``layout.transport``), names are files under ``names/``. Ctrl-C or SIGTERM stops
+every worker; whatever has not exited after the grace period is killed with its whole process
+group, so nothing is left behind. Exit code: 0 done or timeout, 1 a worker failed or was
+lost, 2 bad config, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO
+
+from srljax.comm import DirectoryNames
+from srljax.config import ConfigError, Experiment, validate, write_json
+from srljax.layout import build_layout
+from srljax.system.controller import Controller
+
+KILL_GRACE_S = 5.0  # after the controller's stop: SIGTERM, this long, then SIGKILL
+TAIL_LINES = 20
+# Several processes share a few cores: one XLA thread pool each for the light roles, so they do
+# not oversubscribe the CPUs; the trainer keeps XLA's default (all cores for the update).
+SINGLE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+
+
+def worker_env(role: str) -> dict[str, str]:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # several processes may share one GPU
+    if role == "actor":
+        env.setdefault("JAX_PLATFORMS", "cpu")  # inline inference runs on the actor's CPU, as in SRL
+    if role in ("actor", "buffer", "policy"):
+        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {SINGLE_THREAD_XLA}".strip()
+    return env
+
+
+class WorkerProcesses:
+    """The started workers: ``exited()`` and ``tail(name)`` for the controller, ``shutdown()`` at the end."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = run_dir
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.logs: dict[str, Path] = {}
+        self._files: list[IO[bytes]] = []
+
+    def start(self, role: str, index: int) -> None:
+        name = f"{role}/{index}"
+        log = self.run_dir / "logs" / f"{role}-{index}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        out = log.open("ab")
+        self._files.append(out)
+        cmd = [sys.executable, "-m", "srljax.system.run", str(self.run_dir), role, str(index),
+               "--parent-pid", str(os.getpid())]
+        self.procs[name] = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            env=worker_env(role), start_new_session=True)
+        self.logs[name] = log
+
+    def exited(self) -> dict[str, int]:
+        return {name: code for name, p in self.procs.items() if (code := p.poll()) is not None}
+
+    def tail(self, name: str, lines: int = TAIL_LINES) -> str:
+        try:
+            text = self.logs[name].read_bytes()[-20_000:].decode(errors="replace")
+        except (KeyError, OSError):
+            return ""
+        return "\n".join(f"  | {line}" for line in text.splitlines()[-lines:])
+
+    def shutdown(self, grace_s: float = KILL_GRACE_S) -> list[str]:
+        """Wait for the workers to exit, then SIGTERM and SIGKILL their process groups; return who was killed."""
+        killed = []
+        for sig, wait in ((None, grace_s), (signal.SIGTERM, grace_s), (signal.SIGKILL, grace_s)):
+            alive = [n for n, p in self.procs.items() if p.poll() is None]
+            if sig is not None:
+                for name in alive:
+                    self._signal_group(self.procs[name], sig)
+                killed += [f"{n} ({sig.name})" for n in alive]
+            deadline = time.monotonic() + wait
+            while alive and time.monotonic() < deadline:
+                time.sleep(0.05)
+                alive = [n for n, p in self.procs.items() if p.poll() is None]
+        for p in self.procs.values():  # the leaders are gone; a group member may not be
+            self._signal_group(p, signal.SIGKILL)
+        for f in self._files:
+            f.close()
+        return killed
+
+    @staticmethod
+    def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+        try:
+            os.killpg(proc.pid, sig)  # start_new_session: the group id is the worker's pid
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM to the launcher takes the same path as Ctrl-C: stop every worker, then exit."""
+
+    def raise_interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, raise_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run_distributed(cfg: Experiment) -> int:
+    """Run ``cfg`` as local processes; return the exit code (0 done/timeout, 1 failed, 2 bad config, 130 interrupted)."""
+    try:
+        validate(cfg)
+    except ConfigError as err:
+        print(err, file=sys.stderr)
+        return 2
+    run_dir = Path(cfg.run_dir).absolute()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_json(cfg, run_dir / "config.json")
+    names = DirectoryNames(run_dir / "names")
+    names.clear(f"{cfg.name}/{cfg.trial}/")  # addresses of an earlier run of this trial are dead
+    layout = build_layout(cfg)
+    procs = WorkerProcesses(run_dir)
+    with sigterm_as_interrupt():
+        controller = Controller(cfg, names, layout, exited=procs.exited, log_tail=procs.tail)
+        try:
+            for role, index in layout.workers():
+                procs.start(role, index)
+            print(f"run folder: {run_dir}", flush=True)
+            for name, log in procs.logs.items():
+                print(f"  {name:<10} log: {log}", flush=True)
+            print(f"  metrics: {run_dir / 'metrics.jsonl'}; per worker: {run_dir / 'workers'}", flush=True)
+            result = controller.run()
+        except KeyboardInterrupt:  # before the controller's own handler was running
+            controller.stop_all(grace_s=KILL_GRACE_S)
+            result = None
+        finally:
+            try:
+                killed = procs.shutdown()
+            except KeyboardInterrupt:  # impatience: no more waiting
+                killed = procs.shutdown(grace_s=0.5)
+            controller.close()
+    if killed:
+        print(f"killed after the grace period: {', '.join(killed)}", flush=True)
+    if result is None:
+        print("interrupted", flush=True)
+        return 130
+    print(("finished: " if result.exit_code == 0 else "FAILED: ") + result.message, flush=True)
+    return result.exit_code

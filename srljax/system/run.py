@@ -1,0 +1,59 @@
+"""One worker as an OS process: ``python -m srljax.system.run RUN_DIR ROLE INDEX [--parent-pid PID]``.
+
+Started by ``launch/processes.py`` (one per worker). Reads ``RUN_DIR/config.json``, finds the
+controller in ``RUN_DIR/names`` and serves it until ``stop``. SIGTERM / SIGINT stop it cleanly
+(a second one exits at once); so does the death of the launcher (``PR_SET_PDEATHSIG`` on Linux,
+and the control thread watches the parent pid), so no worker outlives its launcher.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to send SIGTERM when the launcher dies; elsewhere the parent-pid watch is enough."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m srljax.system.run", description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir")
+    parser.add_argument("role")
+    parser.add_argument("index", type=int)
+    parser.add_argument("--parent-pid", type=int, default=None)
+    args = parser.parse_args(argv)
+    _die_with_parent()
+    if args.parent_pid is not None and os.getppid() != args.parent_pid:
+        return 1  # the launcher died before we got here
+
+    from srljax.comm import DirectoryNames
+    from srljax.config import from_dict
+    from srljax.system.roles import make_worker
+
+    run_dir = Path(args.run_dir)
+    cfg = from_dict(json.loads((run_dir / "config.json").read_text()))
+    worker = make_worker(args.role, cfg, args.index, DirectoryNames(run_dir / "names"), parent_pid=args.parent_pid)
+
+    def on_signal(signum: int, frame: object) -> None:
+        if worker.stopping:
+            os._exit(128 + signum)  # asked twice: do not wait for a clean close
+        worker.request_stop(f"signal {signal.Signals(signum).name}")
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    return worker.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

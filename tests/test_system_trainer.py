@@ -1,0 +1,91 @@
+"""The distributed trainer runs the very update of the single-process path.
+
+A single-process config with 8 envs and a distributed one with 2 actors x 4 envs describe the
+same batch (8 columns x T steps), the same seed and the same number of updates. One batch goes
+through ``Learner.step`` directly (what ``srljax.train`` does) and, over the wire as two actor
+segments, through a ``TrainerWorker``; the params afterwards must be identical.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import jax
+import numpy as np
+
+import envs
+from srljax.comm import MemoryNames, SampleSender
+from srljax.config import EnvConfig, Experiment, LayoutConfig, LogConfig, PPOConfig, TrainerConfig
+from srljax.learner import Learner
+from srljax.rollout import SegmentBuilder, split_segments
+from srljax.system.common import env_spec, trial_name
+from srljax.system.trainer import TrainerWorker
+
+
+def configs(tmp_path) -> tuple[Experiment, Experiment]:
+    single = Experiment(
+        name="same_update", trial="t0", seed=3, total_env_steps=8 * 16 * 5,
+        env=EnvConfig(id="CartPole-v1", num_envs=8),
+        algo=PPOConfig(num_steps=16),
+        trainer=TrainerConfig(num_minibatches=2, update_epochs=2),
+        log=LogConfig(run_root=str(tmp_path / "single"), wandb="disabled", progress="lines"),
+    )
+    distributed = dataclasses.replace(
+        single,
+        env=dataclasses.replace(single.env, num_envs=4),
+        layout=LayoutConfig(mode="distributed", num_actors=2, inference="inline"),
+        log=dataclasses.replace(single.log, run_root=str(tmp_path / "distributed")),
+    )
+    assert single.batch_envs == distributed.batch_envs == 8
+    assert single.num_updates == distributed.num_updates
+    return single, distributed
+
+
+def rollout(cfg: Experiment) -> tuple:
+    """A real batch [T+1, 8] from the env with random actions (what the actors would have sent)."""
+    env = envs.make(cfg.env, seed=cfg.seed)
+    learner = Learner(cfg, env.spec, checkpoints=False)
+    builder = SegmentBuilder(env.spec, cfg.algo.num_steps, learner.algo.extras_spec)
+    rng = np.random.default_rng(0)
+    ts = env.reset()
+    while not builder.ready(cfg.batch_envs):
+        action = rng.integers(0, 2, len(ts.env_id)).astype(np.int32)
+        extras = {"logp": np.full(len(action), np.log(0.5), np.float32),
+                  "value": rng.normal(size=len(action)).astype(np.float32)}
+        builder.add(ts, action, extras, version=0)
+        ts = env.step(action, ts.env_id)
+    env.close()
+    return builder.pop(cfg.batch_envs)
+
+
+def test_trainer_worker_update_equals_single_process_update(tmp_path):
+    single, distributed = configs(tmp_path)
+    batch = rollout(single)
+
+    reference = Learner(single, env_spec(single), checkpoints=False)  # what srljax.train calls
+    initial = jax.device_get(reference.state.params)
+    reference.step(batch)
+    expected = jax.device_get(reference.state.params)
+
+    trainer = TrainerWorker(distributed, 0, MemoryNames())
+    trainer.setup()
+    try:
+        first, second = split_segments(batch, 4)  # two actors' segments, in order
+        with SampleSender(trainer.receiver.address, trial_name(distributed)) as sender:
+            for segment in (first, second):
+                assert sender.send(segment, timeout_ms=5000, version=0)
+            deadline = time.monotonic() + 60
+            while trainer.learner.version < 1 and time.monotonic() < deadline:
+                trainer.poll()
+        assert trainer.learner.version == 1
+        got = jax.device_get(trainer.learner.state.params)
+    finally:
+        trainer.close()
+
+    leaves_expected, leaves_got = jax.tree.leaves(expected), jax.tree.leaves(got)
+    assert len(leaves_expected) == len(leaves_got)
+    for a, b in zip(leaves_expected, leaves_got):
+        np.testing.assert_array_equal(a, b)
+    # and the update really moved the params
+    assert any(not np.array_equal(a, b) for a, b in zip(jax.tree.leaves(initial), leaves_got))
