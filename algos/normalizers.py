@@ -23,7 +23,7 @@ VAR_EPS = 1e-8
 class RunningMeanStd:
     mean: Array  # [*S] float32
     var: Array  # [*S] float32
-    count: Array  # [] float32 (float: it starts at epsilon, as in gym)
+    count: Array  # [] float32 (starts at epsilon, as in gym; integer-exact up to 2**24 samples)
 
 
 @flax.struct.dataclass

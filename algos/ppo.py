@@ -3,14 +3,20 @@
 Shape letters: T transitions, B envs, N = T*B flat samples, M minibatches, E epochs,
 ``*O`` observation shape, ``*A`` action shape.
 
-The update loop form (``loop``) was measured on this repo's 2-core AMD EPYC XLA:CPU
-(jax 0.10.2) with ``python -m algos.bench_update_loop``; seconds per ``update`` after compile:
+The update loop form (``loop``) was measured with ``python bench/update_loop.py`` on this
+repo's 2-core AMD EPYC under XLA:CPU (jax 0.10.2); median seconds per ``update`` after compile
+(compile seconds in brackets), random data, other jobs sharing the CPU for the MuJoCo rows:
 
-  MEASUREMENTS_PENDING
+  case (T x B, M minibatches, E epochs)   scan              unroll
+  CartPole MLP 64x64 (128x4, M=4, E=4)    0.0029 (2.6 s)    0.0038 (10.7 s)
+  MuJoCo MLP 64x64 (2048x1, M=32, E=10)   0.058 (6.3 s)     killed after 18 min compiling at 23 GB RSS
+  MuJoCo as above but E=1 (32 steps)      0.0079 (7.0 s)    0.0107 (54 s)
+  Atari Nature CNN (128x8, M=4, E=1)      20.4 (3.4 s)      2.09 (7.0 s)
 
-So the default is ``unroll`` for the CNN (a conv grad step inside ``lax.scan`` runs ~5x
-slower on XLA:CPU) and ``scan`` for MLPs (same speed, and unrolling 320 MuJoCo steps costs a
-minute of compile). GPUs were not measured; pass ``loop=`` to override.
+So the default is ``unroll`` for the CNN (a conv grad step inside ``lax.scan`` runs ~10x slower
+on XLA:CPU; CleanRL's E=4 unrolls to only 16 steps) and ``scan`` for MLPs (as fast or faster,
+and unrolling MuJoCo's 320 steps does not compile in useful time or memory). GPUs were not
+measured; pass ``make_ppo(..., loop=...)`` to override.
 """
 
 from __future__ import annotations
@@ -173,7 +179,8 @@ def make_ppo(cfg: Experiment, spec: EnvSpec, *, loop: LoopForm | None = None) ->
         params, opt_state = carry
         (loss, aux), grads = grad_fn(params, mb)
         updates, opt_state = tx.update(grads, opt_state, params)
-        return (optax.apply_updates(params, updates), opt_state), {**aux, "loss": loss, "grad_norm": optax.tree.norm(grads)}
+        aux = {**aux, "loss": loss, "grad_norm": optax.tree.norm(grads)}  # before clipping
+        return (optax.apply_updates(params, updates), opt_state), aux
 
     def minibatches(key: Array, flat: dict[str, Array]) -> dict[str, Array]:
         """flat [N, ...] -> shuffled [M, N // M, ...]; a remainder (N % M) sits out this epoch."""

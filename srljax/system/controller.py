@@ -61,6 +61,7 @@ class Controller:
         self.expected = {worker_key(cfg.name, cfg.trial, role, i): f"{role}/{i}" for role, i in self.layout.workers()}
         self.info: dict[str, dict[str, Any]] = {}  # worker key -> its register payload (pid, role, ...)
         self.states: dict[str, str] = {}
+        self.beats: dict[str, dict[str, Any]] = {}  # worker key -> its last heartbeat
         self.done: dict[str, Any] | None = None
         self._exited = exited or (lambda: {})
         self._log_tail = log_tail or (lambda name: "")
@@ -119,10 +120,13 @@ class Controller:
     def _tick(self, timeout_ms: int) -> None:
         for msg in self.server.poll(timeout_ms=timeout_ms):
             if msg.worker not in self.expected:
-                continue  # e.g. a stale worker of an earlier run of this trial
+                self.server.counts["unknown_worker"] += 1  # e.g. a stale worker of an earlier run of this trial
+                continue
             if msg.kind == "register":
                 self.info[msg.worker] = msg.payload
             elif msg.kind in ("heartbeat", "status") and isinstance(msg.payload.get("state"), str):
+                if msg.kind == "heartbeat":
+                    self.beats[msg.worker] = msg.payload
                 self.states[msg.worker] = msg.payload["state"]
                 if msg.payload["state"] == "error":
                     raise TrialEnded(self._failed(msg.worker, str(msg.payload.get("error", ""))))
@@ -143,7 +147,8 @@ class Controller:
             silent = now - self.server.last_seen.get(key, now)
             if silent > self._lost_timeout and self.states.get(key) not in ("stopped", "error"):
                 raise TrialEnded(self._lost(key, f"no heartbeat for {silent:.1f} s "
-                                                 f"(layout.heartbeat_timeout_seconds={self._lost_timeout:g})"))
+                                                 f"(layout.heartbeat_timeout_seconds={self._lost_timeout:g}; "
+                                                 f"last heartbeat: {self.beats.get(key)})"))
 
     def _who(self, key: str) -> str:
         return f"worker {self.expected[key]} (pid {self.info.get(key, {}).get('pid', '?')})"

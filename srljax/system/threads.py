@@ -36,6 +36,7 @@ class SystemResult:
     run_dir: Path
     metrics: list[dict[str, Any]] = field(default_factory=list)
     pids: dict[str, int] = field(default_factory=dict)  # worker name -> pid it registered with
+    controller_counters: dict[str, int] = field(default_factory=dict)  # received, drop.<reason>, unknown_worker
 
     def worker_metrics(self, role: str, index: int) -> list[dict[str, Any]]:
         return read_jsonl(self.run_dir / "workers" / f"{role}-{index}.jsonl")
@@ -51,7 +52,7 @@ def result_of(cfg: Experiment, controller: Controller, trial: TrialResult) -> Sy
     pids = {controller.expected[k]: int(v.get("pid", -1)) for k, v in controller.info.items()}
     run_dir = Path(cfg.run_dir)
     return SystemResult(trial.exit_code, trial.reason, trial.message, run_dir, read_jsonl(run_dir / "metrics.jsonl"),
-                        pids)
+                        pids, controller.server.counters())
 
 
 def run_threads(cfg: Experiment, names: NameResolver | None = None, verbose: bool = False) -> SystemResult:

@@ -128,11 +128,12 @@ class Worker:
             except Exception:
                 code = 1
                 self._report_error("close", traceback.format_exc())
+            if code == 0:
+                self.state = "stopped"
             self._flush_metrics(force=True)
             if self._metrics_file is not None:
                 self._metrics_file.close()
             if code == 0:
-                self.state = "stopped"
                 self.tell_controller("status", {"state": "stopped"})
             self.log(f"{self.state}" + (f" ({self._stop_reason})" if self._stop_reason else ""))
             self._control_done.set()
@@ -178,7 +179,7 @@ class Worker:
         client = ControlClient(address, self.trial, self.key, ctx=self.ctx)
         try:
             client.send("register", self._identity())
-            next_beat = 0.0
+            next_beat, last_beat, beats = 0.0, time.monotonic(), 0
             while True:
                 while True:
                     try:
@@ -190,9 +191,11 @@ class Worker:
                     break
                 now = time.monotonic()
                 if now >= next_beat:
-                    next_beat = now + HEARTBEAT_S
-                    client.send("heartbeat", {"state": self.state, "loop_age_s": round(now - self._last_progress, 3)},
-                                timeout_ms=1000)
+                    next_beat, beats = now + HEARTBEAT_S, beats + 1
+                    # gap_s: how late this beat is; loop_age_s: since the main loop last finished a poll
+                    client.send("heartbeat", {"state": self.state, "seq": beats, "gap_s": round(now - last_beat, 3),
+                                              "loop_age_s": round(now - self._last_progress, 3)}, timeout_ms=1000)
+                    last_beat = now
                 msg = client.recv(timeout_ms=20)
                 if msg is not None:
                     self._inbox.put(msg)

@@ -1,6 +1,6 @@
 """Time PPO ``update`` with the minibatch loop as ``lax.scan`` vs Python-unrolled in one jit.
 
-    python -m algos.bench_update_loop [cartpole mujoco atari] [--repeats 3] [--loops scan unroll] [--epochs E]
+    python bench/update_loop.py [cartpole mujoco atari] [--repeats 3] [--loops scan unroll] [--epochs E]
 
 Prints compile seconds and the median seconds per update after compile, per case and loop
 form. Random data of the right shapes; results recorded in ``algos/ppo.py``'s docstring.
@@ -17,8 +17,9 @@ import jax
 import numpy as np
 
 from algos.ppo import make_ppo
+from algos.testing import random_trajectory
 from srljax.config import EnvConfig, Experiment, PPOConfig, TrainerConfig
-from srljax.types import EnvSpec, Trajectory
+from srljax.types import EnvSpec
 
 CASES: dict[str, tuple[EnvSpec, Experiment]] = {
     "cartpole": (
@@ -41,27 +42,6 @@ CASES: dict[str, tuple[EnvSpec, Experiment]] = {
         Experiment(env=EnvConfig(num_envs=8), algo=PPOConfig(num_steps=128), trainer=TrainerConfig(update_epochs=1)),
     ),
 }
-
-
-def random_trajectory(spec: EnvSpec, t: int, b: int, seed: int = 0) -> Trajectory:
-    rng = np.random.default_rng(seed)
-    if spec.obs_dtype == "uint8":
-        obs = rng.integers(0, 256, (t + 1, b, *spec.obs_shape), dtype=np.uint8)
-    else:
-        obs = rng.normal(size=(t + 1, b, *spec.obs_shape)).astype(np.float32)
-    if spec.action_kind == "discrete":
-        action = rng.integers(0, spec.num_actions, (t + 1, b)).astype(np.int32)
-    else:
-        action = rng.normal(size=(t + 1, b, *spec.action_shape)).astype(np.float32)
-    return Trajectory(
-        obs=obs,
-        action=action,
-        reward=rng.normal(size=(t + 1, b)).astype(np.float32),
-        terminated=rng.random((t + 1, b)) < 0.02,
-        truncated=rng.random((t + 1, b)) < 0.01,
-        extras={"logp": np.full((t + 1, b), -0.7, np.float32), "value": rng.normal(size=(t + 1, b)).astype(np.float32)},
-        policy_version=np.zeros((b,), np.int32),
-    )
 
 
 def bench(name: str, loop: str, repeats: int, epochs: int = 0) -> tuple[float, float]:

@@ -1,0 +1,139 @@
+"""``python -m launch.local`` with a distributed config: one OS process per worker, clean exits.
+
+Each test starts the launcher as a subprocess, as a user would, and checks what it prints, the
+run folder, and that no worker process outlives it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from srljax.system.threads import read_jsonl
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = ["log.wandb=disabled", "log.progress=lines", "algo.num_steps=32", "trainer.num_minibatches=2",
+         "trainer.update_epochs=1", "layout.ring_size=2"]
+
+
+class Launch:
+    """The launcher as a child process, its output collected line by line."""
+
+    def __init__(self, tmp_path: Path, trial: str, *overrides: str):
+        self.run_dir = tmp_path / "cartpole_ppo_distributed" / trial
+        cmd = [sys.executable, "-m", "launch.local", "configs/cartpole_ppo_distributed.py", "-f", trial,
+               f"log.run_root={tmp_path}", *SMALL, *overrides]
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    def wait_for(self, pattern: str, timeout: float) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = re.search(pattern, self.output)
+            if found:
+                return found
+            assert self.proc.poll() is None, f"launcher exited early:\n{self.output}"
+            time.sleep(0.1)
+        raise AssertionError(f"{pattern!r} not printed within {timeout} s:\n{self.output}")
+
+    def wait(self, timeout: float) -> int:
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise AssertionError(f"launcher still running after {timeout} s:\n{self.output}") from None
+        self._reader.join(timeout=5)
+        return code
+
+    def worker_pids(self) -> dict[str, int]:
+        found = re.search(r"all \d+ workers registered: (.*)", self.output)
+        assert found, self.output
+        return {name: int(pid) for name, pid in re.findall(r"(\w+/\d+) \(pid (\d+)\)", found.group(1))}
+
+    def leftovers(self) -> list[str]:
+        """Processes still running that belong to this run (worker command lines name the run folder)."""
+        out = []
+        for p in psutil.process_iter(["pid", "cmdline", "status"]):
+            cmdline = " ".join(p.info["cmdline"] or [])
+            if str(self.run_dir) in cmdline and p.info["status"] != psutil.STATUS_ZOMBIE:
+                out.append(f"{p.info['pid']}: {cmdline}")
+        return out
+
+
+def gone(pids: list[int]) -> bool:
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                return False
+        except psutil.NoSuchProcess:
+            pass
+    return True
+
+
+def test_local_processes_run_to_completion(tmp_path):
+    run = Launch(tmp_path, "e2e", f"total_env_steps={2 * 4 * 32 * 4}")
+    assert run.wait(timeout=240) == 0, run.output
+    out = run.output
+    assert f"run folder: {run.run_dir}" in out
+    for name in ("trainer-0", "policy-0", "actor-0", "actor-1"):
+        assert str(run.run_dir / "logs" / f"{name}.log") in out
+    assert "finished: done" in out
+
+    pids = run.worker_pids()
+    assert set(pids) == {"trainer/0", "policy/0", "actor/0", "actor/1"}
+    assert len(set(pids.values())) == 4 and run.proc.pid not in pids.values()
+    for name, pid in pids.items():
+        role, index = name.split("/")
+        last = read_jsonl(run.run_dir / "workers" / f"{role}-{index}.jsonl")[-1]
+        assert (last["role"], last["pid"], last["state"]) == (role, pid, "stopped")
+        assert f"[{name} pid={pid}]" in (run.run_dir / "logs" / f"{role}-{index}.log").read_text()
+    metrics = read_jsonl(run.run_dir / "metrics.jsonl")
+    assert metrics and metrics[-1]["update"] == 4
+    assert gone(list(pids.values())) and not run.leftovers()
+
+
+def test_killing_a_worker_ends_the_trial_within_10_s(tmp_path):
+    run = Launch(tmp_path, "kill", "total_env_steps=50000000")
+    run.wait_for(r"all workers started", timeout=240)
+    run.wait_for(r"\[cartpole_ppo_distributed/kill\] ", timeout=120)  # the trainer is updating
+    pids = run.worker_pids()
+    os.kill(pids["actor/1"], signal.SIGKILL)
+    killed_at = time.monotonic()
+    code = run.wait(timeout=60)
+    took = time.monotonic() - killed_at
+    assert code == 1, run.output
+    assert took < 10, f"took {took:.1f} s"
+    assert f"worker actor/1 (pid {pids['actor/1']}) lost" in run.output
+    assert "last log lines" in run.output
+    assert gone(list(pids.values())) and not run.leftovers()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_stops_every_worker(tmp_path, sig):
+    run = Launch(tmp_path, f"sig{int(sig)}", "total_env_steps=50000000")
+    run.wait_for(r"all workers started", timeout=240)
+    pids = run.worker_pids()
+    run.proc.send_signal(sig)
+    assert run.wait(timeout=60) == 130, run.output
+    assert "interrupted" in run.output
+    assert gone(list(pids.values())) and not run.leftovers()
