@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from srljax.comm.names import NameResolver, worker_key
 
@@ -104,7 +104,9 @@ def from_slurm(environ: Mapping[str, str] | None = None, port: int | None = None
 def initialize(group: Group, timeout_s: int = 300) -> Group:
     """``jax.distributed.initialize`` for ``group``; returns once every process has joined.
 
-    Must run before any JAX computation in the process.
+    Must run before any JAX computation in the process. A process still alone after
+    ``timeout_s`` is ended by JAX itself (a fatal error, not an exception): the launcher's
+    restart policy handles it like any lost worker.
     """
     import jax
 
@@ -135,7 +137,8 @@ def join_via_names(
     timeout_s: int = 300,
 ) -> Group:
     """``from_names`` + ``initialize``; process 0 then deletes the entry so a restarted group
-    never reads a dead coordinator's address."""
+    does not read a dead coordinator's address. (A group that crashed mid-join leaves its entry
+    for up to ``ENTRY_TTL_S``; a restart inside that window can time out once.)"""
     found = from_names(
         names, experiment, trial, process_id=process_id, num_processes=num_processes, host=host, group=group,
         timeout_s=timeout_s,

@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 
 import algos
 from srljax import sharding
@@ -44,7 +45,9 @@ class Learner:
         self.state = jax.jit(self.algo.init, out_shardings=self._replicated)(init_key)
         self._batch_shardings: Trajectory | None = None
         self._update: Any = None  # compiled on the first step, for the first batch's shapes
-        self._policy_params = jax.jit(self.algo.policy_params, out_shardings=self._replicated)
+        # Runs on this process's replica alone (no program every host must join), and copies, so
+        # the params handed out survive the next update donating the state's buffers.
+        self._policy_params = jax.jit(lambda state: jax.tree.map(jnp.copy, self.algo.policy_params(state)))
         self._sync = sharding.needs_sync(self.mesh)
         self.version = 0  # updates applied; also the params version actors see
         self.checkpointer = Checkpointer(cfg.run_dir / "checkpoints", keep=cfg.checkpoint.keep) if checkpoints else None
@@ -89,7 +92,7 @@ class Learner:
 
     def policy_params(self) -> Any:
         """Params for actors, on this process's first trainer device (readable with ``jax.device_get``)."""
-        return sharding.host_local(self._policy_params(self.state))
+        return self._policy_params(sharding.host_local(self.state))
 
     def save(self) -> None:
         # A periodic save may already have written this step (e.g. the final one).

@@ -11,7 +11,6 @@ batches, and that the checkpoint restores to them.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import signal
@@ -21,12 +20,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from srljax.config import CheckpointConfig, EnvConfig, Experiment, LogConfig, PPOConfig, TrainerConfig  # noqa: E402
-from srljax.types import EnvSpec, Trajectory  # noqa: E402
+from srljax.config import CheckpointConfig, EnvConfig, Experiment, LogConfig, PPOConfig, TrainerConfig
+from srljax.types import EnvSpec, Trajectory
 
 T, B, HOSTS, UPDATES = 16, 8, 2, 4
 SPEC = EnvSpec(
@@ -78,13 +78,19 @@ def columns(traj: Trajectory, start: int, stop: int) -> Trajectory:
     )
 
 
-def worker(rank: int, folder: Path) -> None:
+def worker(mode: str, folder: Path) -> None:
+    """One trainer process: join, train on its columns, save together, write params and facts."""
     from srljax import distributed
     from srljax.comm.names import DirectoryNames
 
-    distributed.join_via_names(
-        DirectoryNames(folder / "names"), "multihost", "t0", process_id=rank, num_processes=HOSTS, timeout_s=60
-    )
+    if mode == "slurm":  # one task per virtual node of an srun step
+        group = distributed.join_via_slurm(timeout_s=60)
+    else:
+        group = distributed.join_via_names(
+            DirectoryNames(folder / "names"), "multihost", "t0", process_id=int(mode), num_processes=HOSTS,
+            timeout_s=60,
+        )
+    rank = group.process_id
     import jax
 
     from srljax.learner import Learner
@@ -97,7 +103,8 @@ def worker(rank: int, folder: Path) -> None:
     params = jax.device_get(learner.policy_params())
     flat = {jax.tree_util.keystr(path): np.asarray(x) for path, x in jax.tree_util.tree_leaves_with_path(params)}
     np.savez(folder / f"params{rank}.npz", **flat)
-    (folder / f"done{rank}.json").write_text(json.dumps({"devices": jax.device_count(), "version": learner.version}))
+    facts = {"devices": jax.device_count(), "version": learner.version, "bind": group.bind}
+    (folder / f"done{rank}.json").write_text(json.dumps(facts))
     distributed.shutdown()
 
 
@@ -110,13 +117,13 @@ def run_group(folder: Path) -> list[subprocess.Popen]:
     }
     procs = []
     for rank in range(HOSTS):
-        log = open(folder / f"worker{rank}.log", "w")
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, __file__, "worker", str(rank), str(folder)], env=env, cwd=ROOT,
-                stdout=log, stderr=subprocess.STDOUT,
+        with open(folder / f"worker{rank}.log", "w") as log:  # the child keeps its own copy of the fd
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, __file__, "worker", str(rank), str(folder)], env=env, cwd=ROOT,
+                    stdout=log, stderr=subprocess.STDOUT,
+                )
             )
-        )
     deadline = time.monotonic() + TIMEOUT_S
     try:
         for proc in procs:
@@ -135,8 +142,13 @@ def test_two_processes_keep_identical_params(tmp_path: Path):
     procs = run_group(tmp_path)
     logs = "\n".join(f"--- worker{r}:\n" + (tmp_path / f"worker{r}.log").read_text()[-3000:] for r in range(HOSTS))
     assert [p.returncode for p in procs] == [0] * HOSTS, logs
-    for rank in range(HOSTS):
-        assert json.loads((tmp_path / f"done{rank}.json").read_text()) == {"devices": 4, "version": UPDATES}, logs
+    check_group(tmp_path, logs)
+
+
+def check_group(tmp_path: Path, logs: str) -> None:
+    facts = [json.loads((tmp_path / f"done{rank}.json").read_text()) for rank in range(HOSTS)]
+    assert [(f["devices"], f["version"]) for f in facts] == [(4, UPDATES)] * HOSTS, logs
+    assert facts[0]["bind"].startswith("127.0.0.1:") and facts[1]["bind"] is None  # never all interfaces
     got = [dict(np.load(tmp_path / f"params{rank}.npz")) for rank in range(HOSTS)]
     assert got[0].keys() == got[1].keys()
     for key in got[0]:
@@ -164,5 +176,33 @@ def test_two_processes_keep_identical_params(tmp_path: Path):
     ckpt.close()
 
 
+CLUSTER = ROOT / "tests" / "slurm" / "cluster.sh"
+
+
+@pytest.mark.slurm
+def test_two_slurm_nodes_form_one_group(tmp_path: Path):
+    """The same group as one ``srun`` step on the Slurm test cluster: one trainer task per virtual node."""
+    up = subprocess.run(["bash", str(CLUSTER), "status"], check=False, capture_output=True, text=True, timeout=60)
+    if up.returncode != 0:
+        if os.environ.get("SLURM_TEST_REQUIRED") == "1":
+            pytest.fail(f"Slurm test cluster is down: {up.stdout}{up.stderr}")
+        pytest.skip("Slurm test cluster is not up (bash tests/slurm/cluster.sh up)")
+    command = [
+        "bash", str(CLUSTER), "exec", "srun", "-N2", "-n2", "--time=5", f"--chdir={ROOT}",
+        "--output", str(tmp_path / "worker%t.log"),
+        "env", "JAX_PLATFORMS=cpu", "XLA_FLAGS=--xla_force_host_platform_device_count=2", f"PYTHONPATH={ROOT}",
+        sys.executable, __file__, "worker", "slurm", str(tmp_path),
+    ]
+    proc = subprocess.run(command, check=False, capture_output=True, text=True, timeout=TIMEOUT_S + 60)
+    logs = proc.stdout + proc.stderr + "".join(
+        f"--- worker{r}:\n" + p.read_text()[-3000:] for r, p in enumerate(sorted(tmp_path.glob("worker*.log")))
+    )
+    assert proc.returncode == 0, logs
+    facts = json.loads((tmp_path / "done0.json").read_text())
+    # Slurm's coordinator is the first node's name, bound to the address that name resolves to
+    assert facts["bind"].startswith("127.0.0.1:"), facts
+    check_group(tmp_path, logs)
+
+
 if __name__ == "__main__" and sys.argv[1:2] == ["worker"]:
-    worker(int(sys.argv[2]), Path(sys.argv[3]))
+    worker(sys.argv[2], Path(sys.argv[3]))

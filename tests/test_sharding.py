@@ -23,8 +23,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from srljax.config import ConfigError, EnvConfig, Experiment, PPOConfig, TrainerConfig, validate  # noqa: E402
-from srljax.types import EnvSpec, Trajectory  # noqa: E402
+from srljax.config import ConfigError, EnvConfig, Experiment, PPOConfig, TrainerConfig, validate
+from srljax.types import EnvSpec, Trajectory
 
 T, B = 32, 8
 CASES = {
@@ -128,7 +128,7 @@ def child() -> None:
 def report() -> dict:
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
     proc = subprocess.run(
-        [sys.executable, __file__, "child"], capture_output=True, text=True, timeout=240, env=env, cwd=ROOT
+        [sys.executable, __file__, "child"], check=False, capture_output=True, text=True, timeout=240, env=env, cwd=ROOT
     )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("REPORT ")]
     assert proc.returncode == 0 and lines, f"child failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr[-4000:]}"
@@ -178,10 +178,20 @@ def test_validation_gives_the_arithmetic():
 def test_launcher_rejects_three_devices_before_starting():
     proc = subprocess.run(
         [sys.executable, "-m", "launch.local", "configs/cartpole_ppo.py", "trainer.devices=3", "log.wandb=disabled"],
-        capture_output=True, text=True, timeout=60, cwd=ROOT,
+        check=False, capture_output=True, text=True, timeout=60, cwd=ROOT,
     )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "batch 1024" in proc.stderr and "3 trainer devices" in proc.stderr, proc.stderr
+
+
+@pytest.mark.slow
+def test_atari_cnn_update_matches_on_two_and_four_devices():
+    """The unrolled CNN path, through the benchmark's CPU correctness mode (minutes on 2 cores)."""
+    proc = subprocess.run(
+        [sys.executable, "bench/sharding.py"], check=False, capture_output=True, text=True, timeout=1800, cwd=ROOT,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    )
+    assert proc.returncode == 0 and "4 devices vs 1" in proc.stdout, proc.stdout + proc.stderr[-3000:]
 
 
 def test_split_samples_is_a_no_op_without_a_mesh():
