@@ -1,0 +1,117 @@
+"""Render a trial as one sbatch script: a heterogeneous job, one ``srun`` step per worker group.
+
+    cfg = resolved(cfg)                # absolute run root; slurm.workdir / slurm.python filled in
+    print(render(cfg))                 # what ``python -m launch.slurm CFG.py --dry-run`` shows
+
+The script ``cd``s to the checkout, runs the set-up lines, starts every group as a background
+``srun`` step (each task runs ``python -m launch.slurm_task RUN ROLE OFFSET``, worker index =
+OFFSET + ``$SLURM_PROCID``) and runs the controller in the batch step itself, so Slurm's
+time-limit warning (``--signal=B:USR1@N``) and ``launch.slurm stop`` (``scancel --batch``) reach it
+through this shell: both become a clean stop (final checkpoint, every worker told to stop). A
+step's exit status lands in ``RUN/slurm/exit/ROLE``, where the controller sees a group that died.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from launch.slurm_plan import Component, GroupPlan, plan, time_limit
+from srljax.config import Experiment
+
+STEP_GRACE_S = 60  # after the controller: how long the steps may take to close before the job ends
+
+
+def job_name(cfg: Experiment) -> str:
+    """``<experiment>/<trial>``: what ``squeue --name`` finds a trial by."""
+    return f"{cfg.name}/{cfg.trial}"
+
+
+def resolved(cfg: Experiment) -> Experiment:
+    """``cfg`` with what the nodes need spelled out: an absolute ``log.run_root``, ``slurm.workdir``
+    (default: the current directory) and ``slurm.python`` (default: this interpreter, unresolved,
+    so a venv's ``bin/python`` stays the venv's)."""
+    s = cfg.slurm
+    workdir = os.path.abspath(s.workdir or os.getcwd())
+    python = s.python or os.path.abspath(sys.executable)
+    run_root = os.path.join(workdir, cfg.log.run_root)  # an absolute run_root stays as it is
+    return dataclasses.replace(cfg, log=dataclasses.replace(cfg.log, run_root=os.path.normpath(run_root)),
+                               slurm=dataclasses.replace(s, workdir=workdir, python=python))
+
+
+def render(cfg: Experiment) -> str:
+    """The whole sbatch script for a ``resolved`` config whose ``slurm_problems`` are empty."""
+    comps = plan(cfg)
+    run_dir, workdir, python = Path(cfg.run_dir), cfg.slurm.workdir, cfg.slurm.python
+    if not (run_dir.is_absolute() and os.path.isabs(workdir) and python):
+        raise ValueError("render() needs a resolved config: call launch.sbatch.resolved(cfg) first")
+    lines = ["#!/bin/bash",
+             f"# srljax trial {job_name(cfg)}, written by `python -m launch.slurm`: resubmit with it rather than edit this.",
+             *_sbatch(["--job-name=" + job_name(cfg), f"--output={run_dir}/logs/job-%j.log", f"--time={time_limit(cfg)}",
+                       f"--signal=B:USR1@{cfg.slurm.signal_seconds}",
+                       "--no-requeue",  # a requeued job would start again from scratch (resume comes later)
+                       *cfg.slurm.sbatch])]
+    for comp in comps:
+        if comp.index:
+            lines.append("#SBATCH hetjob")
+        where = " (the batch script and the controller run on its first node)" if comp.index == 0 else ""
+        lines += [f"# component {comp.index}: {comp.describe()}{where}", *_sbatch(comp.options)]
+    q = shlex.quote
+    lines += ["", "cd " + q(workdir) + " || exit 1", *cfg.slurm.setup,
+              f"RUN={q(str(run_dir))}", f"PY={q(python)}", "export PYTHONUNBUFFERED=1",
+              'command -v "$PY" >/dev/null || { echo "python $PY not found on $(hostname): set slurm.python or slurm.setup"; exit 1; }',
+              'mkdir -p "$RUN/slurm/exit"', "",
+              "# SIGUSR1: the time limit is near (--signal); SIGTERM: launch.slurm stop or scancel. Only this shell",
+              "# gets them; the controller turns either into a clean stop (checkpoint written, workers ended).",
+              'controller="" pending=""',
+              'trap \'if [ -n "$controller" ]; then kill -USR1 "$controller"; else pending=USR1; fi\' USR1',
+              'trap \'if [ -n "$controller" ]; then kill -TERM "$controller"; else pending=TERM; fi\' TERM INT', "",
+              "# workers: one step per group; task i of a step is worker OFFSET + i"]
+    lines += [_step(cfg, comp, g, len(comps)) for comp in comps for g in comp.groups]
+    lines += ["", "# the controller: registers the workers, starts them, watches heartbeats, ends the trial",
+              _controller(cfg, len(comps)),
+              'controller=$!',
+              '[ -n "$pending" ] && kill -"$pending" "$controller"',
+              'while kill -0 "$controller" 2>/dev/null; do wait "$controller"; done',
+              'wait "$controller"; code=$?',
+              f"# the workers were told to stop: give their steps {STEP_GRACE_S} s to close, then end the job",
+              f'for _ in $(seq {STEP_GRACE_S}); do [ -z "$(jobs -pr)" ] && break; sleep 1; done',
+              'echo "controller exited with code $code"',
+              'exit "$code"', ""]
+    return "\n".join(lines)
+
+
+def _sbatch(options: list[str] | tuple[str, ...]) -> list[str]:
+    return [f"#SBATCH {option}" for option in options]
+
+
+def _container(cfg: Experiment) -> list[str]:
+    if not cfg.slurm.container_image:
+        return []
+    workdir, root = cfg.slurm.workdir, cfg.log.run_root  # the run root, so names, logs and checkpoints are shared
+    mounts = ",".join(dict.fromkeys([f"{workdir}:{workdir}", f"{root}:{root}"]))
+    return [f"--container-image={cfg.slurm.container_image}", f"--container-mounts={mounts}",
+            f"--container-workdir={workdir}"]
+
+
+def _het(index: int, num_components: int) -> list[str]:
+    return [f"--het-group={index}"] if num_components > 1 else []
+
+
+def _step(cfg: Experiment, comp: Component, g: GroupPlan, num_components: int) -> str:
+    srun = ["srun", *_het(comp.index, num_components), *g.step_options(), *_container(cfg)]
+    return (f"{{ {' '.join(srun)} \\\n    \"$PY\" -m launch.slurm_task \"$RUN\" {g.role} {g.offset}; "
+            f"echo $? > \"$RUN/slurm/exit/{g.role}\"; }} &")
+
+
+def _controller(cfg: Experiment, num_components: int) -> str:
+    container = _container(cfg)
+    if not container:  # a child of this shell: signals pass through the traps above
+        return '"$PY" -m launch.slurm_controller "$RUN" &'
+    # in the image too: a step on this node sharing the trainer's CPUs (srun forwards USR1 and TERM)
+    srun = ["srun", *_het(0, num_components), "--overlap", "--nodes=1", "--ntasks=1", *container]
+    return f"{' '.join(srun)} \"$PY\" -m launch.slurm_controller \"$RUN\" &"
+

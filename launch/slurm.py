@@ -1,0 +1,123 @@
+"""``python -m launch.slurm CFG.py [-e NAME] [-f TRIAL] [--dry-run] [key=value ...]``: run a trial on Slurm.
+
+    python -m launch.slurm configs/cartpole_ppo_distributed.py -f try1          # submit; prints job id, logs
+    python -m launch.slurm configs/atari_ppo_distributed.py --dry-run           # print the sbatch script only
+    python -m launch.slurm status -e cartpole_ppo_distributed -f try1           # job state per group, env steps
+    python -m launch.slurm stop -e cartpole_ppo_distributed -f try1             # clean stop, then scancel
+
+The worker graph becomes one heterogeneous job (``launch/slurm_plan.py``: one component per
+worker group, small groups optionally packed) whose batch script (``launch/sbatch.py``) starts
+one ``srun`` step per group and runs the controller itself. Workers find each other through
+``RUN_DIR/names`` on the shared filesystem, over ``tcp://`` on their node's address. Before
+anything is written, the config and its ``slurm`` section are checked (every problem at once),
+and a trial that is still queued or running, or whose run folder holds checkpoints, is refused.
+If ``sbatch`` refuses the job, its message is shown and the run folder is left as it was.
+Exit codes: 0 submitted, 1 refused (Slurm, trial running), 2 bad config.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+from launch.cli import make_parser, resolve
+from launch.sbatch import job_name, render, resolved
+from launch.slurm_jobs import SlurmError, jobs_named, partition_nodes, sbatch
+from launch.slurm_plan import Component, plan, slurm_problems
+from launch.slurm_trial import ACTIONS, RunFiles, Trial, running_job, trial_main
+from srljax.comm import DirectoryNames
+from srljax.config import ConfigError, Experiment
+
+PROG = "python -m launch.slurm"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in ACTIONS:
+        return trial_main(argv, PROG)
+    parser = make_parser(PROG, __doc__.splitlines()[0])
+    parser.add_argument("--dry-run", action="store_true", help="print the sbatch script; submit and write nothing")
+    args = parser.parse_intermixed_args(argv)
+    try:
+        cfg = resolved(resolve(args))
+        if found := slurm_problems(cfg):
+            raise ConfigError(found)
+    except ConfigError as err:
+        print(f"{PROG}: {err}", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        print(render(cfg), end="")
+        return 0
+    try:
+        return submit(cfg)
+    except SlurmError as err:
+        print(f"{PROG}: {err}\nnothing was submitted.", file=sys.stderr)
+        return 1
+
+
+def submit(cfg: Experiment) -> int:
+    """Check, write the run folder, ``sbatch``; print where everything is. Returns the exit code."""
+    trial = Trial(Path(cfg.run_dir))
+    if refusal := _refusal(cfg, trial):
+        print(f"{PROG}: {refusal}\nnothing was submitted.", file=sys.stderr)
+        return 1
+    files = RunFiles(trial)
+    with files.transaction():  # sbatch refuses: every file is put back as it was
+        files.write_config(cfg)
+        files.write(trial.script, render(cfg))
+        DirectoryNames(trial.run_dir / "names").clear(f"{cfg.name}/{cfg.trial}/")  # dead addresses
+        shutil.rmtree(trial.run_dir / "slurm" / "exit", ignore_errors=True)
+        (trial.run_dir / "logs").mkdir(parents=True, exist_ok=True)
+        files.remove(trial.result)
+        job_id = sbatch(trial.script)
+        files.write_record(job_id, job_name(cfg), plan(cfg))
+    _print_submitted(cfg, trial, job_id)
+    return 0
+
+
+def _refusal(cfg: Experiment, trial: Trial) -> str:
+    """Why this trial must not be submitted now ("" if it may)."""
+    name = job_name(cfg)
+    job = running_job(trial) or next(iter(jobs_named(name)), "")
+    if job:
+        return (f"trial {name} is already queued or running as job {job}; stop it first "
+                f"({PROG} stop -e {cfg.name} -f {cfg.trial}) or pick another trial name with -f")
+    if steps := trial.checkpoint_steps():
+        return (f"{trial.run_dir} already holds checkpoints (steps {', '.join(map(str, steps))}) of an earlier run of "
+                f"trial {name}; a new run would start from scratch beside them. Pick another trial name with -f, "
+                "or move that folder away (resuming a trial comes later)")
+    return _capacity(plan(cfg))
+
+
+def _capacity(comps: list[Component]) -> str:
+    """Het-job components never share a node: refuse a job the partitions cannot ever start."""
+    nodes, default = partition_nodes()
+    need: dict[str, list[Component]] = {}
+    for comp in comps:
+        part = comp.partition or default
+        if part in nodes:  # an unknown partition is left to sbatch, which names it
+            need.setdefault(part, []).append(comp)
+    for part, members in need.items():
+        wanted = sum(c.nodes for c in members)
+        if wanted > nodes[part]:
+            what = ", ".join(c.describe() for c in members)
+            return (f"the job needs at least {wanted} nodes of partition {part} ({len(members)} het-job components: "
+                    f"{what}; Slurm never puts two components of one job on a node) but it has {nodes[part]}. "
+                    "Pack small groups into another's component, e.g. slurm.policy.component=trainer")
+    return ""
+
+
+def _print_submitted(cfg: Experiment, trial: Trial, job_id: str) -> None:
+    run_dir, q = trial.run_dir, f"-e {cfg.name} -f {cfg.trial}"
+    print(f"submitted job {job_id} ({job_name(cfg)}), {len(plan(cfg))} het-job components", flush=True)
+    print(f"run folder: {run_dir}", flush=True)
+    print(f"  batch script: {trial.script}", flush=True)
+    print(f"  controller log: {run_dir / 'logs' / f'job-{job_id}.log'}   (tail -f it to follow the trial)", flush=True)
+    print(f"  worker logs: {run_dir / 'logs'}/<role>-<index>.log; metrics: {run_dir / 'metrics.jsonl'}", flush=True)
+    print(f"  status: {PROG} status {q}", flush=True)
+    print(f"  stop:   {PROG} stop {q}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

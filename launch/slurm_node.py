@@ -1,0 +1,74 @@
+"""Where a Slurm task is: its node's cluster address, and the environment a worker task starts with.
+
+    addr = node_address()            # "10.1.2.7": $SRLJAX_NODE_ADDR, else Slurm's NodeAddr, else DNS
+    os.environ.update(task_env("actor", os.environ))
+
+Standard library only: the task wrappers call this before anything imports JAX, which reads
+``JAX_PLATFORMS`` and ``XLA_FLAGS`` when it starts.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+from collections.abc import Mapping
+
+NODE_ADDR_ENV = "SRLJAX_NODE_ADDR"
+BIND_HOST_ENV = "SRLJAX_BIND_HOST"  # read by srljax.system.common.bind_address
+SCONTROL_TIMEOUT_S = 20.0
+# The same rule as launch.processes.worker_env (tests/test_slurm_render.py holds them together):
+# one XLA thread pool for the light roles, so many processes on one node do not oversubscribe it.
+SINGLE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+
+
+def task_env(role: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables to set for a ``role`` worker process, given the task's environment."""
+    out = {"PYTHONUNBUFFERED": "1"}
+    if "XLA_PYTHON_CLIENT_PREALLOCATE" not in environ:  # several processes may share one GPU
+        out["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+    if role == "actor" and "JAX_PLATFORMS" not in environ:  # inline inference on the actor's CPU
+        out["JAX_PLATFORMS"] = "cpu"
+    if role in ("actor", "buffer", "policy"):
+        out["XLA_FLAGS"] = f"{environ.get('XLA_FLAGS', '')} {SINGLE_THREAD_XLA}".strip()
+    return out
+
+
+def node_address(environ: Mapping[str, str] | None = None) -> str:
+    """The address peers on other nodes reach this one at.
+
+    ``$SRLJAX_NODE_ADDR`` if set (several networks: pick the fast one); else the ``NodeAddr`` Slurm
+    itself uses for ``$SLURMD_NODENAME`` (``scontrol show node``); else what the node name or host
+    name resolves to. Virtual nodes of a test cluster all answer 127.0.0.1.
+    """
+    env = os.environ if environ is None else environ
+    if env.get(NODE_ADDR_ENV):
+        return env[NODE_ADDR_ENV]
+    node = env.get("SLURMD_NODENAME", "")
+    if node:
+        addr = _scontrol_node_addr(node)
+        if addr:
+            return _resolve(addr) or addr
+    for name in (node, socket.gethostname()):
+        if name and (addr := _resolve(name)):
+            return addr
+    raise RuntimeError(f"cannot find this node's address (node {node!r}, host {socket.gethostname()!r}); "
+                       f"set {NODE_ADDR_ENV} in slurm.setup, e.g. export {NODE_ADDR_ENV}=$(hostname -i)")
+
+
+def _scontrol_node_addr(node: str) -> str:
+    try:
+        out = subprocess.run(["scontrol", "show", "node", node], check=False, capture_output=True, text=True,
+                             timeout=SCONTROL_TIMEOUT_S).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    found = re.search(r"\bNodeAddr=(\S+)", out)
+    return found.group(1) if found else ""
+
+
+def _resolve(name: str) -> str:
+    try:
+        return socket.gethostbyname(name)
+    except OSError:
+        return ""
