@@ -2,6 +2,7 @@
 
     python -m launch.local configs/cartpole_ppo_distributed.py                      # one process per worker
     python -m launch.local configs/cartpole_ppo_distributed.py layout.inference=inline   # no policy worker
+    python -m launch.slurm configs/cartpole_ppo_distributed.py -f try1                   # on a Slurm cluster
 
 The PPO settings are those of ``configs/cartpole_ppo.py``; its envs are split over the actors
 so a training batch has the same size as there. CartPole steps in microseconds, so no env ring
@@ -11,7 +12,7 @@ so a training batch has the same size as there. CartPole steps in microseconds, 
 import dataclasses
 
 from configs import cartpole_ppo
-from srljax.config import Experiment, LayoutConfig
+from srljax.config import Experiment, LayoutConfig, SlurmConfig, SlurmGroup
 
 NUM_ACTORS = 2
 
@@ -25,4 +26,7 @@ def experiment() -> Experiment:
         env=dataclasses.replace(base.env, num_envs=envs_per_actor, batch_size=0),
         layout=LayoutConfig(mode="distributed", num_actors=NUM_ACTORS, num_policy_workers=1, inference="remote",
                             ring_size=1),
+        # python -m launch.slurm: het-job components never share a node, so the small policy worker
+        # rides in the trainer's component (one node: controller, trainer, policy; actors on another)
+        slurm=SlurmConfig(policy=SlurmGroup(component="trainer")),
     )

@@ -139,7 +139,7 @@ def run_distributed(cfg: Experiment) -> int:
         try:
             for role, index in layout.workers():
                 procs.start(role, index)
-            print(f"run folder: {run_dir}", flush=True)
+            print(f"worker logs (run folder {run_dir}):", flush=True)
             for name, log in procs.logs.items():
                 print(f"  {name:<10} log: {log}", flush=True)
             print(f"  metrics: {run_dir / 'metrics.jsonl'}; per worker: {run_dir / 'workers'}", flush=True)

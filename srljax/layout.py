@@ -6,7 +6,7 @@
 
 One graph, several renderings: ``srljax.system.threads.run_threads`` (all workers as threads in
 this process, for tests and notebooks), ``python -m launch.local CFG.py`` (one process per
-worker, ``launch/processes.py``) and, later, a Slurm job. Streams name a kind and the roles at
+worker, ``launch/processes.py``) and a Slurm job (``launch/slurm.py``). Streams name a kind and the roles at
 their two ends; ``src`` sends (client of an inference stream), ``dst`` receives (its server).
 """
 

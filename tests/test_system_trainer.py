@@ -14,6 +14,7 @@ import time
 import jax
 import numpy as np
 
+import algos
 import envs
 from srljax.comm import MemoryNames, SampleSender
 from srljax.config import EnvConfig, Experiment, LayoutConfig, LogConfig, PPOConfig, TrainerConfig
@@ -45,8 +46,7 @@ def configs(tmp_path) -> tuple[Experiment, Experiment]:
 def rollout(cfg: Experiment) -> tuple:
     """A real batch [T+1, 8] from the env with random actions (what the actors would have sent)."""
     env = envs.make(cfg.env, seed=cfg.seed)
-    learner = Learner(cfg, env.spec, checkpoints=False)
-    builder = SegmentBuilder(env.spec, cfg.algo.num_steps, learner.algo.extras_spec)
+    builder = SegmentBuilder(env.spec, cfg.algo.num_steps, algos.make(cfg, env.spec).extras_spec)
     rng = np.random.default_rng(0)
     ts = env.reset()
     while not builder.ready(cfg.batch_envs):

@@ -9,18 +9,27 @@
 Roles: ``ActorWorker`` (actor.py), ``PolicyWorker`` (policy.py), ``TrainerWorker`` (trainer.py),
 ``BufferWorker`` (buffer.py), all on the ``Worker`` base (worker.py: loop, control, heartbeats,
 metrics), driven by the ``Controller`` (controller.py).
+
+Names are imported on first use, so a worker process loads only its own role's dependencies
+(an actor never imports orbax, a trainer never imports envpool's ring code paths).
 """
 
 from __future__ import annotations
 
-from srljax.system.actor import ActorWorker
-from srljax.system.buffer import BufferWorker
-from srljax.system.controller import Controller, TrialResult
-from srljax.system.policy import PolicyWorker
-from srljax.system.roles import WORKERS, make_worker
-from srljax.system.threads import SystemResult, run_threads
-from srljax.system.trainer import TrainerWorker
-from srljax.system.worker import Worker
+import importlib
+from typing import Any
 
-__all__ = ["ActorWorker", "BufferWorker", "Controller", "PolicyWorker", "SystemResult", "TrainerWorker",
-           "TrialResult", "WORKERS", "Worker", "make_worker", "run_threads"]
+_EXPORTS = {
+    "ActorWorker": "actor", "BufferWorker": "buffer", "Controller": "controller", "TrialResult": "controller",
+    "PolicyWorker": "policy", "make_worker": "roles", "SystemResult": "threads", "run_threads": "threads",
+    "TrainerWorker": "trainer", "Worker": "worker",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'srljax.system' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"srljax.system.{_EXPORTS[name]}"), name)
+
+
+__all__ = sorted(_EXPORTS)

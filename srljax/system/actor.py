@@ -8,18 +8,26 @@ while inference runs. Each recv'd batch is acted on
 
 * inline: the jitted ``algo.act`` in this process (params from the trainer's PUB), as in
   ``srljax.train``; or
-* remote: an ``InferenceClient`` request (id = a counter) to the policy workers, up to
-  ``ring_size`` in flight; replies come back in any order and are matched by id.
+* remote: a request to the policy workers (``PolicyClient``), up to ``ring_size`` in flight.
 
 Rows go into a ``SegmentBuilder`` (per-env columns, exact under async envs); a full segment
 ``[T+1, env.num_envs]`` tagged with its oldest policy version is pushed to the sample sink with
 the true returns of the games that ended since the last push in ``meta``.
+
+Policy lag is bounded at the source: an actor pushes one segment per params version it has
+seen, then stops stepping until a newer version arrives (it has the next segment ready by then:
+collection overlaps the update, one segment ahead, as in Cleanba). The trainer uses one segment
+per actor per update, so production matches consumption and lag stays at 0-1. Socket high-water
+marks alone cannot do this: small segments (CartPole) pile up by the hundred in kernel socket
+buffers, where they go stale. A segment that is already staler than ``trainer.max_policy_lag``
+against the newest version the actor knows is dropped here (and counted) rather than sent, so
+the trainer never drops one it needs: it can never be waiting for a segment that an actor holds
+back until the next version.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections import deque
 from typing import Any
 
@@ -31,13 +39,15 @@ import envs
 from srljax.comm import InferenceClient, SampleSender
 from srljax.layout import actor_envs_per_recv, build_layout
 from srljax.rollout import SegmentBuilder
-from srljax.system.common import ParamsCodec, ParamsFollower, episode_meta, jit_act
+from srljax.system.common import episode_meta, jit_act, warm_up
+from srljax.system.params import ParamsCodec, ParamsFollower
+from srljax.system.policy_client import PolicyClient
 from srljax.system.worker import Worker
 from srljax.types import TimeStep, Trajectory
 
-SEND_HWM = 2  # segments queued here: backpressure from a busy trainer reaches the envs soon
+SEND_HWM = 2  # segments queued in this socket
 PUSH_WAIT_MS = 50  # then return to the loop (control commands) and retry
-REQUEST_RETRY_S = 10.0  # re-send a request this old: a reply dropped at a full socket must not stall the ring
+SEGMENTS_PER_VERSION = 1  # segments pushed per params version seen, before waiting for a newer one
 
 
 class ActorWorker(Worker):
@@ -59,31 +69,47 @@ class ActorWorker(Worker):
         self.outgoing: deque[tuple[Trajectory, dict[str, Any]]] = deque()
         self.returns: list[float] = []
         self.lengths: list[int] = []
+        self.pushed_version, self.pushed_at_version = -1, 0
         if self.remote:
             if jax.tree.leaves(self.algo.initial_actor_state(1)):
                 raise ValueError("remote inference supports feed-forward policies only; use layout.inference=inline")
-            self.client = InferenceClient(None, self.trial, ctx=self.ctx)
+            client = InferenceClient(None, self.trial, ctx=self.ctx)
             for i in range(layout.count("policy")):
-                self.client.connect(self.lookup("policy", i, "inference"))
-            self.in_flight: dict[int, tuple[TimeStep, float, float]] = {}  # id -> (batch, sent at, retry at)
-            self.next_request = 0
+                client.connect(self.lookup("policy", i, "inference"))
+            self.policy = PolicyClient(client, self.spec, self.algo.extras_spec, self.stats)
             self.stepping = cfg.layout.ring_size  # batches inside envpool
         else:
-            self.follower = ParamsFollower(cfg, self.names, ParamsCodec(self.algo), self.stats, self.ctx)
+            codec = ParamsCodec(self.algo)
             self.act = jit_act(self.algo)
+            warm_up(self.act, self.algo, codec, self.spec, [self.spec.batch_size])
+            self.follower = ParamsFollower(cfg, self.names, codec, self.stats, self.ctx)
             self.actor_state = self.algo.initial_actor_state(self.spec.num_envs)
             self.key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 1000 + self.index)
         self.env.async_reset()
         self.log(f"{self.spec.num_envs} envs {self.spec.id}, {self.spec.batch_size} per recv, "
                  f"{'remote' if self.remote else 'inline'} inference")
 
+    @property
+    def newest_version(self) -> int:
+        return self.policy.newest_version if self.remote else self.follower.version
+
     def poll(self) -> None:
         if self.outgoing and not self._push():
-            return  # the sink is full: stepping on would only pile up segments here
-        if self.remote:
+            self._wait_for_newer_params()  # or for room in the sink; stepping on would pile up segments
+        elif self.remote:
             self._poll_remote()
         else:
             self._poll_inline()
+
+    def _wait_for_newer_params(self) -> None:
+        with self.stats.time("wait/lag_limit"):
+            if not self.remote:
+                self.follower.poll(timeout_ms=20)
+                return
+            if not self.policy.in_flight:  # nothing coming back that would tell us the version
+                self.policy.probe()
+            for ts, action, extras, version in self.policy.replies(timeout_ms=20):
+                self._apply(ts, action, extras, version)
 
     # -- inline ----------------------------------------------------------------------------------
     def _poll_inline(self) -> None:
@@ -103,60 +129,25 @@ class ActorWorker(Worker):
 
     # -- remote ----------------------------------------------------------------------------------
     def _poll_remote(self) -> None:
-        self._take_replies(timeout_ms=0)
+        for reply in self.policy.replies(timeout_ms=0):
+            self._apply(*reply)
         if self.stepping > 0:
             with self.stats.time("wait/env"):
                 ts = self.env.recv()
             self.stepping -= 1
-            rid, self.next_request = self.next_request, self.next_request + 1
-            self.in_flight[rid] = (ts, 0.0, 0.0)
-            self._send_request(rid)
+            self.policy.request(ts)
         else:
             with self.stats.time("wait/inference"):
-                self._take_replies(timeout_ms=50)
-        now = time.monotonic()
-        for rid, (_, _, retry_at) in list(self.in_flight.items()):
-            if now > retry_at:
-                self.stats.add("requests_resent")
-                self._send_request(rid)
-        self.stats.gauge("queue/requests_in_flight", len(self.in_flight))
+                replies = self.policy.replies(timeout_ms=50)
+            for reply in replies:
+                self._apply(*reply)
+        self.policy.resend_overdue()
+        self.stats.gauge("queue/requests_in_flight", len(self.policy.in_flight))
 
-    def _send_request(self, rid: int) -> None:
-        ts = self.in_flight[rid][0]
-        with self.stats.time("wait/request_send"):
-            ok = self.client.send(rid, {"obs": ts.obs}, timeout_ms=100)
-        now = time.monotonic()
-        # unsent (no policy worker took it within 100 ms): try again soon, not after the full retry time
-        self.in_flight[rid] = (ts, now, now + (REQUEST_RETRY_S if ok else 0.1))
-        self.stats.add("requests" if ok else "request_send_timeouts")
-
-    def _take_replies(self, timeout_ms: int) -> None:
-        reply = self.client.recv(timeout_ms=timeout_ms)
-        while reply is not None:
-            entry = self.in_flight.get(reply.request_id)
-            action = extras = None
-            if entry is not None and isinstance(reply.tree, dict):
-                action, extras = reply.tree.get("action"), reply.tree.get("extras")
-            n = 0 if entry is None else len(entry[0].env_id)
-            if entry is None:
-                self.stats.add("replies_unknown")  # a duplicate after a resend
-            elif not self._reply_fits(action, extras, n):
-                self.stats.add("replies_invalid")  # leave it in flight: the resend asks again
-            else:
-                ts, sent, _ = self.in_flight.pop(reply.request_id)
-                self.stats.sample("latency/inference_ms", (time.monotonic() - sent) * 1000)
-                self.env.send(action, ts.env_id)
-                self.stepping += 1
-                self._record(ts, action, extras, reply.version)
-            reply = self.client.recv(timeout_ms=0)
-
-    def _reply_fits(self, action: Any, extras: Any, n: int) -> bool:
-        if not isinstance(action, np.ndarray) or action.shape != (n, *self.spec.action_shape):
-            return False
-        if action.dtype != np.dtype(self.spec.action_dtype) or not isinstance(extras, dict):
-            return False
-        return all(isinstance(extras.get(k), np.ndarray) and extras[k].shape == (n, *shape)
-                   and extras[k].dtype == np.dtype(dtype) for k, (shape, dtype) in self.algo.extras_spec.items())
+    def _apply(self, ts: TimeStep, action: np.ndarray, extras: dict[str, np.ndarray], version: int) -> None:
+        self.env.send(action, ts.env_id)
+        self.stepping += 1
+        self._record(ts, action, extras, version)
 
     # -- segments --------------------------------------------------------------------------------
     def _record(self, ts: TimeStep, action: np.ndarray, extras: dict[str, np.ndarray], version: int) -> None:
@@ -173,31 +164,43 @@ class ActorWorker(Worker):
             self._push()
 
     def _push(self) -> bool:
-        """Send queued segments; False if the sink stayed full for ``PUSH_WAIT_MS``."""
+        """Send queued segments; False if the lag limit holds them back or the sink stayed full."""
         while self.outgoing:
+            if self.newest_version > self.pushed_version:
+                self.pushed_version, self.pushed_at_version = self.newest_version, 0
+            if self.pushed_at_version >= SEGMENTS_PER_VERSION:
+                return False
             segment, meta = self.outgoing[0]
+            if self.newest_version - int(segment.policy_version.min()) > self.cfg.trainer.max_policy_lag:
+                self.outgoing.popleft()  # the trainer would drop it; its episodes still count
+                self.stats.add("dropped_stale_columns", segment.reward.shape[1])
+                if self.outgoing:
+                    self.outgoing[0][1]["episode_returns"][:0] = meta["episode_returns"]
+                    self.outgoing[0][1]["episode_lengths"][:0] = meta["episode_lengths"]
+                else:
+                    self.returns[:0], self.lengths[:0] = meta["episode_returns"], meta["episode_lengths"]
+                continue
             with self.stats.time("wait/push"):
                 ok = self.sender.send(segment, timeout_ms=PUSH_WAIT_MS, version=int(segment.policy_version.min()),
                                       meta={**meta, "actor": self.index})
             if not ok:
                 return False
             self.outgoing.popleft()
+            self.pushed_at_version += 1
             self.stats.add("segments")
         return True
 
     def metrics(self) -> dict[str, Any]:
         out: dict[str, Any] = {"queue/segments_waiting": len(getattr(self, "outgoing", ()))}
-        for name in ("sender", "client"):
-            endpoint = getattr(self, name, None)
+        endpoints = {"sender": getattr(self, "sender", None), "client": getattr(getattr(self, "policy", None), "client", None),
+                     "params": getattr(getattr(self, "follower", None), "sub", None)}
+        for name, endpoint in endpoints.items():
             if endpoint is not None:
                 out.update({f"{name}/{k}": v for k, v in endpoint.counters().items()})
-        follower = getattr(self, "follower", None)
-        if follower is not None:
-            out.update({f"params/{k}": v for k, v in follower.sub.counters().items()})
         return out
 
     def close(self) -> None:
-        for name in ("env", "sender", "client", "follower"):
+        for name in ("env", "sender", "policy", "follower"):
             thing = getattr(self, name, None)
             if thing is not None:
                 thing.close()

@@ -12,9 +12,11 @@ peer); the checks here turn that into a counted drop instead of a crash inside `
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping
 from typing import Any
 
+import jax
 import numpy as np
 
 from srljax.comm import worker_key
@@ -38,9 +40,15 @@ def params_prefix(cfg: Experiment) -> str:
     return f"{cfg.name}/{cfg.trial}/params/"
 
 
+BIND_HOST_ENV = "SRLJAX_BIND_HOST"
+
+
 def bind_address(cfg: Experiment) -> str:
-    """Loopback only: local runs must not listen on the network."""
-    return "ipc://*" if cfg.layout.transport == "ipc" else "tcp://127.0.0.1:*"
+    """Loopback by default: local runs must not listen on the network. Multi-node backends
+    (``launch/slurm_task.py``) set ``$SRLJAX_BIND_HOST`` to the node's cluster address."""
+    if cfg.layout.transport == "ipc":
+        return "ipc://*"
+    return f"tcp://{os.environ.get(BIND_HOST_ENV) or '127.0.0.1'}:*"
 
 
 def env_spec(cfg: Experiment) -> EnvSpec:
@@ -55,7 +63,7 @@ def env_spec(cfg: Experiment) -> EnvSpec:
     return dataclasses.replace(spec, num_envs=cfg.env.num_envs, batch_size=cfg.env.envs_per_recv)
 
 
-def _check(name: str, x: Any, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+def check_array(name: str, x: Any, shape: tuple[int, ...], dtype: str) -> np.ndarray:
     if not isinstance(x, np.ndarray):
         raise ValueError(f"{name} is {type(x).__name__}, not an array")
     if x.shape != shape or x.dtype != np.dtype(dtype):
@@ -64,10 +72,10 @@ def _check(name: str, x: Any, shape: tuple[int, ...], dtype: str) -> np.ndarray:
 
 
 def checked_obs(obs: Any, spec: EnvSpec, max_rows: int) -> np.ndarray:
-    """``obs`` [n, *O] of the env's dtype with 1 <= n <= max_rows, else ValueError."""
-    if not isinstance(obs, np.ndarray) or obs.ndim < 1 or not 1 <= obs.shape[0] <= max_rows:
-        raise ValueError(f"observation batch must be [1..{max_rows}, *{spec.obs_shape}]")
-    return _check("obs", obs, (obs.shape[0], *spec.obs_shape), spec.obs_dtype)
+    """``obs`` [n, *O] of the env's dtype with 0 <= n <= max_rows, else ValueError."""
+    if not isinstance(obs, np.ndarray) or obs.ndim < 1 or not 0 <= obs.shape[0] <= max_rows:
+        raise ValueError(f"observation batch must be [0..{max_rows}, *{spec.obs_shape}]")
+    return check_array("obs", obs, (obs.shape[0], *spec.obs_shape), spec.obs_dtype)
 
 
 def checked_trajectory(tree: Any, spec: EnvSpec, num_steps: int,
@@ -84,13 +92,13 @@ def checked_trajectory(tree: Any, spec: EnvSpec, num_steps: int,
     if not isinstance(extras, dict) or set(extras) != set(extras_spec):
         raise ValueError(f"extras must be {sorted(extras_spec)}")
     return Trajectory(
-        obs=_check("obs", fields["obs"], (rows, b, *spec.obs_shape), spec.obs_dtype),
-        action=_check("action", fields["action"], (rows, b, *spec.action_shape), spec.action_dtype),
-        reward=_check("reward", reward, (rows, b), "float32"),
-        terminated=_check("terminated", fields["terminated"], (rows, b), "bool"),
-        truncated=_check("truncated", fields["truncated"], (rows, b), "bool"),
-        extras={k: _check(k, extras[k], (rows, b, *shape), dtype) for k, (shape, dtype) in extras_spec.items()},
-        policy_version=_check("policy_version", fields["policy_version"], (b,), "int32"),
+        obs=check_array("obs", fields["obs"], (rows, b, *spec.obs_shape), spec.obs_dtype),
+        action=check_array("action", fields["action"], (rows, b, *spec.action_shape), spec.action_dtype),
+        reward=check_array("reward", reward, (rows, b), "float32"),
+        terminated=check_array("terminated", fields["terminated"], (rows, b), "bool"),
+        truncated=check_array("truncated", fields["truncated"], (rows, b), "bool"),
+        extras={k: check_array(k, extras[k], (rows, b, *shape), dtype) for k, (shape, dtype) in extras_spec.items()},
+        policy_version=check_array("policy_version", fields["policy_version"], (b,), "int32"),
     )
 
 
@@ -111,102 +119,31 @@ def episodes_from_meta(meta: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]
     return r, n
 
 
-class ParamsCodec:
-    """Policy params <-> a flat list of arrays on the wire, checked against the algorithm's own structure.
+def warm_up(act: Any, algo: Any, codec: Any, spec: EnvSpec, batch_sizes: list[int]) -> None:
+    """Compile ``act`` (from ``jit_act``) for every batch size now, in setup, not on the first requests.
 
-        codec = ParamsCodec(algo)
-        publisher.publish(version, codec.to_wire(learner.policy_params()))    # trainer
-        params = codec.from_wire(got.tree)                                    # actor / policy worker
-
-    The params pytree holds flax dataclasses (normaliser stats) the codec does not carry, so
-    only the leaves travel; the receiver rebuilds the tree from ``jax.eval_shape`` of its own
-    ``algo.init`` (no compute, no allocation) and refuses leaves of the wrong shape or dtype.
+    ``codec`` (a ``ParamsCodec``) supplies zero params of the right structure.
     """
-
-    def __init__(self, algo: Any):
-        import jax
-
-        shapes = jax.eval_shape(lambda key: algo.policy_params(algo.init(key)), jax.random.PRNGKey(0))
-        leaves, self.treedef = jax.tree.flatten(shapes)
-        self.specs = [(tuple(x.shape), np.dtype(x.dtype)) for x in leaves]
-
-    def to_wire(self, params: Any) -> list[np.ndarray]:
-        import jax
-
-        return [np.asarray(x) for x in jax.tree.leaves(jax.device_get(params))]
-
-    def from_wire(self, tree: Any) -> Any:
-        """The params pytree (numpy leaves), or ValueError if ``tree`` does not match."""
-        import jax
-
-        if not isinstance(tree, list) or len(tree) != len(self.specs):
-            raise ValueError(f"params must be a list of {len(self.specs)} arrays")
-        for i, (x, (shape, dtype)) in enumerate(zip(tree, self.specs)):
-            _check(f"params leaf {i}", x, shape, dtype.name)
-        return jax.tree.unflatten(self.treedef, tree)
+    params = jax.device_put(codec.zeros())
+    for n in batch_sizes:
+        obs = np.zeros((n, *spec.obs_shape), spec.obs_dtype)
+        jax.block_until_ready(act(params, obs, algo.initial_actor_state(n), jax.random.PRNGKey(0)))
 
 
-CHECK_PARAMS_S = 0.005
-
-
-class ParamsFollower:
-    """A SUB to every params publisher of the trial, keeping the newest valid params on this device.
-
-        follower = ParamsFollower(cfg, names, ParamsCodec(algo), stats)
-        if follower.poll(timeout_ms=0):      # True when a newer version arrived
-            params, version = follower.params, follower.version
-    """
-
-    def __init__(self, cfg: Experiment, names: Any, codec: ParamsCodec, stats: Any, ctx: Any = None):
-        from srljax.comm import ParamsSubscriber
-
-        self.sub = ParamsSubscriber(None, trial_name(cfg), ctx=ctx)
-        publishers = names.list(params_prefix(cfg))
-        if not publishers:
-            raise RuntimeError(f"no params publisher registered under {params_prefix(cfg)!r}")
-        for address in publishers.values():
-            self.sub.connect(address)
-        self.codec, self.stats = codec, stats
-        self.params: Any = None
-        self.version = -1
-        self._next_check = 0.0
-
-    def poll(self, timeout_ms: int = 0) -> bool:
-        import time
-
-        import jax
-
-        now = time.monotonic()
-        if self.params is not None and timeout_ms == 0 and now < self._next_check:
-            return False  # callers poll per env batch; a syscall each time is not worth it
-        self._next_check = now + CHECK_PARAMS_S
-        got = self.sub.poll_newest(timeout_ms=timeout_ms)
-        if got is None or got.version <= self.version:
-            return False
-        try:
-            params = self.codec.from_wire(got.tree)
-        except ValueError:
-            self.stats.add("params_invalid")
-            return False
-        self.params, self.version = jax.device_put(params), got.version
-        self.stats.gauge("policy_version", got.version)
-        return True
-
-    def close(self) -> None:
-        self.sub.close()
-
-
-def jit_act(algo: Any) -> Any:
+def jit_act(algo: Any, packing: Any = None) -> Any:
     """``act(params, obs, actor_state, key) -> (action, extras, actor_state, next_key)``, jitted.
 
-    The key is split inside the compiled call: an eager ``jax.random.split`` per batch costs
-    about as much as the small policy networks themselves.
+    With a ``ReplyPacking`` it returns ``(rows, actor_state, next_key)`` instead, ``rows`` the
+    action and extras packed into one uint8 array (what a policy worker sends back). The key is
+    split inside the compiled call: an eager ``jax.random.split`` per batch costs about as much as
+    the small policy networks themselves.
     """
-    import jax
 
     def act(params: Any, obs: Any, actor_state: Any, key: Any) -> Any:
         key, act_key = jax.random.split(key)
         action, extras, actor_state = algo.act(params, obs, actor_state, act_key)
+        if packing is not None:
+            return packing.pack(action, extras), actor_state, key
         return action, extras, actor_state, key
 
     return jax.jit(act)

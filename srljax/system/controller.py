@@ -34,6 +34,7 @@ from srljax.system.common import CONTROLLER, bind_address, trial_name
 
 REGISTER_TIMEOUT_S = 300.0  # imports and jax start-up of many processes on few cores
 CONFIGURE_TIMEOUT_S = 600.0  # envpool (Atari ROM load), network init
+STARTUP_SILENCE_S = 30.0  # heartbeat silence allowed before the trial starts
 STOP_GRACE_S = 30.0  # the trainer writes its final checkpoint while stopping
 
 
@@ -67,6 +68,9 @@ class Controller:
         self._log_tail = log_tail or (lambda name: "")
         self._verbose = verbose
         self._lost_timeout = cfg.layout.heartbeat_timeout_seconds
+        self._started = False
+        self._last_tick = time.monotonic()
+        self._silence_grace_until = 0.0
 
     def say(self, text: str) -> None:
         if self._verbose:
@@ -95,6 +99,7 @@ class Controller:
                 self._send(group, "configure")
                 self._wait_until(group, lambda k: self.states.get(k) == "ready", CONFIGURE_TIMEOUT_S, f"configure {role}")
         self._send(list(self.expected), "start")
+        self._started = True
         self.say("all workers started")
         deadline = time.monotonic() + self.cfg.timeout_seconds
         while self.done is None:
@@ -118,6 +123,10 @@ class Controller:
 
     # -- one tick: messages in, liveness checks --------------------------------------------------------
     def _tick(self, timeout_ms: int) -> None:
+        now = time.monotonic()
+        if now - self._last_tick > 1.0:  # we were not scheduled: heartbeats may still be in the sockets
+            self._silence_grace_until = now + 2.0
+        self._last_tick = now
         for msg in self.server.poll(timeout_ms=timeout_ms):
             if msg.worker not in self.expected:
                 self.server.counts["unknown_worker"] += 1  # e.g. a stale worker of an earlier run of this trial
@@ -143,11 +152,16 @@ class Controller:
             if key is not None and self.states.get(key) not in ("stopped", "error"):
                 raise TrialEnded(self._lost(key, f"its process exited with code {code}"))
         now = time.monotonic()
+        if now < self._silence_grace_until:
+            return
+        # before start a worker may be deep in setup on a crowded machine; a crash is still seen
+        # at once through ``exited``, a hang through the configure timeout
+        allowed = self._lost_timeout if self._started else max(self._lost_timeout, STARTUP_SILENCE_S)
         for key in self.info:
             silent = now - self.server.last_seen.get(key, now)
-            if silent > self._lost_timeout and self.states.get(key) not in ("stopped", "error"):
+            if silent > allowed and self.states.get(key) not in ("stopped", "error"):
                 raise TrialEnded(self._lost(key, f"no heartbeat for {silent:.1f} s "
-                                                 f"(layout.heartbeat_timeout_seconds={self._lost_timeout:g}; "
+                                                 f"(allowed {allowed:g} s; "
                                                  f"last heartbeat: {self.beats.get(key)})"))
 
     def _who(self, key: str) -> str:

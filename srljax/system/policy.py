@@ -6,8 +6,10 @@ Each poll drains the ROUTER; requests accumulate until they hold every row the a
 in flight (``num_actors x env.num_envs``) or the oldest has waited ``batch_wait_s`` (default 0:
 whatever is queued), then their
 observations are concatenated, padded to a power-of-two bucket (a handful of compiled shapes
-instead of one per batch size), acted on, and the rows are split back into one reply per request,
-stamped with the params version used. New params (trainer PUB) are swapped in by version.
+instead of one per batch size), acted on, and the rows are split back into one reply per request
+(action and extras packed into one byte row per env, ``ReplyPacking``), stamped with the params
+version used. New params (trainer PUB) are swapped in by version. A
+request with zero rows is a version probe and is answered at once.
 Only feed-forward policies: every call starts from ``algo.initial_actor_state``.
 """
 
@@ -23,7 +25,9 @@ import numpy as np
 import algos
 from srljax.comm import InferenceServer, Request
 from srljax.layout import actor_envs_per_recv
-from srljax.system.common import ParamsCodec, ParamsFollower, bind_address, checked_obs, env_spec, jit_act
+from srljax.system.common import bind_address, checked_obs, env_spec, jit_act, warm_up
+from srljax.system.packing import ReplyPacking
+from srljax.system.params import ParamsCodec, ParamsFollower
 from srljax.system.worker import Worker
 
 
@@ -46,13 +50,16 @@ class PolicyWorker(Worker):
         cfg = self.cfg
         self.spec = env_spec(cfg)
         self.algo = algos.make(cfg, self.spec)
-        self.act = jit_act(self.algo)
+        self.packing = ReplyPacking(self.spec, self.algo.extras_spec)
+        self.act = jit_act(self.algo, self.packing)
         self.key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 2000 + self.index)
         self.max_rows = cfg.layout.num_actors * cfg.env.num_envs
         self.buckets = buckets(actor_envs_per_recv(cfg), self.max_rows)
         self.server = InferenceServer(bind_address(cfg), self.trial, ctx=self.ctx)
         self.register("inference", self.server.address)
-        self.follower = ParamsFollower(cfg, self.names, ParamsCodec(self.algo), self.stats, self.ctx)
+        codec = ParamsCodec(self.algo)
+        warm_up(self.act, self.algo, codec, self.spec, self.buckets)
+        self.follower = ParamsFollower(cfg, self.names, codec, self.stats, self.ctx)
         self.pending: list[tuple[Request, np.ndarray]] = []
         self.pending_rows = 0
         self.oldest = 0.0
@@ -75,6 +82,10 @@ class PolicyWorker(Worker):
                 obs = checked_obs(obs, self.spec, self.max_rows)
             except ValueError:
                 self.stats.add("requests_invalid")
+                continue
+            if not len(obs):  # a version probe from an actor waiting for newer params
+                self.server.reply(request, {}, version=self.follower.version)
+                self.stats.add("version_probes")
                 continue
             if not self.pending:
                 self.oldest = time.monotonic()
@@ -99,14 +110,12 @@ class PolicyWorker(Worker):
         if size > rows:
             obs = np.concatenate([obs, np.zeros((size - rows, *obs.shape[1:]), obs.dtype)])
         with self.stats.time("compute/act"):
-            action, extras, _, self.key = self.act(self.follower.params, obs, self.algo.initial_actor_state(size), self.key)
-            action, extras = jax.device_get((action, extras))
+            packed, _, self.key = self.act(self.follower.params, obs, self.algo.initial_actor_state(size), self.key)
+            packed = np.asarray(packed)
         start = 0
         for request, o in batch:
-            part = slice(start, start + len(o))
+            self.server.reply(request, {"rows": packed[start:start + len(o)]}, version=self.follower.version)
             start += len(o)
-            tree = {"action": action[part], "extras": {k: v[part] for k, v in extras.items()}}
-            self.server.reply(request, tree, version=self.follower.version)
         self.stats.add("batches")
         self.stats.add("requests", len(batch))
         self.stats.add("rows", rows)

@@ -25,8 +25,8 @@ from srljax.comm import Message, ParamsPublisher, SampleReceiver
 from srljax.learner import Learner
 from srljax.metrics import EpisodeWindow, MetricsLogger
 from srljax.rollout import concat_segments, split_segments
-from srljax.system.common import (ParamsCodec, bind_address, checked_trajectory, env_spec, episodes_from_meta,
-                                  params_prefix)
+from srljax.system.common import bind_address, checked_trajectory, env_spec, episodes_from_meta, params_prefix
+from srljax.system.params import ParamsCodec
 from srljax.system.worker import Worker
 from srljax.types import Trajectory
 

@@ -1,0 +1,96 @@
+"""Policy params between the trainer and whoever acts: a checked wire form and a follower that keeps the newest.
+
+    codec = ParamsCodec(algo)
+    publisher.publish(version, codec.to_wire(learner.policy_params()))    # trainer
+    follower = ParamsFollower(cfg, names, codec, stats)                   # actor / policy worker
+    if follower.poll(timeout_ms=0):                                       # True when a newer version arrived
+        act(follower.params, ...)
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import jax
+import numpy as np
+
+from srljax.comm import NameResolver, ParamsSubscriber
+from srljax.config import Experiment
+from srljax.system.common import check_array, params_prefix, trial_name
+
+CHECK_PARAMS_S = 0.005  # at most this often a poll looks at the socket
+
+
+class ParamsCodec:
+    """Policy params <-> a flat list of arrays on the wire, checked against the algorithm's own structure.
+
+        codec = ParamsCodec(algo)
+        publisher.publish(version, codec.to_wire(learner.policy_params()))    # trainer
+        params = codec.from_wire(got.tree)                                    # actor / policy worker
+
+    The params pytree holds flax dataclasses (normaliser stats) the codec does not carry, so
+    only the leaves travel; the receiver rebuilds the tree from ``jax.eval_shape`` of its own
+    ``algo.init`` (no compute, no allocation) and refuses leaves of the wrong shape or dtype.
+    """
+
+    def __init__(self, algo: Any):
+        shapes = jax.eval_shape(lambda key: algo.policy_params(algo.init(key)), jax.random.PRNGKey(0))
+        leaves, self.treedef = jax.tree.flatten(shapes)
+        self.specs = [(tuple(x.shape), np.dtype(x.dtype)) for x in leaves]
+
+    def zeros(self) -> Any:
+        """Params of the right structure, all zeros: enough to compile ``act`` before real params arrive."""
+        return jax.tree.unflatten(self.treedef, [np.zeros(shape, dtype) for shape, dtype in self.specs])
+
+    def to_wire(self, params: Any) -> list[np.ndarray]:
+        return [np.asarray(x) for x in jax.tree.leaves(jax.device_get(params))]
+
+    def from_wire(self, tree: Any) -> Any:
+        """The params pytree (numpy leaves), or ValueError if ``tree`` does not match."""
+        if not isinstance(tree, list) or len(tree) != len(self.specs):
+            raise ValueError(f"params must be a list of {len(self.specs)} arrays")
+        for i, (x, (shape, dtype)) in enumerate(zip(tree, self.specs)):
+            check_array(f"params leaf {i}", x, shape, dtype.name)
+        return jax.tree.unflatten(self.treedef, tree)
+
+
+class ParamsFollower:
+    """A SUB to every params publisher of the trial, keeping the newest valid params on this device.
+
+        follower = ParamsFollower(cfg, names, ParamsCodec(algo), stats)
+        if follower.poll(timeout_ms=0):      # True when a newer version arrived
+            params, version = follower.params, follower.version
+    """
+
+    def __init__(self, cfg: Experiment, names: NameResolver, codec: ParamsCodec, stats: Any, ctx: Any = None):
+        self.sub = ParamsSubscriber(None, trial_name(cfg), ctx=ctx)
+        publishers = names.list(params_prefix(cfg))
+        if not publishers:
+            raise RuntimeError(f"no params publisher registered under {params_prefix(cfg)!r}")
+        for address in publishers.values():
+            self.sub.connect(address)
+        self.codec, self.stats = codec, stats
+        self.params: Any = None
+        self.version = -1
+        self._next_check = 0.0
+
+    def poll(self, timeout_ms: int = 0) -> bool:
+        now = time.monotonic()
+        if self.params is not None and timeout_ms == 0 and now < self._next_check:
+            return False  # callers poll per env batch; a syscall each time is not worth it
+        self._next_check = now + CHECK_PARAMS_S
+        got = self.sub.poll_newest(timeout_ms=timeout_ms)
+        if got is None or got.version <= self.version:
+            return False
+        try:
+            params = self.codec.from_wire(got.tree)
+        except ValueError:
+            self.stats.add("params_invalid")
+            return False
+        self.params, self.version = jax.device_put(params), got.version
+        self.stats.gauge("policy_version", got.version)
+        return True
+
+    def close(self) -> None:
+        self.sub.close()

@@ -1,0 +1,109 @@
+"""The actor's side of remote inference: request ids, requests in flight, retries, version probes.
+
+    policy = PolicyClient(client, spec, algo.extras_spec, stats)     # client: a connected InferenceClient
+    policy.request(ts)                                  # one env batch; id = a counter
+    for ts, action, extras, version in policy.replies(timeout_ms=50):
+        env.send(action, ts.env_id)                     # replies come in any order, matched by id
+    policy.probe()                                      # zero rows: only asks for the params version
+    policy.newest_version                               # highest version any reply carried
+
+Replies carry the action and extras packed into one byte row per env (``ReplyPacking``). One that
+does not fit the batch it answers is counted and its request stays in flight; a request
+unanswered for ``REQUEST_RETRY_S`` is sent again (a reply dropped at a full socket must not stall
+the env ring) and the late duplicate is counted and ignored.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from srljax.comm import InferenceClient
+from srljax.system.packing import ReplyPacking
+from srljax.system.stats import WorkerStats
+from srljax.types import EnvSpec, TimeStep
+
+REQUEST_RETRY_S = 10.0
+PROBE_RETRY_S = 0.1  # a probe without answer by then is sent again
+PROBE_EVERY_S = 0.01  # while waiting for newer params: a lag of 10 ms costs nothing
+
+
+class PolicyClient:
+    def __init__(self, client: InferenceClient, spec: EnvSpec, extras_spec: dict[str, Any], stats: WorkerStats):
+        self.client, self.spec, self.stats = client, spec, stats
+        self.packing = ReplyPacking(spec, extras_spec)
+        self.in_flight: dict[int, tuple[TimeStep, float, float]] = {}  # id -> (batch, sent at, retry at)
+        self.next_id = 0
+        self.newest_version = -1
+        self.probe_id: int | None = None
+        self.probe_at = 0.0
+
+    def _new_id(self) -> int:
+        self.next_id += 1
+        return self.next_id
+
+    def request(self, ts: TimeStep) -> None:
+        rid = self._new_id()
+        self.in_flight[rid] = (ts, 0.0, 0.0)
+        self._send(rid)
+
+    def probe(self) -> None:
+        """Ask for the version only (a zero-row request), at most every ``PROBE_EVERY_S``."""
+        wait = PROBE_RETRY_S if self.probe_id is not None else PROBE_EVERY_S
+        if time.monotonic() - self.probe_at < wait:
+            return
+        self.probe_id, self.probe_at = self._new_id(), time.monotonic()
+        empty = np.zeros((0, *self.spec.obs_shape), self.spec.obs_dtype)
+        self.client.send(self.probe_id, {"obs": empty}, timeout_ms=0)
+        self.stats.add("version_probes")
+
+    def _send(self, rid: int) -> None:
+        ts = self.in_flight[rid][0]
+        with self.stats.time("wait/request_send"):
+            ok = self.client.send(rid, {"obs": ts.obs}, timeout_ms=100)
+        now = time.monotonic()
+        # unsent (no policy worker took it within 100 ms): try again soon, not after the full retry time
+        self.in_flight[rid] = (ts, now, now + (REQUEST_RETRY_S if ok else 0.1))
+        self.stats.add("requests" if ok else "request_send_timeouts")
+
+    def resend_overdue(self) -> None:
+        now = time.monotonic()
+        for rid, (_, _, retry_at) in list(self.in_flight.items()):
+            if now > retry_at:
+                self.stats.add("requests_resent")
+                self._send(rid)
+
+    def replies(self, timeout_ms: int) -> list[tuple[TimeStep, np.ndarray, dict[str, np.ndarray], int]]:
+        """Wait up to ``timeout_ms`` for a reply, then take all queued: ``(batch, action, extras, version)``."""
+        out = []
+        reply = self.client.recv(timeout_ms=timeout_ms)
+        while reply is not None:
+            if reply.request_id == self.probe_id:
+                self.probe_id = None
+                self.newest_version = max(self.newest_version, reply.version)
+            elif (entry := self.in_flight.get(reply.request_id)) is None:
+                self.stats.add("replies_unknown")  # a duplicate after a resend, or a late probe
+            elif (unpacked := self._unpack(reply.tree, len(entry[0].env_id))) is None:
+                self.stats.add("replies_invalid")  # stays in flight: the resend asks again
+            else:
+                ts, sent, _ = self.in_flight.pop(reply.request_id)
+                self.stats.sample("latency/inference_ms", (time.monotonic() - sent) * 1000)
+                self.newest_version = max(self.newest_version, reply.version)
+                self.stats.gauge("policy_version", self.newest_version)
+                out.append((ts, *unpacked, reply.version))
+            reply = self.client.recv(timeout_ms=0)
+        return out
+
+    def _unpack(self, tree: Any, n: int) -> tuple[np.ndarray, dict[str, np.ndarray]] | None:
+        rows = tree.get("rows") if isinstance(tree, dict) else None
+        if not isinstance(rows, np.ndarray) or len(rows) != n:
+            return None
+        try:
+            return self.packing.unpack(rows)
+        except ValueError:
+            return None
+
+    def close(self) -> None:
+        self.client.close()

@@ -1,0 +1,139 @@
+"""Fuzz a live run: 1,000 bad messages to each kind of socket the workers listen on, and it still finishes.
+
+The sockets: the controller's ROUTER, the policy worker's ROUTER, the trainer's PULL and the
+params SUB of the policy worker (a rogue publisher registered under the params prefix, so the
+subscriber connects to it as to any publisher). Bad means random bytes, truncated or mangled
+headers, foreign trials and schemas, wrong kinds, missing or extra frames, and - for the data
+streams - well-formed messages whose contents do not fit (wrong shapes, dtypes, fields). Every
+one must be dropped and counted, by the socket (``drop.<reason>``) or by the worker (``*_invalid``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import msgpack
+import numpy as np
+import zmq
+
+from srljax.comm import MemoryNames
+from srljax.comm.codec import SCHEMA_VERSION, encode
+from srljax.config import apply_overrides, load_file
+from srljax.system import run_threads
+from srljax.system.common import CONTROLLER, params_prefix, stream_key, trial_name
+
+CONFIG = Path(__file__).resolve().parents[1] / "configs" / "cartpole_ppo_distributed.py"
+N_BAD = 1000
+
+
+def rehead(frames: list[bytes], **changes) -> list[bytes]:
+    header = msgpack.unpackb(frames[0])
+    header.update(changes)
+    return [msgpack.packb(header), *frames[1:]]
+
+
+def codec_garbage(rng: np.random.Generator, good: list[bytes]) -> list[bytes]:
+    """A message the codec must refuse, derived from a valid one."""
+    choice = int(rng.integers(8))
+    if choice == 0:
+        return [rng.bytes(int(rng.integers(0, 200))) for _ in range(int(rng.integers(1, 4)))]
+    if choice == 1:
+        return [good[0][: int(rng.integers(0, len(good[0])))], *good[1:]]  # truncated header
+    if choice == 2:
+        return rehead(good, trial=["other/t0", "", "x" * 300][int(rng.integers(3))])  # foreign trial
+    if choice == 3:
+        return rehead(good, schema=SCHEMA_VERSION + 1)
+    if choice == 4:
+        return rehead(good, kind="pickle")
+    if choice == 5:
+        return [*good, b"extra"]
+    if choice == 6 and len(good) > 1:
+        return good[:-1]  # a frame missing
+    return [msgpack.packb([1, 2, 3]), *good[1:]]
+
+
+def fits_not(rng: np.random.Generator, kind: str, trial: str, meta: dict) -> list[bytes]:
+    """A well-formed message of the right kind and trial whose tree the worker must refuse."""
+    trees = [{"obs": np.zeros((3, 7), np.float32)}, {"obs": np.zeros((2, 4), np.float64)}, [np.zeros(3)],
+             {"nope": 1}, None, {"obs": "text"}]
+    return [bytes(f) for f in encode(kind, trial, trees[int(rng.integers(len(trees)))], version=0, meta=meta)]
+
+
+def blast(sock: zmq.Socket, make: Callable[[int], list[bytes]], pace_every: int = 0) -> None:
+    for i in range(N_BAD):
+        sock.send_multipart(make(i))
+        if pace_every and i % pace_every == pace_every - 1:
+            time.sleep(0.02)  # PUB drops at its high-water mark: let the subscriber keep up
+
+
+def test_fuzzed_sockets_drop_and_count_and_the_run_completes(tmp_path):
+    cfg = apply_overrides(load_file(CONFIG), [
+        f"log.run_root={tmp_path}", "log.wandb=disabled", "log.progress=lines", "trial=fuzz",
+        "algo.num_steps=32", "trainer.num_minibatches=2", "trainer.update_epochs=1", f"total_env_steps={8 * 32 * 25}",
+    ])
+    trial = trial_name(cfg)
+    names = MemoryNames()
+    ctx = zmq.Context()
+    rogue = ctx.socket(zmq.PUB)
+    rogue.setsockopt(zmq.SNDHWM, 10_000)
+    names.add(params_prefix(cfg) + "rogue", f"tcp://127.0.0.1:{rogue.bind_to_random_port('tcp://127.0.0.1')}")
+    rng = np.random.default_rng(7)
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def fuzz() -> None:
+        try:
+            control = names.wait(f"{cfg.name}/{cfg.trial}/{CONTROLLER}/0", timeout=120)
+            inference = names.wait(stream_key(cfg, "policy", 0, "inference"), timeout=120)
+            samples = names.wait(stream_key(cfg, "trainer", 0, "samples"), timeout=120)
+            good = {
+                "control": [bytes(f) for f in encode("heartbeat", trial, None,
+                                                    meta={"worker": "stranger/0", "payload": {"state": "running"}})],
+                "inference": [bytes(f) for f in encode("infer_req", trial, {"obs": np.zeros((2, 4), np.float32)},
+                                                      meta={"rid": 1})],
+                "samples": [bytes(f) for f in encode("sample", trial, {"x": np.zeros(5, np.float32)})],
+                "params": [bytes(f) for f in encode("params", trial, [np.zeros(3, np.float32)], version=10**9)],
+            }
+            time.sleep(1.0)  # the subscriber connects during the policy worker's setup
+            for name, address, kind, meta in [("control", control, zmq.DEALER, None),
+                                              ("inference", inference, zmq.DEALER, {"rid": 5}),
+                                              ("samples", samples, zmq.PUSH, {})]:
+                sock = ctx.socket(kind)
+                sock.connect(address)
+                if meta is None:  # control: only codec garbage; a well-formed message from a stranger is ignored
+                    blast(sock, lambda i, g=good[name]: codec_garbage(rng, g))
+                else:
+                    kind_name = "infer_req" if name == "inference" else "sample"
+                    blast(sock, lambda i, g=good[name], k=kind_name, m=meta:
+                          codec_garbage(rng, g) if i % 2 else fits_not(rng, k, trial, m))
+                sock.close(linger=5000)
+            blast(rogue, lambda i: codec_garbage(rng, good["params"]), pace_every=25)
+        except BaseException as err:  # surfaced by the assertion below
+            errors.append(err)
+        finally:
+            done.set()
+
+    fuzzer = threading.Thread(target=fuzz, daemon=True)
+    fuzzer.start()
+    result = run_threads(cfg, names=names)
+    fuzzer.join(timeout=30)
+    rogue.close(linger=0)
+    ctx.term()
+    assert not errors, errors
+    assert done.is_set()
+    assert result.exit_code == 0 and result.reason == "done", result.message
+
+    def dropped(counters: dict, prefix: str, invalid: str = "") -> int:
+        return sum(v for k, v in counters.items() if k.startswith(prefix + "drop.")) + counters.get(invalid, 0)
+
+    controller = result.controller_counters
+    assert dropped(controller, "") == N_BAD, controller
+    policy = result.worker_metrics("policy", 0)[-1]
+    assert dropped(policy, "inference/", "requests_invalid") == N_BAD, policy
+    assert dropped(policy, "params/", "params_invalid") == N_BAD, policy
+    trainer = result.worker_metrics("trainer", 0)[-1]
+    assert dropped(trainer, "samples/", "samples_invalid") == N_BAD, trainer
+    assert trainer["updates"] == cfg.num_updates
