@@ -14,7 +14,6 @@ import statistics
 import time
 
 import jax
-import numpy as np
 
 from algos.ppo import make_ppo
 from algos.testing import random_trajectory

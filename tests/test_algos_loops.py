@@ -5,8 +5,8 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from algos.testing import random_trajectory
 from algos.ppo import make_ppo
+from algos.testing import random_trajectory
 from srljax.config import EnvConfig, Experiment, PPOConfig, TrainerConfig
 from srljax.types import EnvSpec
 

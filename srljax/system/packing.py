@@ -13,7 +13,6 @@ dtype: leaves are bit-cast, not converted.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import jax
 import jax.numpy as jnp
