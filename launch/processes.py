@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
+from launch.worker_env import task_env
 from srljax.comm import DirectoryNames
 from srljax.config import ConfigError, Experiment, validate, write_json
 from srljax.layout import build_layout
@@ -33,19 +34,10 @@ from srljax.system.controller import Controller
 
 KILL_GRACE_S = 5.0  # after the controller's stop: SIGTERM, this long, then SIGKILL
 TAIL_LINES = 20
-# Several processes share a few cores: one XLA thread pool each for the light roles, so they do
-# not oversubscribe the CPUs; the trainer keeps XLA's default (all cores for the update).
-SINGLE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 
 
 def worker_env(role: str) -> dict[str, str]:
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # several processes may share one GPU
-    if role == "actor":
-        env.setdefault("JAX_PLATFORMS", "cpu")  # inline inference runs on the actor's CPU, as in SRL
-    if role in ("actor", "buffer", "policy"):
-        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {SINGLE_THREAD_XLA}".strip()
-    return env
+    return {**os.environ, **task_env(role, os.environ)}
 
 
 class WorkerProcesses:

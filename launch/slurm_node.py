@@ -1,7 +1,6 @@
-"""Where a Slurm task is: its node's cluster address, and the environment a worker task starts with.
+"""Where a Slurm task is: its node's cluster address (the role's environment is ``launch.worker_env``).
 
     addr = node_address()            # "10.1.2.7": $SRLJAX_NODE_ADDR, else Slurm's NodeAddr, else DNS
-    os.environ.update(task_env("actor", os.environ))
 
 Standard library only: the task wrappers call this before anything imports JAX, which reads
 ``JAX_PLATFORMS`` and ``XLA_FLAGS`` when it starts.
@@ -18,21 +17,6 @@ from collections.abc import Mapping
 NODE_ADDR_ENV = "SRLJAX_NODE_ADDR"
 BIND_HOST_ENV = "SRLJAX_BIND_HOST"  # read by srljax.system.common.bind_address
 SCONTROL_TIMEOUT_S = 20.0
-# The same rule as launch.processes.worker_env (tests/test_slurm_render.py holds them together):
-# one XLA thread pool for the light roles, so many processes on one node do not oversubscribe it.
-SINGLE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-
-
-def task_env(role: str, environ: Mapping[str, str]) -> dict[str, str]:
-    """The variables to set for a ``role`` worker process, given the task's environment."""
-    out = {"PYTHONUNBUFFERED": "1"}
-    if "XLA_PYTHON_CLIENT_PREALLOCATE" not in environ:  # several processes may share one GPU
-        out["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
-    if role == "actor" and "JAX_PLATFORMS" not in environ:  # inline inference on the actor's CPU
-        out["JAX_PLATFORMS"] = "cpu"
-    if role in ("actor", "buffer", "policy"):
-        out["XLA_FLAGS"] = f"{environ.get('XLA_FLAGS', '')} {SINGLE_THREAD_XLA}".strip()
-    return out
 
 
 def node_address(environ: Mapping[str, str] | None = None) -> str:

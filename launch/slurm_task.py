@@ -2,7 +2,7 @@
 
 The sbatch script of ``python -m launch.slurm`` starts one step per worker group; task
 ``$SLURM_PROCID`` of it becomes worker ``OFFSET + $SLURM_PROCID`` of ``ROLE``. Before JAX is
-imported this sets the role's environment (``launch.slurm_node.task_env``), binds sockets to
+imported this sets the role's environment (``launch.worker_env.task_env``), binds sockets to
 the node's cluster address (``$SRLJAX_BIND_HOST``, found by ``node_address``) and sends its
 output to ``RUN_DIR/logs/ROLE-INDEX.log``, as the local launcher does; then it is
 ``python -m srljax.system.run RUN_DIR ROLE INDEX``.
@@ -15,7 +15,8 @@ import os
 import sys
 from pathlib import Path
 
-from launch.slurm_node import BIND_HOST_ENV, node_address, task_env
+from launch.slurm_node import BIND_HOST_ENV, node_address
+from launch.worker_env import task_env
 
 
 def main(argv: list[str] | None = None) -> int:

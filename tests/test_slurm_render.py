@@ -18,8 +18,9 @@ import pytest
 from launch import slurm, slurm_jobs
 from launch.sbatch import render, resolved
 from launch.slurm_controller import GroupSteps
-from launch.slurm_node import BIND_HOST_ENV, NODE_ADDR_ENV, node_address, task_env
+from launch.slurm_node import BIND_HOST_ENV, NODE_ADDR_ENV, node_address
 from launch.slurm_plan import plan, slurm_problems, time_limit, time_limit_seconds
+from launch.worker_env import task_env
 from srljax.config import Experiment, apply_overrides, load_file
 
 ROOT = Path(__file__).resolve().parents[1]
