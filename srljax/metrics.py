@@ -82,7 +82,7 @@ class MetricsLogger:
         self._wandb = None
         if cfg.log.wandb != "disabled":
             self._wandb = _start_wandb(cfg, role)
-        self._prometheus = _start_prometheus(cfg.log.prometheus_port) if cfg.log.prometheus_port else None
+        self._prometheus = _PrometheusGauges(cfg.log.prometheus_port) if cfg.log.prometheus_port else None
 
     def write(self, record: dict[str, Any]) -> None:
         record = {"time": round(time.time() - self._start, 3), **{k: _plain(v) for k, v in record.items()}}
@@ -143,7 +143,3 @@ class _PrometheusGauges:
         if name not in self._gauges:
             self._gauges[name] = self._client.Gauge(name, key, registry=self._registry)
         self._gauges[name].set(value)
-
-
-def _start_prometheus(port: int) -> _PrometheusGauges:
-    return _PrometheusGauges(port)

@@ -11,7 +11,6 @@ envpool batches (async when ``env.batch_size < env.num_envs``) -> jitted ``act``
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -104,9 +103,3 @@ def train(cfg: Experiment) -> TrainResult:
     result.state = learner.state
     result.env_steps = env_steps
     return result
-
-
-def with_names(cfg: Experiment, name: str | None = None, trial: str | None = None) -> Experiment:
-    """Return ``cfg`` with the experiment/trial names set (used by launchers)."""
-    changes = {k: v for k, v in (("name", name), ("trial", trial)) if v}
-    return dataclasses.replace(cfg, **changes) if changes else cfg
