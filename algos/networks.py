@@ -76,7 +76,8 @@ class ActorCritic(nn.Module):
     ``torso="cnn"``: one shared Nature CNN feeding both heads (CleanRL Atari).
     ``torso="mlp"``: separate actor and critic MLPs (CleanRL CartPole and MuJoCo).
     Heads: policy orthogonal(0.01) so the initial policy is near uniform / zero-mean,
-    value orthogonal(1.0); continuous log_std is a state-independent parameter, init 0.
+    value orthogonal(1.0); continuous log_std is a state-independent parameter, init
+    ``init_log_std`` (0 by default, as CleanRL).
     """
 
     action_kind: Literal["discrete", "continuous"]
@@ -88,6 +89,7 @@ class ActorCritic(nn.Module):
     hidden_sizes: tuple[int, ...] = (64, 64)
     activation: Literal["tanh", "relu"] = "tanh"
     pixel_scale: float = 1.0 / 255.0
+    init_log_std: float = 0.0
 
     @nn.compact
     def __call__(self, obs: Array) -> tuple[Any, Array]:
@@ -101,5 +103,5 @@ class ActorCritic(nn.Module):
         if self.action_kind == "discrete":
             return _dense(self.action_dim, 0.01, name="policy_head")(pi_h), value
         mean = _dense(self.action_dim, 0.01, name="policy_head")(pi_h)
-        log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
+        log_std = self.param("log_std", nn.initializers.constant(self.init_log_std), (self.action_dim,))
         return (mean, jnp.broadcast_to(log_std, mean.shape)), value

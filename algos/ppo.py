@@ -123,6 +123,7 @@ def _network(cfg: PPOConfig, spec: EnvSpec) -> ActorCritic:
         torso=torso,
         hidden_sizes=tuple(cfg.hidden_sizes),
         activation=cfg.activation,
+        init_log_std=cfg.init_log_std,
         # normalised observations are already unit-scale; raw frames are bytes
         pixel_scale=1.0 if cfg.normalize_obs else 1.0 / 255.0,
     )

@@ -32,12 +32,16 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--steps", type=int, default=1_000_000)
     parser.add_argument("--config", default="configs/mujoco_ppo.py")
-    parser.add_argument("overrides", nargs="*")
-    args = parser.parse_args()
+    parser.add_argument("overrides", nargs="*", help="config overrides key=value, anywhere on the line")
+    argv = sys.argv[1:]
+    # pulled out first so that they may follow --seeds, whose nargs="+" would otherwise eat them
+    overrides = [a for a in argv if "=" in a and not a.startswith("-")]
+    args = parser.parse_args([a for a in argv if a not in overrides])
+    args.overrides = overrides
     print("machine:", machine(), flush=True)
     finals = []
     for seed in args.seeds:
-        trial = f"bench-seed{seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+        trial = f"bench-seed{seed}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
         cmd = [sys.executable, "-m", "launch.local", args.config, "-e", "bench_mujoco_ppo", "-f", trial]
         cmd += [f"seed={seed}", f"total_env_steps={args.steps}", "log.wandb=disabled", "log.progress=lines"]
         cmd += [*args.overrides]

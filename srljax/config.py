@@ -83,6 +83,8 @@ class PPOConfig:
     """``auto``: Nature CNN for image observations, MLP otherwise."""
     hidden_sizes: tuple[int, ...] = (64, 64)
     activation: Literal["tanh", "relu"] = "tanh"
+    init_log_std: float = 0.0
+    """initial log standard deviation of a continuous (Gaussian) policy; 0.0 is CleanRL's."""
     normalize_obs: bool = False
     """running mean/std observation normalisation (continuous control)."""
     normalize_reward: bool = False

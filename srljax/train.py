@@ -7,6 +7,12 @@
 
 envpool batches (async when ``env.batch_size < env.num_envs``) -> jitted ``act`` ->
 ``SegmentBuilder`` -> jitted ``update``. The distributed workers run the same ``act``/``update``.
+
+Each metrics record carries where the loop's wall time went since the previous record:
+``time_env`` (waiting in ``recv`` plus ``send``), ``time_act`` (the jitted ``act`` up to its
+action on the host), ``time_update`` (``update`` until the new params are ready) and
+``time_store`` (rollout storage and episode stats), in seconds. With async envpool the envs step
+while the loop acts and updates, so ``time_env`` is only the part not hidden behind them.
 """
 
 from __future__ import annotations
@@ -16,13 +22,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jax
-import numpy as np
 
 import envs
 from srljax.config import Experiment, validate, write_json
 from srljax.learner import Learner
 from srljax.metrics import EpisodeWindow, MetricsLogger
 from srljax.rollout import SegmentBuilder
+from srljax.system.common import jit_act
+
+PHASES = ("time_env", "time_act", "time_update", "time_store")
 
 
 @dataclass
@@ -50,7 +58,7 @@ def train(cfg: Experiment) -> TrainResult:
     learner = Learner(cfg, env.spec)
     algo = learner.algo
     key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 1)
-    act = jax.jit(algo.act)
+    act = jit_act(algo)
 
     builder = SegmentBuilder(env.spec, cfg.algo.num_steps, algo.extras_spec)
     episodes = EpisodeWindow(cfg.log.window)
@@ -62,27 +70,41 @@ def train(cfg: Experiment) -> TrainResult:
     env_steps = 0
     start = last_log_time = time.time()
     last_log_steps = 0
+    phases = dict.fromkeys(PHASES, 0.0)
+    clock = time.perf_counter
     env.async_reset()
     try:
         while learner.version < cfg.num_updates:
             if time.time() - start > cfg.timeout_seconds:
                 result.stopped_by = "timeout"
                 break
+            t0 = clock()
             ts = env.recv()
-            key, act_key = jax.random.split(key)
+            t1 = clock()
             ids = ts.env_id
             rows_state = jax.tree.map(lambda x: x[ids], actor_state)
-            action, extras, rows_state = act(params, ts.obs, rows_state, act_key)
-            action = np.asarray(action)
+            action, extras, rows_state, key = act(params, ts.obs, rows_state, key)
+            action, extras = jax.device_get((action, extras))
+            t2 = clock()
             env.send(action, ids)
+            t3 = clock()
             actor_state = jax.tree.map(lambda x, y: x.at[ids].set(y), actor_state, rows_state)
-            builder.add(ts, action, {k: np.asarray(v) for k, v in extras.items()}, learner.version)
+            builder.add(ts, action, extras, learner.version)
             episodes.add(ts.episode_return, ts.episode_length)
             env_steps += len(ids)
-            if not builder.ready(cfg.batch_envs):
+            ready = builder.ready(cfg.batch_envs)
+            t4 = clock()
+            phases["time_env"] += (t1 - t0) + (t3 - t2)
+            phases["time_act"] += t2 - t1
+            phases["time_store"] += t4 - t3
+            if not ready:
                 continue
-            train_metrics = learner.step(builder.pop(cfg.batch_envs))
-            params = learner.policy_params()
+            batch = builder.pop(cfg.batch_envs)
+            t5 = clock()
+            phases["time_store"] += t5 - t4
+            train_metrics = learner.step(batch)
+            params = jax.block_until_ready(learner.policy_params())
+            phases["time_update"] += clock() - t5
             updates = learner.version
             if updates % cfg.log.log_every == 0 or updates == cfg.num_updates:
                 now = time.time()
@@ -92,7 +114,9 @@ def train(cfg: Experiment) -> TrainResult:
                     "sps": (env_steps - last_log_steps) / max(now - last_log_time, 1e-9),
                     **episodes.summary(),
                     **{k: float(v) for k, v in jax.device_get(train_metrics).items()},
+                    **phases,
                 }
+                phases = dict.fromkeys(PHASES, 0.0)
                 last_log_time, last_log_steps = now, env_steps
                 logger.write(record)
                 result.metrics.append(record)

@@ -93,6 +93,13 @@ def test_async_env_ring_trains_and_logs(tmp_path):
     result = train(cfg)
     assert [m["update"] for m in result.metrics] == [1, 2, 3, 4, 5, 6]
     assert all(math.isfinite(m["value_loss"]) for m in result.metrics)
+    # where each window's wall time went: every phase present, none negative, and together no
+    # more than the window itself (64 env steps x 8 envs at the logged sps)
+    for m in result.metrics:
+        phases = [m["time_env"], m["time_act"], m["time_update"], m["time_store"]]
+        assert min(phases) >= 0.0
+        assert m["time_update"] > 0.0 and m["time_act"] > 0.0
+        assert sum(phases) <= cfg.env_steps_per_update / m["sps"] * 1.05 + 0.01
     ckpt = Checkpointer(cfg.run_dir / "checkpoints")
     assert ckpt.all_steps() == [4, 6]  # every 2 updates, keep 2, final at 6
     ckpt.close()
