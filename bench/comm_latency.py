@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -24,6 +23,8 @@ import numpy as np
 import zmq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from machine import describe  # bench/machine.py, next to this script
+
 from srljax.comm import InferenceClient, InferenceServer, ParamsPublisher, ParamsSubscriber  # noqa: E402
 
 TRIAL = "bench/comm"
@@ -131,9 +132,7 @@ def main() -> None:
         return serve_inference(args.serve_inference)
     if args.serve_params:
         return serve_params(args.serve_params)
-    print(f"machine: {platform.platform()} | {platform.processor() or platform.machine()} | "
-          f"cpus={os.cpu_count()} | python {platform.python_version()} | pyzmq {zmq.__version__} "
-          f"libzmq {zmq.zmq_version()} | numpy {np.__version__}")
+    print(f"machine: {describe()} | pyzmq {zmq.__version__} libzmq {zmq.zmq_version()} | numpy {np.__version__}")
     for name, pattern in [("ipc", "ipc://*"), ("tcp", "tcp://127.0.0.1:*")]:
         r = bench_inference(pattern, args.rounds)
         print(f"inference {name:3s} DEALER/ROUTER 1.8 MB uint8 request + 256 B reply, {args.rounds} round trips: "

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -32,6 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from machine import describe  # bench/machine.py, next to this script
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMON = ["log.wandb=disabled", "log.progress=lines", "checkpoint.final=false"]
@@ -111,16 +112,6 @@ def median(values: list[float]) -> float:
     return statistics.median(values)
 
 
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                   if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{os.cpu_count()} CPU cores ({cpu}), Python {platform.python_version()}, {platform.system()}"
-
-
 def table(rows: list[dict[str, Any]]) -> str:
     def ms(values: list[Any]) -> str:
         return "/".join(f"{v:.1f}" if isinstance(v, (int, float)) else "-" for v in values)
@@ -148,7 +139,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=2, help="updates skipped (compilation, start-up)")
     parser.add_argument("--record", action="store_true", help="append the results to bench/RESULTS.md")
     args = parser.parse_args()
-    print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f}", flush=True)
+    print(f"machine: {describe()}", flush=True)
     rows = []
     with tempfile.TemporaryDirectory(prefix="srljax-bench-") as tmp:
         for case in args.cases.split(","):
@@ -158,7 +149,7 @@ def main() -> None:
     if args.record:
         stamp = time.strftime("%Y-%m-%d")
         with (ROOT / "bench" / "RESULTS.md").open("a") as f:
-            f.write(f"\n### bench/distributed.py, {stamp}\n\n{machine()}; `--updates {args.updates} --warmup "
+            f.write(f"\n### bench/distributed.py, {stamp}\n\n{describe()}; `--updates {args.updates} --warmup "
                     f"{args.warmup} --repeats {args.repeats}`\n\n{text}\n")
 
 

@@ -20,7 +20,8 @@ def describe() -> str:
     try:
         import jax
 
-        backend = f"jax {jax.__version__} on {jax.devices()[0].platform} x{jax.device_count()}"
+        devices = jax.devices()
+        backend = f"jax {jax.__version__}, {len(devices)} x {devices[0].device_kind} ({devices[0].platform})"
     except Exception as err:  # a broken accelerator install should not hide the CPU line
         backend = f"jax unavailable ({err})"
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())

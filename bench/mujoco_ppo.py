@@ -12,19 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-
-def machine() -> str:
-    import jax
-
-    cpu = next((line.split(":")[1].strip() for line in open("/proc/cpuinfo") if "model name" in line), "?")
-    return f"{platform.platform()} | {cpu} | {os.cpu_count()} cpus | jax {jax.__version__} on {jax.devices()[0].platform}"
+from machine import describe  # bench/machine.py, next to this script
 
 
 def main() -> int:
@@ -38,7 +32,7 @@ def main() -> int:
     overrides = [a for a in argv if "=" in a and not a.startswith("-")]
     args = parser.parse_args([a for a in argv if a not in overrides])
     args.overrides = overrides
-    print("machine:", machine(), flush=True)
+    print("machine:", describe(), flush=True)
     finals = []
     for seed in args.seeds:
         trial = f"bench-seed{seed}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import platform
 import statistics
 import sys
 import time
@@ -31,6 +30,8 @@ import jax
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from machine import describe  # bench/machine.py, next to this script
+
 from srljax.config import EnvConfig, Experiment, PPOConfig, TrainerConfig
 from srljax.learner import Learner
 from srljax.types import EnvSpec, Trajectory
@@ -114,22 +115,13 @@ def throughput(envs: int, devices: int, epochs: int, repeats: int) -> tuple[floa
     return compile_s, statistics.median(times)
 
 
-def machine() -> str:
-    devs = jax.devices()
-    cpu = platform.processor() or platform.machine()
-    return (
-        f"jax {jax.__version__}, backend {jax.default_backend()}: {len(devs)} x {devs[0].device_kind}; "
-        f"host {cpu}, {os.cpu_count()} cores, python {platform.python_version()}"
-    )
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", type=int, nargs="+", default=[8, 64], help="env columns B per batch")
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=10)
     args = parser.parse_args()
-    print(f"machine: {machine()}", flush=True)
+    print(f"machine: {describe()}", flush=True)
     available = len(jax.devices())
     counts = [n for n in (1, 2, 4, 8, 16) if n <= available]
     if jax.default_backend() == "cpu":

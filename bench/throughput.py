@@ -31,19 +31,16 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import jax
 import numpy as np
+from machine import describe  # bench/machine.py, next to this script
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from machine import describe  # noqa: E402
-
-import envs  # noqa: E402
-from algos.testing import random_trajectory  # noqa: E402
-from srljax.config import Experiment, apply_overrides, load_file  # noqa: E402
-from srljax.learner import Learner  # noqa: E402
-from srljax.train import PHASES, train  # noqa: E402
+import envs
+from algos.testing import random_trajectory
+from srljax.config import Experiment, apply_overrides, load_file
+from srljax.learner import Learner
+from srljax.train import PHASES, train
 
 CASES = {
     "halfcheetah": "configs/mujoco_ppo.py",
