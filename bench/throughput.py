@@ -8,14 +8,15 @@ For each case, from the case's shipped config file:
 
 * **raw env**: envpool stepping alone with uniformly random actions (sync ``step`` on all
   envs), env steps/s.
-* **act alone**: the jitted ``act`` on a batch of real observations, observations/s.
+* **act alone**: the jitted ``act`` on a batch of real observations, observations/s, at the
+  batch the training loop acts on and (for an async config) on all envs at once.
 * **update alone**: one jitted ``update`` on a batch of random data, samples/s.
 * **training**: ``srljax.train`` for ``--updates`` updates, everything included (env stepping,
   acting, rollout storage, update, metrics); steady-state env steps/s over all updates after
   the first (which compiles), and the split of each iteration into env / act / update / store
   seconds as the training loop measured them.
 * **sum of parts**: the env steps/s the three parts would give run one after another with no
-  overhead and no overlap, ``1 / (1/raw + 1/act + 1/update)``.
+  overhead and no overlap, ``1 / (1/raw + 1/act + 1/update)`` with the faster act.
 
 It prints ``training / raw`` and ``training / sum of parts``. ``cartpole`` runs
 ``configs/cartpole_ppo.py`` to the end and prints the wall time of ``srljax.train`` (JIT compile
@@ -40,6 +41,7 @@ import envs
 from algos.testing import random_trajectory
 from srljax.config import Experiment, apply_overrides, load_file
 from srljax.learner import Learner
+from srljax.system.common import jit_act
 from srljax.train import PHASES, train
 
 CASES = {
@@ -74,24 +76,23 @@ def raw_env_sps(cfg: Experiment, seconds: float) -> float:
         env.close()
 
 
-def act_obs_per_s(cfg: Experiment, learner: Learner, seconds: float) -> float:
-    """The jitted ``act`` on real observations of one env batch, as the training loop calls it."""
+def act_obs_per_s(cfg: Experiment, learner: Learner, batch: int, seconds: float) -> float:
+    """The jitted ``act`` on ``batch`` real observations, called as the training loop calls it."""
     env = envs.make(replace(cfg.env, batch_size=0), seed=cfg.seed)
     try:
-        obs = env.reset().obs[: cfg.env.envs_per_recv]
+        obs = env.reset().obs[:batch]
     finally:
         env.close()
-    act = jax.jit(learner.algo.act)
+    act = jit_act(learner.algo)
     params = learner.policy_params()
     state = learner.algo.initial_actor_state(len(obs))
     key = jax.random.PRNGKey(0)
     for _ in range(3):
-        np.asarray(act(params, obs, state, key)[0])
+        jax.device_get(act(params, obs, state, key)[:2])
     calls, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
-        key, sub = jax.random.split(key)
-        action, extras, _ = act(params, obs, state, sub)
-        np.asarray(action), {k: np.asarray(v) for k, v in extras.items()}
+        action, extras, _, key = act(params, obs, state, key)
+        jax.device_get((action, extras))
         calls += 1
     return calls * len(obs) / (time.perf_counter() - start)
 
@@ -141,7 +142,11 @@ def throughput_case(name: str, updates: int, overrides: list[str], seconds: floa
     spec = probe_env.spec
     probe_env.close()
     learner = Learner(cfg, spec, checkpoints=False)
-    act = act_obs_per_s(cfg, learner, seconds)
+    # at the batch the loop acts on (envs per recv) and on all envs at once; the sum of parts
+    # takes the faster, so an async config is not credited with a slower act of its own making
+    act_recv = act_obs_per_s(cfg, learner, cfg.env.envs_per_recv, seconds)
+    act_all = act_obs_per_s(cfg, learner, cfg.env.num_envs, seconds) if cfg.env.is_async else act_recv
+    act = max(act_recv, act_all)
     upd = update_samples_per_s(cfg, learner, spec, repeats=3)
     learner.close(final_checkpoint=False)
     tr = run_training(cfg)
@@ -150,7 +155,9 @@ def throughput_case(name: str, updates: int, overrides: list[str], seconds: floa
     print(f"\n{name} ({CASES[name]} {' '.join(overrides)}): {cfg.env.id}, {cfg.env.num_envs} envs "
           f"(batch {cfg.env.envs_per_recv}) x {cfg.algo.num_steps} steps = {per_iter} samples per update")
     print(f"  raw env (random actions, sync)  {raw:10,.0f} env steps/s   {per_iter / raw:7.3f} s per update's worth")
-    print(f"  act alone                       {act:10,.0f} obs/s         {per_iter / act:7.3f} s")
+    print(f"  act alone ({cfg.env.envs_per_recv} obs per call)        {act_recv:10,.0f} obs/s         {per_iter / act_recv:7.3f} s")
+    if cfg.env.is_async:
+        print(f"  act alone ({cfg.env.num_envs} obs per call)        {act_all:10,.0f} obs/s         {per_iter / act_all:7.3f} s")
     print(f"  update alone                    {upd:10,.0f} samples/s     {per_iter / upd:7.3f} s")
     print(f"  sum of parts                    {parts:10,.0f} env steps/s   {per_iter / parts:7.3f} s")
     print(f"  training ({updates} updates after the first) {tr.sps:,.0f} env steps/s   {tr.iteration_s:.3f} s per update; "
