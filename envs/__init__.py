@@ -19,7 +19,7 @@ from envs.base import VecEnv
 from envs.probe import ConstantRewardTimeLimit, TerminalReward
 from srljax.config import EnvConfig
 
-__all__ = ["make", "VecEnv", "ConstantRewardTimeLimit", "TerminalReward"]
+__all__ = ["make", "problems", "VecEnv", "ConstantRewardTimeLimit", "TerminalReward"]
 
 
 def make(cfg: EnvConfig, seed: int) -> VecEnv:
@@ -33,7 +33,22 @@ def make(cfg: EnvConfig, seed: int) -> VecEnv:
             return _from_factory(factory, cfg, seed)
 
 
-def _from_factory(factory: str, cfg: EnvConfig, seed: int) -> VecEnv:
+def problems(cfg: EnvConfig) -> list[str]:
+    """What would stop ``make(cfg)``, found without building an env (launchers check it first):
+    an envpool id that does not exist, or a factory that does not import."""
+    if cfg.factory:
+        try:
+            _factory(cfg.factory)
+        except ValueError as error:
+            return [str(error)]
+        return []
+    from envs.envpool_env import unknown_id_problem
+
+    problem = unknown_id_problem(cfg.id)
+    return [problem] if problem else []
+
+
+def _factory(factory: str):
     module_name, _, function_name = factory.partition(":")
     if not module_name or not function_name:
         raise ValueError(f"env.factory={factory!r} must look like 'package.module:make_fn'")
@@ -44,7 +59,11 @@ def _from_factory(factory: str, cfg: EnvConfig, seed: int) -> VecEnv:
     make_fn = getattr(module, function_name, None)
     if not callable(make_fn):
         raise ValueError(f"env.factory={factory!r}: module {module_name!r} has no function {function_name!r}")
-    env = make_fn(cfg, seed)
+    return make_fn
+
+
+def _from_factory(factory: str, cfg: EnvConfig, seed: int) -> VecEnv:
+    env = _factory(factory)(cfg, seed)
     if not isinstance(env, VecEnv):
         missing = [n for n in ("spec", "reset", "step", "async_reset", "send", "recv", "close") if not hasattr(env, n)]
         raise TypeError(

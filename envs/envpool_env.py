@@ -54,15 +54,22 @@ def is_atari(env_id: str) -> bool:
 
 def check_known_id(env_id: str) -> None:
     """Raise ValueError naming ``env_id``, close envpool ids, and how to plug in your own env."""
+    message = unknown_id_problem(env_id)
+    if message:
+        raise ValueError(message)
+
+
+def unknown_id_problem(env_id: str) -> str | None:
+    """None for a known envpool id, else the message naming close ids and the factory seam."""
     known = envpool.list_all_envs()
     if env_id in known:
-        return
+        return None
     close = difflib.get_close_matches(env_id, known, n=5, cutoff=0.6)
     # difflib is case-sensitive; "halfcheetah-v4" should still find "HalfCheetah-v4".
     close += [k for k in known if k.lower() == env_id.lower() and k not in close]
     suggestion = f"did you mean {', '.join(close)}?" if close else "no envpool id is close to it."
-    raise ValueError(
-        f"unknown envpool env id {env_id!r}: {suggestion} "
+    return (
+        f"env.id={env_id!r} is not an envpool env id: {suggestion} "
         f"(envpool.list_all_envs() has {len(known)} ids.) "
         "For your own environment set EnvConfig(factory='my_package.my_module:make_env') where "
         "make_env(env_config, seed) returns a VecEnv (see envs/base.py); for a plain gymnasium env "

@@ -13,7 +13,8 @@ import dataclasses
 import sys
 import time
 
-from srljax.config import ConfigError, Experiment, apply_overrides, load_file, validate
+import envs
+from srljax.config import ConfigError, Experiment, apply_overrides, load_file, problems
 
 
 def make_parser(prog: str, description: str) -> argparse.ArgumentParser:
@@ -26,11 +27,15 @@ def make_parser(prog: str, description: str) -> argparse.ArgumentParser:
 
 
 def resolve(args: argparse.Namespace) -> Experiment:
-    """Load, override, name and validate; raise ConfigError listing every problem."""
+    """Load, override, name and validate (the tree and its env); raise ConfigError listing every problem."""
     cfg = load_file(args.config)
     cfg = apply_overrides(cfg, args.overrides)
     names = {"name": args.experiment or cfg.name, "trial": args.trial or time.strftime("%Y%m%d-%H%M%S")}
-    return validate(dataclasses.replace(cfg, **names))
+    cfg = dataclasses.replace(cfg, **names)
+    found = problems(cfg) + envs.problems(cfg.env)
+    if found:
+        raise ConfigError(found)
+    return cfg
 
 
 def parse(argv: list[str] | None = None, prog: str = "launch", description: str = "") -> Experiment:

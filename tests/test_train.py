@@ -144,12 +144,26 @@ def test_launch_local_runs_atari_and_mujoco(tmp_path, config, steps):
     assert json.loads((run / "config.json").read_text())["total_env_steps"] == steps
 
 
-def test_bad_override_exits_2_with_message():
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["configs/cartpole_ppo.py", "trainer.num_minibatches=3"], "is not divisible by trainer.num_minibatches=3"),
+        (["configs/cartpole_ppo.py", "trainer.lr=abc"], "trainer.lr='abc': expected a number"),
+        (["configs/cartpole_ppo.py", "trainer.lrr=1"], "unknown config key 'trainer.lrr'; did you mean lr?"),
+        (["configs/cartpole_ppo.py", "env.id=CartPol-v1"], "env.id='CartPol-v1' is not an envpool env id: did you mean CartPole-v1"),
+        (["configs/cartpole_ppo.py", "env.factory=no_such_module:make"], "cannot import module 'no_such_module'"),
+        (["configs/no_such_config.py"], "config file 'configs/no_such_config.py' not found"),
+    ],
+    ids=["minibatches", "bad-number", "unknown-key", "unknown-env", "bad-factory", "missing-file"],
+)
+def test_bad_input_exits_2_with_one_message_and_starts_nothing(tmp_path, args, message):
     out = subprocess.run(
-        [sys.executable, "-m", "launch.local", "configs/cartpole_ppo.py", "trainer.num_minibatches=3"],
+        [sys.executable, "-m", "launch.local", *args, f"log.run_root={tmp_path}"],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=120,
     )
-    assert out.returncode == 2
-    assert "is not divisible by trainer.num_minibatches=3" in out.stderr
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert message in out.stderr
+    assert "Traceback" not in out.stderr
+    assert list(tmp_path.iterdir()) == []  # no run folder, no config.json: nothing started
