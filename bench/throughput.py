@@ -162,7 +162,8 @@ def throughput_case(name: str, updates: int, overrides: list[str], seconds: floa
     print(f"  sum of parts                    {parts:10,.0f} env steps/s   {per_iter / parts:7.3f} s")
     print(f"  training ({updates} updates after the first) {tr.sps:,.0f} env steps/s   {tr.iteration_s:.3f} s per update; "
           "split: " + "  ".join(f"{k[5:]} {v:.3f}" for k, v in tr.phases.items())
-          + f"  other {tr.iteration_s - sum(tr.phases.values()):.3f}")
+          + ("  (collection overlaps the update)" if cfg.trainer.overlap_collection
+             else f"  other {tr.iteration_s - sum(tr.phases.values()):.3f}"))
     print(f"  training / raw env     {tr.sps / raw:.2f}")
     print(f"  training / sum of parts {tr.sps / parts:.2f}")
     return {"raw": raw, "act": act, "update": upd, "parts": parts, "train": tr.sps}

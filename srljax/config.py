@@ -117,6 +117,9 @@ class TrainerConfig:
     memory_fraction: float = 0.0
     """GPU memory each trainer process preallocates; 0: JAX's default (75%, may grow). Lower it
     when policy workers or actors share the trainer's GPUs."""
+    overlap_collection: bool = False
+    """single-process loop: collect the next batch in a thread while the update runs, acting with
+    the params one update older (deterministic, as Cleanba). Off: strictly on-policy (CleanRL)."""
     publish_every: int = 1
     """publish params to actors every N updates (distributed layouts)."""
     max_policy_lag: int = 4
@@ -242,6 +245,11 @@ def problems(cfg: Experiment) -> list[str]:
     ]:
         if value < 1:
             out.append(f"{key}={value} must be >= 1")
+    if t.overlap_collection and lay.mode != "single":
+        out.append(
+            "trainer.overlap_collection=True applies to the single-process loop only; a distributed layout "
+            "already collects while it trains (bounded by trainer.max_policy_lag): drop the override"
+        )
     if e.batch_size < 0 or e.batch_size > e.num_envs:
         out.append(f"env.batch_size={e.batch_size} must be between 0 (sync) and env.num_envs={e.num_envs}")
     elif e.batch_size and e.num_envs % e.batch_size:

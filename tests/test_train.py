@@ -5,6 +5,7 @@ import json
 import math
 import subprocess
 import sys
+import time
 
 import jax
 import jax.numpy as jnp
@@ -88,6 +89,90 @@ def test_halfcheetah_learns_with_shipped_config(tmp_path):
     result = train(cfg)
     assert result.env_steps >= 196_000
     assert result.metrics[-1]["episode_return"] >= 1500, result.metrics[-1]
+
+
+def short_cartpole(tmp_path, trial: str, **trainer) -> Experiment:
+    return Experiment(
+        name="lag",
+        trial=trial,
+        total_env_steps=8 * 32 * 6,
+        env=EnvConfig(id="CartPole-v1", num_envs=8),
+        algo=PPOConfig(num_steps=32),
+        trainer=TrainerConfig(**trainer),
+        log=dataclasses.replace(QUIET, run_root=str(tmp_path), log_every=1),
+        checkpoint=CheckpointConfig(final=False),
+    )
+
+
+@pytest.mark.parametrize("overlap, lag", [(False, 1), (True, 2)])
+def test_collection_acts_with_the_params_of_the_update_before(tmp_path, monkeypatch, overlap, lag):
+    """A batch's oldest row is the previous batch's bootstrap row. On-policy, batch k is acted with
+    version k, so its oldest row has version k - 1; overlapped, one update older still."""
+    seen = []
+    original = Learner.step
+
+    def step(self, batch):
+        seen.append((self.version, sorted(set(np.asarray(batch.policy_version).tolist()))))
+        return original(self, batch)
+
+    monkeypatch.setattr(Learner, "step", step)
+    result = train(short_cartpole(tmp_path, f"overlap{overlap}", overlap_collection=overlap))
+    assert [v for v, _ in seen] == [0, 1, 2, 3, 4, 5]
+    assert [versions for _, versions in seen] == [[max(v - lag, 0)] for v, _ in seen]
+    assert [m["update"] for m in result.metrics] == [1, 2, 3, 4, 5, 6]
+    assert result.env_steps == result.metrics[-1]["env_steps"] >= 6 * 8 * 32
+    if overlap:  # the lag is fixed, not a race: a second run repeats the first
+        again = train(short_cartpole(tmp_path, "again", overlap_collection=True))
+        assert [m["value_loss"] for m in again.metrics] == [m["value_loss"] for m in result.metrics]
+
+
+def test_overlapped_collection_learns_cartpole(tmp_path):
+    cfg = parse(["configs/cartpole_ppo.py", "-f", "overlap", f"log.run_root={tmp_path}", "log.wandb=disabled",
+                 "log.progress=lines", "trainer.overlap_collection=true", "checkpoint.final=false"])
+    result = train(cfg)
+    assert result.metrics[-1]["episode_return"] >= 475, result.metrics[-1]
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_timeout_stops_the_run_and_keeps_a_final_checkpoint(tmp_path, overlap):
+    cfg = dataclasses.replace(
+        short_cartpole(tmp_path, f"timeout{overlap}", overlap_collection=overlap),
+        total_env_steps=10_000_000,
+        timeout_seconds=8.0,
+        checkpoint=CheckpointConfig(final=True),
+    )
+    start = time.time()
+    result = train(cfg)
+    assert result.stopped_by == "timeout"
+    assert time.time() - start < 60
+    assert 0 < result.env_steps < cfg.total_env_steps
+    ckpt = Checkpointer(cfg.run_dir / "checkpoints")
+    assert ckpt.all_steps()[-1] == result.metrics[-1]["update"]  # the last update is not lost
+    ckpt.close()
+
+
+def test_a_failing_collector_thread_fails_the_run(tmp_path, monkeypatch):
+    make = envs.make
+
+    class Failing:
+        def __init__(self, env):
+            self.env, self.spec, self.calls = env, env.spec, 0
+
+        def __getattr__(self, name):
+            return getattr(self.env, name)
+
+        def recv(self):
+            self.calls += 1
+            if self.calls > 100:
+                raise OSError("env died")
+            return self.env.recv()
+
+    monkeypatch.setattr(envs, "make", lambda cfg, seed: Failing(make(cfg, seed)))
+    start = time.time()
+    with pytest.raises(RuntimeError, match="collector thread failed") as error:
+        train(short_cartpole(tmp_path, "fail", overlap_collection=True))
+    assert isinstance(error.value.__cause__, OSError)
+    assert time.time() - start < 60
 
 
 def test_async_env_ring_trains_and_logs(tmp_path):
