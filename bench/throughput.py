@@ -32,6 +32,7 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass, replace
+from typing import Any
 
 import jax
 import numpy as np
@@ -58,12 +59,12 @@ def random_actions(spec, n: int, rng: np.random.Generator) -> np.ndarray:
     return rng.uniform(-1.0, 1.0, (n, *spec.action_shape)).astype(np.float32)
 
 
-def raw_env_sps(cfg: Experiment, seconds: float) -> float:
-    """Sync envpool stepping of all ``num_envs`` envs with random actions, after a warm-up."""
+def raw_env(cfg: Experiment, seconds: float) -> tuple[float, Any, np.ndarray]:
+    """(sync envpool steps/s of all ``num_envs`` envs with random actions, the env's spec, reset obs)."""
     env = envs.make(replace(cfg.env, batch_size=0), seed=cfg.seed)
     rng = np.random.default_rng(0)
     try:
-        env.reset()
+        obs = env.reset().obs
         n = env.spec.num_envs
         for _ in range(20):
             env.step(random_actions(env.spec, n, rng))
@@ -71,18 +72,13 @@ def raw_env_sps(cfg: Experiment, seconds: float) -> float:
         while time.perf_counter() - start < seconds:
             env.step(random_actions(env.spec, n, rng))
             steps += n
-        return steps / (time.perf_counter() - start)
+        return steps / (time.perf_counter() - start), env.spec, obs
     finally:
         env.close()
 
 
-def act_obs_per_s(cfg: Experiment, learner: Learner, batch: int, seconds: float) -> float:
-    """The jitted ``act`` on ``batch`` real observations, called as the training loop calls it."""
-    env = envs.make(replace(cfg.env, batch_size=0), seed=cfg.seed)
-    try:
-        obs = env.reset().obs[:batch]
-    finally:
-        env.close()
+def act_obs_per_s(learner: Learner, obs: np.ndarray, seconds: float) -> float:
+    """The jitted ``act`` on real observations ``obs`` [batch, ...], called as the training loop calls it."""
     act = jit_act(learner.algo)
     params = learner.policy_params()
     state = learner.algo.initial_actor_state(len(obs))
@@ -137,15 +133,12 @@ def throughput_case(name: str, updates: int, overrides: list[str], seconds: floa
     base = apply_overrides(load_file(CASES[name]), QUIET + overrides)
     cfg = apply_overrides(base, [f"total_env_steps={(updates + 1) * base.env_steps_per_update}"])
     cfg = replace(cfg, name="bench_throughput", trial=f"{name}-{time.strftime('%Y%m%d-%H%M%S')}")
-    raw = raw_env_sps(cfg, seconds)
-    probe_env = envs.make(replace(cfg.env, batch_size=0), seed=cfg.seed)
-    spec = probe_env.spec
-    probe_env.close()
+    raw, spec, obs = raw_env(cfg, seconds)
     learner = Learner(cfg, spec, checkpoints=False)
     # at the batch the loop acts on (envs per recv) and on all envs at once; the sum of parts
     # takes the faster, so an async config is not credited with a slower act of its own making
-    act_recv = act_obs_per_s(cfg, learner, cfg.env.envs_per_recv, seconds)
-    act_all = act_obs_per_s(cfg, learner, cfg.env.num_envs, seconds) if cfg.env.is_async else act_recv
+    act_recv = act_obs_per_s(learner, obs[: cfg.env.envs_per_recv], seconds)
+    act_all = act_obs_per_s(learner, obs, seconds) if cfg.env.is_async else act_recv
     act = max(act_recv, act_all)
     upd = update_samples_per_s(cfg, learner, spec, repeats=3)
     learner.close(final_checkpoint=False)
