@@ -120,16 +120,18 @@ def run_training(cfg: Experiment) -> Training:
     with contextlib.redirect_stdout(io.StringIO()):  # the per-update progress lines
         result = train(cfg)
     wall = time.perf_counter() - start
-    steady = result.metrics[1:] or result.metrics  # the first update compiles
-    steps = sum(r["env_steps"] for r in steady) - sum(r["env_steps"] for r in [result.metrics[0], *steady[:-1]])
-    seconds = sum((r["env_steps"] - p["env_steps"]) / r["sps"] for p, r in zip([result.metrics[0], *steady], steady))
-    iters = max(len(steady), 1)
+    first, steady = result.metrics[0], result.metrics[1:]  # the first update compiles
+    assert steady, "time at least 2 updates"
+    steps = steady[-1]["env_steps"] - first["env_steps"]
+    # each record's sps covers the window since the record before it
+    seconds = sum((r["env_steps"] - p["env_steps"]) / r["sps"] for p, r in zip(result.metrics, steady))
+    iters = len(steady)
     phases = {k: sum(r[k] for r in steady) / iters for k in PHASES}
     final = result.metrics[-1].get("episode_return", float("nan"))
     return Training(steps / seconds, phases, seconds / iters, wall, final)
 
 
-def throughput_case(name: str, updates: int, overrides: list[str], seconds: float) -> dict[str, float]:
+def throughput_case(name: str, updates: int, overrides: list[str], seconds: float) -> None:
     base = apply_overrides(load_file(CASES[name]), QUIET + overrides)
     cfg = apply_overrides(base, [f"total_env_steps={(updates + 1) * base.env_steps_per_update}"])
     cfg = replace(cfg, name="bench_throughput", trial=f"{name}-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -159,7 +161,6 @@ def throughput_case(name: str, updates: int, overrides: list[str], seconds: floa
              else f"  other {tr.iteration_s - sum(tr.phases.values()):.3f}"))
     print(f"  training / raw env     {tr.sps / raw:.2f}")
     print(f"  training / sum of parts {tr.sps / parts:.2f}")
-    return {"raw": raw, "act": act, "update": upd, "parts": parts, "train": tr.sps}
 
 
 def cartpole_case(overrides: list[str]) -> None:

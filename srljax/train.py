@@ -123,7 +123,7 @@ class _LaggedCollection:
         self._collector, self._num_batches, self._deadline = collector, num_batches, deadline
         self._params: dict[int, Any] = {0: params}
         self._cond = threading.Condition()
-        self._batches: queue.Queue[Batch | None] = queue.Queue(maxsize=1)
+        self._batches: queue.Queue[Batch] = queue.Queue(maxsize=1)
         self._stop = threading.Event()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="srljax-collector", daemon=True)
@@ -150,12 +150,7 @@ class _LaggedCollection:
         self._stop.set()
         with self._cond:
             self._cond.notify_all()
-        while self._thread.is_alive():  # unblock a put into the full queue
-            try:
-                self._batches.get_nowait()
-            except queue.Empty:
-                pass
-            self._thread.join(timeout=0.1)
+        self._thread.join()  # a put into the full queue gives up within 0.5 s once stopped
 
     def _params_for(self, version: int) -> Any | None:
         with self._cond:
