@@ -33,9 +33,9 @@ from algos.base import Algorithm, Metrics, Params, TrainState
 from algos.distributions import CATEGORICAL, DIAG_GAUSSIAN, Distribution
 from algos.networks import ActorCritic
 from algos.normalizers import init_norm, normalize, rms_update, scale_rewards
+from algos.parallel import split_samples
 from algos.returns import gae, valid_mask
 from srljax.config import Experiment, PPOConfig
-from srljax.sharding import split_samples
 from srljax.types import EnvSpec, Trajectory
 
 Array = jax.Array

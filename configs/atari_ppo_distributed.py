@@ -24,7 +24,8 @@ def experiment() -> Experiment:
         name="atari_ppo_distributed",
         env=dataclasses.replace(base.env, num_envs=envs_per_actor, batch_size=0),
         # workers already collect while the trainer updates; this switch is the single-process loop's
-        trainer=dataclasses.replace(base.trainer, overlap_collection=False),
+        # the batch of the single-process config, whatever the number of actors
+        trainer=dataclasses.replace(base.trainer, overlap_collection=False, batch_envs=base.env.num_envs),
         layout=LayoutConfig(mode="distributed", num_actors=NUM_ACTORS, num_policy_workers=1, inference="remote",
                             ring_size=2 if envs_per_actor % 2 == 0 else 1),
     )

@@ -4,8 +4,8 @@
     python -m launch.local configs/cartpole_ppo_distributed.py layout.inference=inline   # no policy worker
     python -m launch.slurm configs/cartpole_ppo_distributed.py -f try1                   # on a Slurm cluster
 
-The PPO settings are those of ``configs/cartpole_ppo.py``; its envs are split over the actors
-so a training batch has the same size as there. CartPole steps in microseconds, so no env ring
+The PPO settings are those of ``configs/cartpole_ppo.py``; its envs are split over the actors and
+``trainer.batch_envs`` keeps a training batch the size it is there, for any number of actors. CartPole steps in microseconds, so no env ring
 (``layout.ring_size=1``): one request per actor step, batched across actors by the policy worker.
 """
 
@@ -24,6 +24,9 @@ def experiment() -> Experiment:
         base,
         name="cartpole_ppo_distributed",
         env=dataclasses.replace(base.env, num_envs=envs_per_actor, batch_size=0),
+        # the batch of the single-process config, whatever the number of actors: scaling actors up
+        # (layout.num_actors=200) changes throughput and policy lag, not the algorithm
+        trainer=dataclasses.replace(base.trainer, batch_envs=base.env.num_envs),
         layout=LayoutConfig(mode="distributed", num_actors=NUM_ACTORS, num_policy_workers=1, inference="remote",
                             ring_size=1),
         # python -m launch.slurm: het-job components never share a node, so the small policy worker

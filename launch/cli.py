@@ -2,8 +2,10 @@
 
     cfg = parse(["configs/cartpole_ppo.py", "-f", "try1", "trainer.lr=1e-4"])
 
-The experiment name defaults to the config file's stem, the trial name to a timestamp. The
-whole tree is validated (every problem at once) before anything starts.
+The experiment name defaults to the config file's stem, the trial name to a timestamp plus a
+random suffix (``20250101-120000-3f9a1c``: two launches in one second differ). The whole tree is
+validated (every problem at once) before anything starts, and a trial whose run folder already
+holds a run is refused (``srljax.run_dir``): nothing is created until the config is accepted.
 """
 
 from __future__ import annotations
@@ -11,30 +13,35 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-import time
 
 import envs
-from srljax.config import ConfigError, Experiment, apply_overrides, load_file, problems
+from srljax import run_dir
+from srljax.config import ConfigError, Experiment, apply_overrides, load_file
+from srljax.layout import problems
 
 
 def make_parser(prog: str, description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("config", help="config file exposing experiment() -> Experiment, e.g. configs/cartpole_ppo.py")
     parser.add_argument("-e", "--experiment", help="experiment name (default: the config file's stem)")
-    parser.add_argument("-f", "--trial", help="trial name (default: a timestamp)")
+    parser.add_argument("-f", "--trial", help="trial name (default: a timestamp and a random suffix); "
+                        "its run folder must be new or empty")
     parser.add_argument("overrides", nargs="*", help="dotted.key=value, e.g. total_env_steps=50000 trainer.lr=1e-4")
     return parser
 
 
 def resolve(args: argparse.Namespace) -> Experiment:
-    """Load, override, name and validate (the tree and its env); raise ConfigError listing every problem."""
+    """Load, override, name and validate (the tree, its worker graph, its env and its run folder);
+    raise ConfigError listing every problem. Creates nothing."""
     cfg = load_file(args.config)
     cfg = apply_overrides(cfg, args.overrides)
-    names = {"name": args.experiment or cfg.name, "trial": args.trial or time.strftime("%Y%m%d-%H%M%S")}
+    names = {"name": args.experiment or cfg.name, "trial": args.trial or run_dir.new_trial_name()}
     cfg = dataclasses.replace(cfg, **names)
-    found = problems(cfg) + envs.problems(cfg.env)
+    found, in_use = problems(cfg) + envs.problems(cfg.env), run_dir.problems(cfg)
     if found:
-        raise ConfigError(found)
+        raise ConfigError(found + in_use)
+    if in_use:
+        raise run_dir.RunFolderInUse(in_use)
     return cfg
 
 

@@ -5,13 +5,15 @@
     from launch.processes import run_distributed
     exit_code = run_distributed(cfg)
 
-Writes ``runs/<exp>/<trial>/config.json``, starts ``python -m srljax.system.run RUN_DIR ROLE I``
-per worker (each in its own process group, output in ``logs/<role>-<i>.log``), prints where the
-run folder and every log are, and runs the ``Controller`` here. Sockets are ``tcp://127.0.0.1``
+Refuses a run folder an earlier run left things in (``srljax.run_dir``), writes
+``runs/<exp>/<trial>/config.json``, starts ``python -m srljax.system.run RUN_DIR ROLE I`` per
+worker (each in its own process group, output in ``logs/<role>-<i>.log``, its GPUs, memory
+fraction and XLA threads set by ``srljax.devices.process_env``), prints where the run folder and
+every log are, and runs the ``Controller`` here. Sockets are ``tcp://127.0.0.1``
 or ``ipc://`` (``layout.transport``), names are files under ``names/``. Ctrl-C or SIGTERM stops
 every worker; whatever has not exited after the grace period is killed with its whole process
 group, so nothing is left behind. Exit code: 0 done or timeout, 1 a worker failed or was
-lost, 2 bad config, 130 interrupted.
+lost, 2 bad config (or a used run folder, or GPUs the node lacks), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -21,23 +23,36 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
-from launch.worker_env import task_env
+from srljax import run_dir as run_folder
 from srljax.comm import DirectoryNames
-from srljax.config import ConfigError, Experiment, validate, write_json
-from srljax.layout import build_layout
+from srljax.config import ConfigError, Experiment, write_json
+from srljax.devices import PlacementError, apply_env, process_env, visible_gpus
+from srljax.layout import Layout, build_layout, validate
 from srljax.system.controller import Controller
 
 KILL_GRACE_S = 5.0  # after the controller's stop: SIGTERM, this long, then SIGKILL
 TAIL_LINES = 20
 
 
-def worker_env(role: str) -> dict[str, str]:
-    return {**os.environ, **task_env(role, os.environ)}
+def worker_env(cfg: Experiment, role: str, index: int, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The whole environment worker ``role``/``index`` starts with on this node (``srljax.devices.process_env``).
+
+    Every worker is on this one node: its index on the node is its index in its role, and the
+    config's trainers (``trainer.num_hosts`` x ``trainer.devices`` GPUs) hold the first GPUs.
+    """
+    environ = os.environ if environ is None else environ
+    trainer_gpus = cfg.trainer.num_hosts * cfg.trainer.devices if visible_gpus(environ) else 0
+    return dict(apply_env(process_env(cfg, role, index, environ, trainer_gpus=trainer_gpus), dict(environ)))
+
+
+def worker_envs(cfg: Experiment, layout: Layout) -> dict[tuple[str, int], dict[str, str]]:
+    """``worker_env`` of every worker, computed before any starts (a placement error starts none)."""
+    return {(role, index): worker_env(cfg, role, index) for role, index in layout.workers()}
 
 
 class WorkerProcesses:
@@ -49,7 +64,7 @@ class WorkerProcesses:
         self.logs: dict[str, Path] = {}
         self._files: list[IO[bytes]] = []
 
-    def start(self, role: str, index: int) -> None:
+    def start(self, role: str, index: int, env: dict[str, str]) -> None:
         name = f"{role}/{index}"
         log = self.run_dir / "logs" / f"{role}-{index}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
@@ -58,7 +73,7 @@ class WorkerProcesses:
         cmd = [sys.executable, "-m", "srljax.system.run", str(self.run_dir), role, str(index),
                "--parent-pid", str(os.getpid())]
         self.procs[name] = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            env=worker_env(role), start_new_session=True)
+                                            env=env, start_new_session=True)
         self.logs[name] = log
 
     def exited(self) -> dict[str, int]:
@@ -116,21 +131,20 @@ def run_distributed(cfg: Experiment) -> int:
     """Run ``cfg`` as local processes; return the exit code (0 done/timeout, 1 failed, 2 bad config, 130 interrupted)."""
     try:
         validate(cfg)
-    except ConfigError as err:
+        layout = build_layout(cfg)
+        envs = worker_envs(cfg, layout)
+        run_dir = run_folder.claim(cfg).absolute()
+    except (ConfigError, PlacementError) as err:
         print(err, file=sys.stderr)
         return 2
-    run_dir = Path(cfg.run_dir).absolute()
-    run_dir.mkdir(parents=True, exist_ok=True)
     write_json(cfg, run_dir / "config.json")
     names = DirectoryNames(run_dir / "names")
-    names.clear(f"{cfg.name}/{cfg.trial}/")  # addresses of an earlier run of this trial are dead
-    layout = build_layout(cfg)
     procs = WorkerProcesses(run_dir)
     with sigterm_as_interrupt():
         controller = Controller(cfg, names, layout, exited=procs.exited, log_tail=procs.tail)
         try:
             for role, index in layout.workers():
-                procs.start(role, index)
+                procs.start(role, index, envs[role, index])
             print(f"worker logs (run folder {run_dir}):", flush=True)
             for name, log in procs.logs.items():
                 print(f"  {name:<10} log: {log}", flush=True)

@@ -107,13 +107,19 @@ class TrainerConfig:
     num_minibatches: int = 4
     update_epochs: int = 4
     adam_eps: float = 1e-5
+    batch_envs: int = 0
+    """env columns (of ``algo.num_steps`` steps each) in one training batch; 0: ``env.num_envs``, one
+    actor's envs (the single-process loop's batch). Distributed layouts set it explicitly so the batch
+    stays the same whatever the number of actors, envs per actor and buffer workers; a batch may mix
+    columns from any actors."""
     devices: int = 1
     """accelerators per trainer process, data parallel (``srljax/sharding.py``): a count, the first N
     this process sees. Which physical GPUs those are is set per process (``srljax/devices.py``,
     ``CUDA_VISIBLE_DEVICES``), so a list here would duplicate it and break under renumbering."""
     num_hosts: int = 1
-    """trainer processes (one per node) that form one ``jax.distributed`` group; each feeds
-    batch / num_hosts env columns."""
+    """trainer processes (one per node on Slurm; local processes with ``launch.local``) that form one
+    ``jax.distributed`` group (gloo on CPU); each receives and feeds batch_envs / num_hosts columns of
+    every batch, process 0 publishes params, writes metrics and tells the controller it is done."""
     memory_fraction: float = 0.0
     """GPU memory each trainer process preallocates; 0: JAX's default (75%, may grow). Lower it
     when policy workers or actors share the trainer's GPUs."""
@@ -121,9 +127,9 @@ class TrainerConfig:
     """single-process loop: collect the next batch in a thread while the update runs, acting with
     the params one update older (deterministic, as Cleanba). Off: strictly on-policy (CleanRL)."""
     publish_every: int = 1
-    """publish params to actors every N updates (distributed layouts)."""
+    """publish params to actors every N updates (distributed layouts); updates in between cost nothing extra."""
     max_policy_lag: int = 4
-    """distributed layouts: samples older than this many params versions are dropped."""
+    """distributed layouts: samples older than this many params versions are dropped (and counted)."""
 
 
 @dataclass(frozen=True)
@@ -149,6 +155,18 @@ class LayoutConfig:
     """distributed local runs: sockets on ``tcp://127.0.0.1`` or ``ipc://`` (unix sockets)."""
     heartbeat_timeout_seconds: float = 5.0
     """distributed: a worker silent this long is lost and the controller ends the trial."""
+    hang_seconds: float = 30.0
+    """distributed: a running worker whose main loop has not turned for this long (its control thread
+    still heartbeating) is hung: the trial ends as failed, naming it."""
+    stall_seconds: float = 300.0
+    """distributed: a trial whose trainer made no update for this long after start is stalled: it ends
+    as failed, naming the roles that wait and on what."""
+    max_segments_ahead: int = 0
+    """distributed actors: segments pushed with the newest params version seen before the actor waits
+    for a newer one (Sample Factory's throttle); 0: its share of ``trainer.publish_every + 1`` batches."""
+    custom_roles: tuple[str, ...] = ()
+    """user-defined worker roles, ``"package.module:WorkerClass"`` (``*N`` for N workers), run by every
+    backend beside the built-in ones (see ``srljax/system/worker.py``)."""
 
 
 @dataclass(frozen=True)
@@ -194,8 +212,8 @@ class Experiment:
     # -- derived sizes ---------------------------------------------------------------
     @property
     def batch_envs(self) -> int:
-        """Environments (columns B) in one training batch."""
-        return self.env.num_envs * max(1, self.layout.num_actors if self.layout.mode == "distributed" else 1)
+        """Environments (columns B) in one training batch: ``trainer.batch_envs``, else ``env.num_envs``."""
+        return self.trainer.batch_envs or self.env.num_envs
 
     @property
     def env_steps_per_update(self) -> int:
@@ -274,11 +292,7 @@ def problems(cfg: Experiment) -> list[str]:
         out.append(f"timeout_seconds={cfg.timeout_seconds} must be > 0 (default 3 days = {THREE_DAYS_SECONDS})")
     if min(e.num_envs, a.num_steps, t.num_minibatches, t.devices, t.num_hosts) >= 1:
         batch = cfg.env_steps_per_update
-        how = (
-            f"{cfg.batch_envs} envs x {a.num_steps} steps"
-            if lay.mode == "single"
-            else f"{lay.num_actors} actors x {e.num_envs} envs x {a.num_steps} steps"
-        )
+        how = f"{cfg.batch_envs} envs x {a.num_steps} steps"
         if batch % t.num_minibatches:
             out.append(
                 f"batch {batch} ({how}) is not divisible by trainer.num_minibatches={t.num_minibatches} "
@@ -305,12 +319,28 @@ def problems(cfg: Experiment) -> list[str]:
                 f"total_env_steps={cfg.total_env_steps} is less than one update's batch {batch} ({how}); "
                 f"raise total_env_steps or shrink the batch"
             )
+    if t.max_policy_lag < 0:
+        out.append(f"trainer.max_policy_lag={t.max_policy_lag} must be >= 0")
+    if lay.mode == "single" and t.num_hosts != 1:
+        out.append(f"trainer.num_hosts={t.num_hosts} needs a trainer group: set layout.mode=distributed")
     if lay.mode == "single" and (lay.num_actors != 1 or lay.inference != "inline"):
         out.append("layout.mode=single runs one inline actor: set layout.mode=distributed for more actors or remote inference")
-    if lay.mode == "distributed":  # the worker graph: streams that do not connect, ring sizes
-        from srljax.layout import layout_problems  # here: srljax.layout imports this module
-
-        out.extend(layout_problems(cfg))
+    if t.batch_envs < 0:
+        out.append(f"trainer.batch_envs={t.batch_envs} must be >= 0 (0: env.num_envs)")
+    if lay.mode == "single" and t.batch_envs and t.batch_envs != e.num_envs:
+        out.append(f"trainer.batch_envs={t.batch_envs}: the single-process loop trains on its env.num_envs={e.num_envs} "
+                   "envs; set env.num_envs instead")
+    if lay.mode == "distributed":
+        if lay.num_buffer_workers < 0 or lay.num_policy_workers < 0 or lay.max_segments_ahead < 0:
+            out.append("layout.num_buffer_workers, layout.num_policy_workers and layout.max_segments_ahead must be >= 0")
+        for key, value in [("layout.heartbeat_timeout_seconds", lay.heartbeat_timeout_seconds),
+                           ("layout.hang_seconds", lay.hang_seconds), ("layout.stall_seconds", lay.stall_seconds)]:
+            if value <= 0:
+                out.append(f"{key}={value} must be > 0")
+        if t.max_policy_lag < t.publish_every - 1:
+            out.append(f"trainer.max_policy_lag={t.max_policy_lag} < trainer.publish_every={t.publish_every} - 1: "
+                       "samples acted with one published version would be dropped before the next is published; "
+                       f"set trainer.max_policy_lag >= {t.publish_every}")
     if cfg.checkpoint.every_updates < 0 or cfg.checkpoint.keep < 1:
         out.append("checkpoint.every_updates must be >= 0 and checkpoint.keep >= 1")
     for key, value in [("name", cfg.name), ("trial", cfg.trial)]:

@@ -1,47 +1,70 @@
-"""Which device each worker process uses, and how much GPU memory it may take. Call before JAX starts.
+"""The environment each worker process starts with: which devices it sees, how much GPU memory it takes.
 
-    from srljax import devices
-    placement = devices.configure_process(cfg, "policy", local_index=2)   # first thing in the worker
-    import jax                                                             # now sees only its GPU
+    env = devices.process_env(cfg, "policy", 1, os.environ, trainer_gpus=4)   # {"CUDA_VISIBLE_DEVICES": "5", ...}
+    subprocess.Popen(cmd, env=devices.apply_env(env, dict(os.environ)))       # None values are removed
 
-    env = devices.place(cfg, "actor", 5).apply(dict(os.environ))          # or: a child's environment
+Every launcher builds a worker's environment here and nowhere else: ``launch/processes.py`` for
+local processes (``trainer_gpus``: all of the config's trainers are on this node) and
+``launch/slurm/task.py`` for Slurm tasks (``$SLURM_LOCALID``, and ``trainer_gpus=0`` because
+Slurm hands each task its own GPUs in ``CUDA_VISIBLE_DEVICES``). JAX reads these variables
+when its backends start, so they are set in the child's environment before it imports JAX;
+this module never imports JAX. ``srljax.system.run_threads`` runs every worker in one process
+and cannot honour per-role placement, so it refuses configs that ask for it
+(``threads_problems``).
 
-The rule (one place, so launchers and workers agree), on a node whose visible GPUs are ``gpus``
-(``CUDA_VISIBLE_DEVICES`` if set, e.g. by Slurm, else every GPU the driver lists):
+The rule, on a node whose visible GPUs are ``gpus`` (``CUDA_VISIBLE_DEVICES`` if set, e.g. by
+Slurm, else every GPU the driver lists), by the role's ``placement`` in ``srljax.layout.ROLES``:
 
 - ``trainer`` number k on the node takes ``gpus[k*d:(k+1)*d]`` with d = ``trainer.devices``; on a
-  node without GPUs it runs on CPU. ``trainer.memory_fraction`` > 0 preallocates that share.
+  node without GPUs it runs on CPU. ``trainer.memory_fraction`` > 0 preallocates that share; 0
+  leaves JAX's default (and any ``XLA_PYTHON_CLIENT_*`` the user exported) alone.
 - ``policy`` / ``actor`` number i runs on CPU or, per ``layout.policy_device`` / ``actor_device``,
   on ``pool[i % len(pool)]``, where ``pool`` is the GPUs no trainer on this node holds
   (``trainer_gpus``), or all of them if trainers hold every GPU. Several such processes share a
   GPU, so they never take JAX's default 75%: ``layout.memory_fraction`` > 0 preallocates that
   share, 0 turns preallocation off (memory on demand).
-- anything else (controller, buffer, eval) runs on CPU.
+- ``cpu`` (buffers, user-defined roles) runs on CPU.
 
-Environment variables are the only knobs JAX reads for this, and it reads them when its backends
-start: ``JAX_PLATFORMS``, ``CUDA_VISIBLE_DEVICES``, ``XLA_PYTHON_CLIENT_PREALLOCATE`` and
-``XLA_CLIENT_MEM_FRACTION`` (jaxlib 0.10's name; it refuses the old
-``XLA_PYTHON_CLIENT_MEM_FRACTION`` alongside it, so that one is removed).
+A process on CPU gets ``JAX_PLATFORMS=cpu`` and an empty ``CUDA_VISIBLE_DEVICES`` (no CUDA
+context, no probing for one). Every role but the trainer also gets single-threaded XLA:CPU
+flags, appended to any ``XLA_FLAGS`` it inherits, so many light processes on a few cores do not
+oversubscribe them; the trainer keeps all cores for the update.
+
+A ``JAX_PLATFORMS`` the user exported is kept where the config leaves the choice open and
+overridden where the config decides:
+
+- without ``cuda``/``gpu`` in it (``cpu``, ``tpu``) it rules GPUs out for the whole launch: the
+  trainer keeps that value (a TPU host runs its trainer on TPU), every other role runs on CPU, and
+  ``layout.*_device=gpu`` is an error naming the variable;
+- with ``cuda`` in it (e.g. ``cuda`` without the CPU fallback) GPU processes keep it, while
+  processes the config puts on CPU (``actor_device=cpu``, buffers) still get ``cpu``.
+
+Memory variables: ``XLA_PYTHON_CLIENT_PREALLOCATE`` and ``XLA_CLIENT_MEM_FRACTION`` (jaxlib
+0.10's name; it refuses the old ``XLA_PYTHON_CLIENT_MEM_FRACTION`` alongside it, so that one is
+removed whenever a fraction is set).
 """
 
 from __future__ import annotations
 
+import json
 import os
-import sys
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from srljax.config import Experiment
+from srljax.config import Experiment, from_dict
+from srljax.layout import ACTOR, POLICY, TRAINER, role_spec
 
-Role = Literal["trainer", "policy", "actor", "other"]
 Platform = Literal["cpu", "gpu"]
 MEMORY_KEYS = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION")
+# One XLA:CPU thread pool for the light roles, so many processes on a few cores do not
+# oversubscribe them; the trainer keeps XLA's default (all cores for the update).
+SINGLE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 
 
 class PlacementError(RuntimeError):
-    """The config asks for GPUs this node does not have, or JAX started before ``configure``."""
+    """The config asks for GPUs this node does not have (or the environment rules them out)."""
 
 
 @dataclass(frozen=True)
@@ -54,30 +77,32 @@ class Placement:
     preallocate: bool | None = None  # None: JAX's default; ignored when memory_fraction > 0
 
     def env(self) -> dict[str, str | None]:
-        """Variables to set (None: remove)."""
+        """Variables to set (None: remove); memory variables are left alone where JAX's default applies."""
         if self.platform == "cpu":
             # an empty CUDA_VISIBLE_DEVICES keeps a CPU worker from opening a CUDA context at all
-            return {"JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": "", **{k: None for k in MEMORY_KEYS}}
+            return {"JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": ""}
         out: dict[str, str | None] = {"JAX_PLATFORMS": "cuda,cpu", "CUDA_VISIBLE_DEVICES": ",".join(self.gpu_ids)}
-        out.update({k: None for k in MEMORY_KEYS})
         if self.memory_fraction > 0:
+            out.update({k: None for k in MEMORY_KEYS})
             out["XLA_PYTHON_CLIENT_PREALLOCATE"] = "true"
             out["XLA_CLIENT_MEM_FRACTION"] = f"{self.memory_fraction:.4g}"
         elif self.preallocate is not None:
+            out.update({k: None for k in MEMORY_KEYS})
             out["XLA_PYTHON_CLIENT_PREALLOCATE"] = "true" if self.preallocate else "false"
         return out
 
-    def apply(self, environ: MutableMapping[str, str]) -> MutableMapping[str, str]:
-        """Write ``env()`` into ``environ`` (a child's env dict, or ``os.environ``) and return it."""
-        for key, value in self.env().items():
-            if value is None:
-                environ.pop(key, None)
-            else:
-                environ[key] = value
-        return environ
+
+def apply_env(env: Mapping[str, str | None], environ: MutableMapping[str, str]) -> MutableMapping[str, str]:
+    """Write ``env`` into ``environ`` (a child's env dict, or ``os.environ``), removing None values; return it."""
+    for key, value in env.items():
+        if value is None:
+            environ.pop(key, None)
+        else:
+            environ[key] = value
+    return environ
 
 
-def visible_gpus(environ: MutableMapping[str, str] | None = None) -> tuple[str, ...]:
+def visible_gpus(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
     """GPUs this process may use, without importing JAX or CUDA."""
     environ = os.environ if environ is None else environ
     listed = environ.get("CUDA_VISIBLE_DEVICES")
@@ -89,7 +114,7 @@ def visible_gpus(environ: MutableMapping[str, str] | None = None) -> tuple[str, 
 
 def place(
     cfg: Experiment,
-    role: Role,
+    role: str,
     local_index: int = 0,
     *,
     gpus: Sequence[str] | None = None,
@@ -101,7 +126,8 @@ def place(
     from the front, trainer processes on this node hold.
     """
     gpus = tuple(visible_gpus() if gpus is None else gpus)
-    if role == "trainer":
+    rule = role_spec(cfg, role).placement
+    if rule == TRAINER:
         if not gpus:
             return Placement("cpu")
         d = cfg.trainer.devices
@@ -112,38 +138,75 @@ def place(
                 f"(trainer.devices={d}) but the node has {len(gpus)}: {', '.join(gpus)}"
             )
         return Placement("gpu", mine, cfg.trainer.memory_fraction)
-    if role not in ("policy", "actor"):
+    if rule not in (POLICY, ACTOR):
         return Placement("cpu")
-    choice = cfg.layout.policy_device if role == "policy" else cfg.layout.actor_device
+    choice = cfg.layout.policy_device if rule == POLICY else cfg.layout.actor_device
     if choice == "cpu" or (choice == "auto" and not gpus):
         return Placement("cpu")
     if not gpus:
-        key = "layout.policy_device" if role == "policy" else "layout.actor_device"
-        raise PlacementError(f"{key}=gpu but this node has no visible GPU (CUDA_VISIBLE_DEVICES, /proc/driver/nvidia)")
+        raise PlacementError(f"layout.{rule}_device=gpu but this node has no visible GPU "
+                             "(CUDA_VISIBLE_DEVICES, /proc/driver/nvidia)")
     pool = gpus[trainer_gpus:] or gpus
     return Placement("gpu", (pool[local_index % len(pool)],), cfg.layout.memory_fraction, preallocate=False)
 
 
-def configure(placement: Placement) -> Placement:
-    """Apply ``placement`` to this process; raise if JAX's backends have already started."""
-    if "jax" in sys.modules:
-        from jax._src import xla_bridge  # private, but the only way to ask without starting them
+def process_env(
+    cfg: Experiment,
+    role: str,
+    local_index: int = 0,
+    environ: Mapping[str, str] | None = None,
+    *,
+    gpus: Sequence[str] | None = None,
+    trainer_gpus: int = 0,
+) -> dict[str, str | None]:
+    """Every variable a ``role`` worker process (number ``local_index`` of its role on this node) must
+    start with, given the environment ``environ`` it inherits (None: remove the variable).
 
-        if xla_bridge.backends_are_initialized():
-            raise PlacementError(
-                "devices.configure must run before the first JAX computation in this process "
-                "(JAX has already chosen its devices); call it at the top of the worker's entry point"
-            )
-        import jax
+    ``gpus`` defaults to ``visible_gpus(environ)``; ``trainer_gpus`` as in ``place``. Raises
+    ``PlacementError`` if the config asks for GPUs the node does not have.
+    """
+    environ = os.environ if environ is None else environ
+    gpus = tuple(visible_gpus(environ) if gpus is None else gpus)
+    exported = environ.get("JAX_PLATFORMS", "").strip()
+    no_gpus_wanted = bool(exported) and not any(p.strip() in ("cuda", "gpu") for p in exported.split(","))
+    try:
+        placement = place(cfg, role, local_index, gpus=() if no_gpus_wanted else gpus, trainer_gpus=trainer_gpus)
+    except PlacementError as error:
+        if no_gpus_wanted:
+            raise PlacementError(f"{error}: JAX_PLATFORMS={exported} in the environment rules GPUs out") from None
+        raise
+    out: dict[str, str | None] = {"PYTHONUNBUFFERED": "1", **placement.env()}
+    is_trainer = role_spec(cfg, role).placement == TRAINER
+    if exported and (placement.platform == "gpu" or (is_trainer and no_gpus_wanted)):
+        out["JAX_PLATFORMS"] = exported  # the user's choice, where the config leaves it open
+    if not is_trainer:
+        out["XLA_FLAGS"] = f"{environ.get('XLA_FLAGS', '')} {SINGLE_THREAD_XLA}".strip()
+    return out
 
-        # JAX copied JAX_PLATFORMS into its config at import; the other variables are read later
-        jax.config.update("jax_platforms", placement.env()["JAX_PLATFORMS"])
-    placement.apply(os.environ)
-    return placement
+
+def slurm_task_env(run_dir: str | Path, role: str, environ: Mapping[str, str]) -> dict[str, str | None]:
+    """``process_env`` of a Slurm task of ``role`` in trial ``run_dir``.
+
+    Slurm gives each task its own GPUs (``--gpus-per-task``; they arrive in
+    ``CUDA_VISIBLE_DEVICES``), so no trainer holds any of the GPUs a task sees, and the task's
+    index among its role's processes on the node is ``$SLURM_LOCALID``.
+    """
+    cfg = from_dict(json.loads((Path(run_dir) / "config.json").read_text()))
+    return process_env(cfg, role, int(environ.get("SLURM_LOCALID", "0")), environ, trainer_gpus=0)
 
 
-def configure_process(
-    cfg: Experiment, role: Role, local_index: int = 0, *, gpus: Sequence[str] | None = None, trainer_gpus: int = 0
-) -> Placement:
-    """``configure(place(...))``: the one call a worker makes before it imports or uses JAX."""
-    return configure(place(cfg, role, local_index, gpus=gpus, trainer_gpus=trainer_gpus))
+def threads_problems(cfg: Experiment) -> list[str]:
+    """Keys the threads backend cannot honour (every worker shares this process's devices), each with the fix."""
+    out = []
+    how = "use python -m launch.local (one process per worker) or launch.slurm"
+    for key, value in [("trainer.memory_fraction", cfg.trainer.memory_fraction),
+                       ("layout.memory_fraction", cfg.layout.memory_fraction)]:
+        if value > 0:
+            out.append(f"{key}={value} needs a process of its own, but run_threads runs every worker in this one "
+                       f"(one JAX client, one memory pool): {how}, or set {key}=0")
+    for key, value in [("layout.actor_device", cfg.layout.actor_device),
+                       ("layout.policy_device", cfg.layout.policy_device)]:
+        if value == "gpu":
+            out.append(f"{key}=gpu cannot give each worker its own GPU in run_threads (every worker uses this "
+                       f"process's devices): {how}, or set {key}=auto")
+    return out

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from srljax.comm.names import NameResolver, worker_key
+from srljax.layout import TRAINER
 
 SLURM_PORT_BASE = 61440  # the top 4,096 ports, the range jax's own Slurm detection uses
 ENTRY_TTL_S = 600.0  # a crashed join leaves no coordinator entry behind for longer than this
@@ -55,7 +56,7 @@ def from_names(
     process_id: int,
     num_processes: int,
     host: str = "127.0.0.1",
-    group: str = "trainer",
+    group: str = TRAINER,
     timeout_s: float = 300.0,
 ) -> Group:
     """Process 0 picks a port on ``host`` and publishes it; the others wait for that entry.
@@ -133,7 +134,7 @@ def join_via_names(
     process_id: int,
     num_processes: int,
     host: str = "127.0.0.1",
-    group: str = "trainer",
+    group: str = TRAINER,
     timeout_s: int = 300,
 ) -> Group:
     """``from_names`` + ``initialize``; process 0 then deletes the entry so a restarted group

@@ -1,34 +1,132 @@
-"""The layout graph: which worker groups exist, how many, with what resources, joined by which streams.
+"""The layout graph: which worker roles exist (``ROLES``), how many of each, joined by which streams.
 
-    layout = build_layout(cfg)                  # from cfg.layout (mode="distributed")
-    layout.count("actor"), layout.workers()     # 2, [("trainer", 0), ("policy", 0), ("actor", 0), ...]
-    layout_problems(cfg)                        # [] or ["actor -> policy inference stream has no server ..."]
+    layout = build_layout(cfg)                  # from cfg.layout and cfg.trainer (mode="distributed")
+    layout.count(ACTOR), layout.workers()       # 2, [("trainer", 0), ("policy", 0), ("actor", 0), ...]
+    role_spec(cfg, ACTOR).worker                # "srljax.system.actor:ActorWorker"
+    problems(cfg)                               # config tree + graph: [] or ["the inference stream ... has no server"]
 
-One graph, several renderings: ``srljax.system.threads.run_threads`` (all workers as threads in
-this process, for tests and notebooks), ``python -m launch.local CFG.py`` (one process per
-worker, ``launch/processes.py``) and a Slurm job (``launch/slurm.py``). Streams name a kind and the roles at
-their two ends; ``src`` sends (client of an inference stream), ``dst`` receives (its server).
+A role is one file (its ``Worker`` subclass) plus one row of ``ROLES``: its worker class, the
+streams it serves (binds), how its process is placed on devices (``srljax/devices.py``) and
+which ``slurm.<group>`` holds its Slurm resources. User-defined roles come from the config
+(``layout.custom_roles=("my_pkg.my_module:MyWorker",)``): the class carries its own row as
+class attributes (``role``, ``serves``, ``placement``), is configured after the built-in roles
+and runs in every backend like them.
+
+One graph, several renderings: threads (``launch/threads.py``), local processes
+(``launch/processes.py``) and a Slurm job (``launch/slurm``). Role names are the constants
+below; no other module spells them.
 """
 
 from __future__ import annotations
 
+import importlib
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any
 
-from srljax.config import Experiment
+from srljax.config import ConfigError, Experiment
+from srljax.config import problems as config_problems
 
-Role = Literal["trainer", "buffer", "policy", "actor"]
-StreamKind = Literal["samples", "params", "inference"]
+TRAINER, BUFFER, POLICY, ACTOR = "trainer", "buffer", "policy", "actor"
+CONTROLLER = "controller"
+SAMPLES, PARAMS, INFERENCE = "samples", "params", "inference"
+CUSTOM_SLURM_GROUP = "custom"
 
-CONFIGURE_ORDER: tuple[Role, ...] = ("trainer", "buffer", "policy", "actor")
-"""Servers before their clients: a worker binds in ``setup`` and its clients connect in theirs."""
+
+@dataclass(frozen=True)
+class RoleSpec:
+    """One row of the roles table."""
+
+    name: str
+    worker: str
+    """``module:Class`` of its ``Worker`` subclass, imported only by the process that runs it."""
+    serves: tuple[str, ...] = ()
+    """streams it binds; its clients are configured after it and get the addresses."""
+    placement: str = "cpu"
+    """``srljax.devices`` rule for its process: ``trainer``, ``policy``, ``actor`` or ``cpu``."""
+    slurm_group: str = CUSTOM_SLURM_GROUP
+    """field of ``cfg.slurm`` holding its Slurm resources."""
+    count: Callable[[Experiment], int] = lambda cfg: 1
+    cpus: Callable[[Experiment], float] = lambda cfg: 1.0
+    gpus: Callable[[Experiment], float] = lambda cfg: 0.0
+    mem_gb: float = 2.0
+
+
+ROLES: dict[str, RoleSpec] = {  # in configure order: servers before their clients
+    TRAINER: RoleSpec(TRAINER, "srljax.system.trainer:TrainerWorker", (SAMPLES, PARAMS), TRAINER, TRAINER,
+                      count=lambda cfg: cfg.trainer.num_hosts, gpus=lambda cfg: float(cfg.trainer.devices), mem_gb=4.0),
+    BUFFER: RoleSpec(BUFFER, "srljax.system.buffer:BufferWorker", (SAMPLES,), "cpu", BUFFER,
+                     count=lambda cfg: cfg.layout.num_buffer_workers, mem_gb=4.0),
+    POLICY: RoleSpec(POLICY, "srljax.system.policy:PolicyWorker", (INFERENCE,), POLICY, POLICY,
+                     count=lambda cfg: cfg.layout.num_policy_workers if cfg.layout.inference == "remote" else 0),
+    ACTOR: RoleSpec(ACTOR, "srljax.system.actor:ActorWorker", (), ACTOR, ACTOR,
+                    count=lambda cfg: cfg.layout.num_actors, cpus=lambda cfg: float(cfg.env.num_threads or 1)),
+}
+
+
+def load_object(path: str) -> Any:
+    """``"pkg.module:Name"`` -> the object; ValueError naming what is wrong."""
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"{path!r} must look like 'package.module:ClassName'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ValueError(f"{path!r}: cannot import module {module_name!r} ({error})") from error
+    if not hasattr(module, attr):
+        raise ValueError(f"{path!r}: module {module_name!r} has no {attr!r}")
+    return getattr(module, attr)
+
+
+def parse_custom(entry: str) -> tuple[str, int]:
+    """``"pkg.mod:Class*2"`` -> ("pkg.mod:Class", 2); the count defaults to 1."""
+    path, _, count = entry.partition("*")
+    try:
+        return path.strip(), int(count) if count else 1
+    except ValueError:
+        raise ValueError(f"layout.custom_roles entry {entry!r}: the count after '*' must be an integer") from None
+
+
+def custom_roles(cfg: Experiment) -> dict[str, RoleSpec]:
+    """The user-defined roles of ``cfg`` as rows of the table (imports each worker class)."""
+    out: dict[str, RoleSpec] = {}
+    for entry in cfg.layout.custom_roles:
+        path, count = parse_custom(entry)
+        cls = load_object(path)
+        name = getattr(cls, "role", "")
+        if not isinstance(cls, type) or not name or not hasattr(cls, "poll"):
+            raise ValueError(f"layout.custom_roles entry {entry!r} is not a Worker subclass with a `role` name "
+                             "(see srljax/system/worker.py)")
+        if name in ROLES or name in out or name == CONTROLLER:
+            raise ValueError(f"layout.custom_roles entry {entry!r}: role name {name!r} is already taken")
+        out[name] = RoleSpec(name, path, tuple(getattr(cls, "serves", ())), getattr(cls, "placement", "cpu"),
+                             CUSTOM_SLURM_GROUP, count=lambda cfg, n=count: n)
+    return out
+
+
+def all_roles(cfg: Experiment) -> dict[str, RoleSpec]:
+    """Built-in and custom rows, in configure order."""
+    return {**ROLES, **custom_roles(cfg)}
+
+
+def role_spec(cfg: Experiment, role: str) -> RoleSpec:
+    roles = all_roles(cfg)
+    if role not in roles:
+        raise ValueError(f"unknown worker role {role!r}; this layout has {', '.join(roles)}")
+    return roles[role]
+
+
+def worker_class(cfg: Experiment, role: str) -> type:
+    """The ``Worker`` subclass that runs ``role`` (imported now)."""
+    return load_object(role_spec(cfg, role).worker)
 
 
 @dataclass(frozen=True)
 class WorkerGroup:
     """``count`` identical workers of one role; resources are per worker (what a scheduler reserves)."""
 
-    role: Role
+    role: str
     count: int
     cpus: float = 1.0
     gpus: float = 0.0
@@ -39,9 +137,9 @@ class WorkerGroup:
 class Stream:
     """Data flowing from ``src`` to ``dst`` (for ``inference``: requests; replies go back)."""
 
-    kind: StreamKind
-    src: Role
-    dst: Role
+    kind: str
+    src: str
+    dst: str
 
 
 @dataclass(frozen=True)
@@ -52,9 +150,14 @@ class Layout:
     def count(self, role: str) -> int:
         return sum(g.count for g in self.groups if g.role == role)
 
-    def workers(self) -> list[tuple[Role, int]]:
+    @property
+    def order(self) -> tuple[str, ...]:
+        """Roles in configure order (servers before clients)."""
+        return tuple(g.role for g in self.groups)
+
+    def workers(self) -> list[tuple[str, int]]:
         """Every ``(role, index)``, in configure order (servers first)."""
-        return [(role, i) for role in CONFIGURE_ORDER for i in range(self.count(role))]
+        return [(g.role, i) for g in self.groups for i in range(g.count)]
 
     def inputs(self, role: str, kind: str) -> list[Stream]:
         return [s for s in self.streams if s.dst == role and s.kind == kind]
@@ -62,31 +165,24 @@ class Layout:
     def outputs(self, role: str, kind: str) -> list[Stream]:
         return [s for s in self.streams if s.src == role and s.kind == kind]
 
-    def sample_sink(self) -> Role:
-        """Where actors push samples: the buffers if there are any, else the trainer."""
-        (stream,) = self.outputs("actor", "samples")
+    def sample_sink(self) -> str:
+        """Where actors push samples: the buffers if there are any, else the trainers."""
+        (stream,) = self.outputs(ACTOR, SAMPLES)
         return stream.dst
 
 
 def build_layout(cfg: Experiment) -> Layout:
-    """The worker graph ``cfg.layout`` describes (groups with a zero count are kept, so checks can name them)."""
-    lay, env = cfg.layout, cfg.env
-    remote = lay.inference == "remote"
-    actor_cpus = float(env.num_threads or 1)
-    groups = (
-        WorkerGroup("trainer", 1, cpus=1.0, gpus=float(cfg.trainer.devices), mem_gb=4.0),
-        WorkerGroup("buffer", lay.num_buffer_workers, cpus=1.0, mem_gb=4.0),
-        WorkerGroup("policy", lay.num_policy_workers if remote else 0, cpus=1.0, gpus=0.0),
-        WorkerGroup("actor", lay.num_actors, cpus=actor_cpus),
-    )
-    sink: Role = "buffer" if lay.num_buffer_workers > 0 else "trainer"
-    streams = [Stream("samples", "actor", sink)]
-    if sink == "buffer":
-        streams.append(Stream("samples", "buffer", "trainer"))
+    """The worker graph ``cfg`` describes (groups with a zero count are kept, so checks can name them)."""
+    groups = tuple(WorkerGroup(r.name, r.count(cfg), r.cpus(cfg), r.gpus(cfg), r.mem_gb) for r in all_roles(cfg).values())
+    remote = cfg.layout.inference == "remote"
+    sink = BUFFER if cfg.layout.num_buffer_workers > 0 else TRAINER
+    streams = [Stream(SAMPLES, ACTOR, sink)]
+    if sink == BUFFER:
+        streams.append(Stream(SAMPLES, BUFFER, TRAINER))
     if remote:
-        streams += [Stream("inference", "actor", "policy"), Stream("params", "trainer", "policy")]
+        streams += [Stream(INFERENCE, ACTOR, POLICY), Stream(PARAMS, TRAINER, POLICY)]
     else:
-        streams.append(Stream("params", "trainer", "actor"))
+        streams.append(Stream(PARAMS, TRAINER, ACTOR))
     return Layout(groups=groups, streams=tuple(streams))
 
 
@@ -95,27 +191,27 @@ def graph_problems(layout: Layout) -> list[str]:
     out: list[str] = []
     for s in layout.streams:
         # a publisher nobody subscribes to is harmless; a sender with nowhere to send is not
-        if s.kind != "params" and layout.count(s.src) and not layout.count(s.dst):
-            what = "server" if s.kind == "inference" else "receiver"
+        if s.kind != PARAMS and layout.count(s.src) and not layout.count(s.dst):
+            what = "server" if s.kind == INFERENCE else "receiver"
             out.append(f"the {s.kind} stream {s.src} -> {s.dst} has no {what}: there are 0 {s.dst} workers{_fix(s.dst)}")
-    if layout.count("trainer") != 1:
-        out.append(f"exactly one trainer worker is supported, layout has {layout.count('trainer')}")
-    if layout.count("trainer") and not any(layout.count(s.src) for s in layout.inputs("trainer", "samples")):
+    if layout.count(TRAINER) < 1:
+        out.append("the layout has no trainer: set trainer.num_hosts>=1")
+    if layout.count(TRAINER) and not any(layout.count(s.src) for s in layout.inputs(TRAINER, SAMPLES)):
         out.append("the trainer has no sample source: no actor or buffer group sends it samples "
-                   f"(actors: {layout.count('actor')}, buffers: {layout.count('buffer')}); set layout.num_actors>=1")
+                   f"(actors: {layout.count(ACTOR)}, buffers: {layout.count(BUFFER)}); set layout.num_actors>=1")
     # whoever runs the policy needs params: policy workers, and actors that act inline
-    for role in ("actor", "policy"):
-        acts = role == "policy" or not layout.outputs(role, "inference")
-        if layout.count(role) and acts and not any(layout.count(s.src) for s in layout.inputs(role, "params")):
+    for role in (ACTOR, POLICY):
+        acts = role == POLICY or not layout.outputs(role, INFERENCE)
+        if layout.count(role) and acts and not any(layout.count(s.src) for s in layout.inputs(role, PARAMS)):
             out.append(f"the {role} workers have no params source (no trainer publishes to them)")
     return out
 
 
 def _fix(role: str) -> str:
     return {
-        "policy": "; set layout.num_policy_workers>=1 or layout.inference=inline",
-        "actor": "; set layout.num_actors>=1",
-        "buffer": "; set layout.num_buffer_workers>=1 or 0 to send samples straight to the trainer",
+        POLICY: "; set layout.num_policy_workers>=1 or layout.inference=inline",
+        ACTOR: "; set layout.num_actors>=1",
+        BUFFER: "; set layout.num_buffer_workers>=1 or 0 to send samples straight to the trainer",
     }.get(role, "")
 
 
@@ -124,7 +220,11 @@ def layout_problems(cfg: Experiment) -> list[str]:
     if cfg.layout.mode != "distributed":
         return []
     lay, env = cfg.layout, cfg.env
-    out = graph_problems(build_layout(cfg))
+    try:
+        layout = build_layout(cfg)
+    except ValueError as error:  # a custom role that does not import
+        return [str(error)]
+    out = graph_problems(layout)
     if lay.ring_size >= 1 and env.num_envs % lay.ring_size:
         out.append(f"env.num_envs={env.num_envs} is not a multiple of layout.ring_size={lay.ring_size} "
                    f"({env.num_envs} % {lay.ring_size} = {env.num_envs % lay.ring_size}); each ring slot steps "
@@ -132,15 +232,35 @@ def layout_problems(cfg: Experiment) -> list[str]:
     elif lay.ring_size > 1 and env.batch_size and env.batch_size * lay.ring_size != env.num_envs:
         out.append(f"env.batch_size={env.batch_size} x layout.ring_size={lay.ring_size} != env.num_envs={env.num_envs}; "
                    "set env.batch_size=0 to derive it from the ring size")
-    if lay.num_buffer_workers < 0 or lay.num_policy_workers < 0:
-        out.append("layout.num_buffer_workers and layout.num_policy_workers must be >= 0")
-    if lay.heartbeat_timeout_seconds <= 0:
-        out.append(f"layout.heartbeat_timeout_seconds={lay.heartbeat_timeout_seconds} must be > 0")
-    if cfg.trainer.max_policy_lag < 0:
-        out.append(f"trainer.max_policy_lag={cfg.trainer.max_policy_lag} must be >= 0")
     return out
+
+
+def problems(cfg: Experiment) -> list[str]:
+    """Everything wrong with ``cfg``: the config tree (``srljax.config.problems``) and its worker graph."""
+    return config_problems(cfg) + layout_problems(cfg)
+
+
+def validate(cfg: Experiment) -> Experiment:
+    """Return ``cfg`` unchanged, or raise ``ConfigError`` listing every problem (tree and graph)."""
+    found = problems(cfg)
+    if found:
+        raise ConfigError(found)
+    return cfg
 
 
 def actor_envs_per_recv(cfg: Experiment) -> int:
     """Envs one actor gets per ``recv``: ``env.batch_size`` if set, else ``env.num_envs / layout.ring_size``."""
     return cfg.env.batch_size or max(1, cfg.env.num_envs // max(1, cfg.layout.ring_size))
+
+
+def segments_ahead(cfg: Experiment) -> int:
+    """How many segments an actor may push acted with the newest params version it has seen.
+
+    ``layout.max_segments_ahead``, or by default its share of the batches trained on one published
+    version plus one batch ahead: ``ceil(batch_envs / (num_actors x num_envs)) x (publish_every + 1)``.
+    The actor then collects the next batch while the trainer updates, never more.
+    """
+    if cfg.layout.max_segments_ahead:
+        return cfg.layout.max_segments_ahead
+    share = math.ceil(cfg.batch_envs / max(1, cfg.layout.num_actors * cfg.env.num_envs))
+    return share * (cfg.trainer.publish_every + 1)

@@ -63,8 +63,15 @@ class Learner:
             self._batch_shardings = sharding.trajectory_sharding(self.mesh, batch)
         return sharding.put_batch(batch, self._batch_shardings)
 
+    def compile(self, example: Trajectory) -> None:
+        """Compile the update now for batches shaped like ``example`` (this process's columns), so the
+        first ``step`` does not stall a running trial for the compile."""
+        if self._update is None:
+            self._update = self._compile(self.put(example))
+
     def step(self, batch: Trajectory) -> dict[str, Any]:
-        """One update on ``batch`` (host arrays or ``put``'s result); metrics stay on device until read."""
+        """Dispatch one update on ``batch`` (host arrays or ``put``'s result) and return at once (on
+        accelerators): the metrics stay on device until read, ``put`` of the next batch overlaps it."""
         batch = self.put(batch)
         if self._update is None:
             self._update = self._compile(batch)

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from srljax.config import Experiment, to_dict
+from srljax.layout import TRAINER
 
 
 class EpisodeWindow:
@@ -48,6 +49,26 @@ class EpisodeWindow:
         }
 
 
+class UpdateRecords:
+    """Builds the metrics record of a logged update, for the single-process loop and the trainer alike.
+
+        records = UpdateRecords()
+        logger.write(records.record(update, env_steps, window.summary(), train_metrics, **extra))
+    """
+
+    def __init__(self) -> None:
+        self._last = (time.monotonic(), 0)
+
+    def record(self, update: int, env_steps: int, episodes: dict[str, float], train_metrics: dict[str, Any],
+               **extra: Any) -> dict[str, Any]:
+        """``update``, ``env_steps``, ``sps`` (since the previous record), episode stats, losses, ``extra``."""
+        now = time.monotonic()
+        last_time, last_steps = self._last
+        self._last = (now, env_steps)
+        return {"update": update, "env_steps": env_steps, "sps": (env_steps - last_steps) / max(now - last_time, 1e-9),
+                **episodes, **{k: float(v) for k, v in train_metrics.items()}, **extra}
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, (np.generic, np.ndarray)) or hasattr(value, "item"):
         value = np.asarray(value).item()
@@ -57,7 +78,7 @@ def _plain(value: Any) -> Any:
 
 
 class MetricsLogger:
-    def __init__(self, cfg: Experiment, total: int, role: str = "trainer"):
+    def __init__(self, cfg: Experiment, total: int, role: str = TRAINER):
         self.cfg = cfg
         self.total = total
         self.run_dir = Path(cfg.run_dir)

@@ -23,6 +23,23 @@ import numpy as np
 
 from srljax.types import EnvSpec, TimeStep, Trajectory
 
+FIELDS = ("obs", "action", "reward", "terminated", "truncated")
+
+
+def zeros_trajectory(spec: EnvSpec, num_steps: int, extras_spec: Mapping[str, tuple[tuple[int, ...], str]],
+                     columns: int) -> Trajectory:
+    """An all-zero ``Trajectory [T+1, columns]`` of the spec's dtypes (storage, or an example to compile for)."""
+    rows = num_steps + 1
+    return Trajectory(
+        obs=np.zeros((rows, columns, *spec.obs_shape), spec.obs_dtype),
+        action=np.zeros((rows, columns, *spec.action_shape), spec.action_dtype),
+        reward=np.zeros((rows, columns), np.float32),
+        terminated=np.zeros((rows, columns), bool),
+        truncated=np.zeros((rows, columns), bool),
+        extras={k: np.zeros((rows, columns, *shape), dtype) for k, (shape, dtype) in extras_spec.items()},
+        policy_version=np.zeros(columns, np.int32),
+    )
+
 
 class SegmentBuilder:
     """Per-env column storage of ``T + 1`` rows; finished columns queue up as segments."""
@@ -30,15 +47,10 @@ class SegmentBuilder:
     def __init__(self, spec: EnvSpec, num_steps: int, extras_spec: Mapping[str, tuple[tuple[int, ...], str]]):
         self.spec = spec
         self.num_steps = num_steps
-        n, rows = spec.num_envs, num_steps + 1
-        self._fields: dict[str, np.ndarray] = {
-            "obs": np.zeros((rows, n, *spec.obs_shape), spec.obs_dtype),
-            "action": np.zeros((rows, n, *spec.action_shape), spec.action_dtype),
-            "reward": np.zeros((rows, n), np.float32),
-            "terminated": np.zeros((rows, n), bool),
-            "truncated": np.zeros((rows, n), bool),
-        }
-        self._extras = {k: np.zeros((rows, n, *shape), dtype) for k, (shape, dtype) in extras_spec.items()}
+        n = spec.num_envs
+        store = zeros_trajectory(spec, num_steps, extras_spec, n)
+        self._fields: dict[str, np.ndarray] = {k: getattr(store, k) for k in FIELDS}
+        self._extras = dict(store.extras)
         self._pos = np.zeros(n, np.int64)
         self._oldest_version = np.full(n, np.iinfo(np.int32).max, np.int64)
         self._done: list[Trajectory] = []  # finished single-env segments [T+1, 1, ...] grouped per add

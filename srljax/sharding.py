@@ -20,8 +20,6 @@ block of B columns and feeds exactly that block (``put_batch`` on each host).
 from __future__ import annotations
 
 import collections
-import itertools
-from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 import jax
@@ -29,10 +27,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from algos.parallel import BATCH, split_samples  # noqa: E402,F401  (re-exported: the math calls it, the mesh names it)
 from srljax.types import Trajectory
-
-BATCH = "batch"
-"""The one mesh axis: data parallel over env columns / samples."""
 
 T = TypeVar("T")
 
@@ -117,28 +113,6 @@ def put_batch(batch: Any, shardings: Any) -> Any:
     return jax.tree.map(one, batch, shardings)
 
 
-def split_samples(tree: T, axis: int = 0) -> T:
-    """Tell the compiler that ``axis`` of every leaf holds independent samples it may split over devices.
-
-    Called from inside jitted algorithm code (e.g. on PPO minibatches ``[M, N/M, ...]`` with
-    ``axis=1``). Without it XLA is free to all-gather a shuffled minibatch and run the whole
-    gradient on every device, which is correct but not parallel. A no-op outside a trainer's
-    mesh (one device, actors, tests) and for leaves whose axis does not divide evenly.
-    """
-    mesh = jax.sharding.get_abstract_mesh()
-    if mesh.empty or BATCH not in mesh.axis_names or mesh.shape[BATCH] == 1:
-        return tree
-    num = mesh.shape[BATCH]
-    spec = P(*([None] * axis), BATCH)
-
-    def one(x: Any) -> Any:
-        if getattr(x, "ndim", 0) <= axis or x.shape[axis] % num:
-            return x
-        return jax.lax.with_sharding_constraint(x, spec)
-
-    return jax.tree.map(one, tree)
-
-
 def host_local(tree: T) -> T:
     """The copy on this process's first device of each replicated leaf (no transfer, no collective).
 
@@ -155,19 +129,3 @@ def needs_sync(mesh: Mesh) -> bool:
     runs on fake CPU devices here; blocking every ~10 steps avoided it. Accelerators stream.
     """
     return mesh.devices.size > 1 and mesh.devices.flat[0].platform == "cpu"
-
-
-def prefetch(batches: Iterable[T], put: Callable[[T], T], size: int = 2) -> Iterator[T]:
-    """Yield ``put(batch)`` for each batch, keeping ``size`` transfers in flight ahead of the consumer.
-
-        for placed in prefetch(batch_source, learner.put):
-            learner.step(placed)        # batch k+1 is being copied while update k runs
-    """
-    queue: collections.deque[T] = collections.deque()
-    source = iter(batches)
-    for batch in itertools.islice(source, size):
-        queue.append(put(batch))
-    while queue:
-        yield queue.popleft()
-        for batch in itertools.islice(source, 1):
-            queue.append(put(batch))

@@ -23,7 +23,8 @@ class SlurmGroup:
     mem_gb_per_task: float = 0.0
     """0: the layout's estimate (trainer and buffers 4 GB, others 2 GB)."""
     nodes: int = 0
-    """0: Slurm chooses; e.g. 1 keeps a multi-task group on one node."""
+    """0: Slurm chooses; e.g. 1 keeps a multi-task group on one node. The trainer always runs one task
+    per node, on ``trainer.num_hosts`` nodes: set, this must equal that."""
     partition: str = ""
     """"": ``slurm.partition``; the same for account, qos and constraint."""
     account: str = ""
@@ -31,7 +32,8 @@ class SlurmGroup:
     constraint: str = ""
     component: str = ""
     """"": a het-job component of its own; a role (``trainer``): share that group's, on one node.
-    Components never share nodes, so pack small groups on small clusters."""
+    Components never share nodes, so pack small groups on small clusters. A multi-host trainer
+    (``trainer.num_hosts`` > 1) spans several nodes and takes no other group."""
     sbatch: tuple[str, ...] = ()
     """extra ``#SBATCH`` options for this group's component, e.g. ``("--exclusive",)``."""
     node_cpus: int = 0
@@ -71,3 +73,6 @@ class SlurmConfig:
     buffer: SlurmGroup = field(default_factory=SlurmGroup)
     policy: SlurmGroup = field(default_factory=SlurmGroup)
     actor: SlurmGroup = field(default_factory=SlurmGroup)
+    custom: SlurmGroup = field(default_factory=SlurmGroup)
+    """resources of every user-defined role's group (``layout.custom_roles``): each such role is a group
+    of its own with these per-task resources; ``component="actor"`` packs them all into the actors'."""

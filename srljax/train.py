@@ -34,11 +34,13 @@ from typing import Any
 import jax
 
 import envs
-from srljax.config import Experiment, validate, write_json
+from srljax.acting import Acting
+from srljax.config import Experiment, write_json
+from srljax.layout import validate
 from srljax.learner import Learner
-from srljax.metrics import EpisodeWindow, MetricsLogger
+from srljax.metrics import EpisodeWindow, MetricsLogger, UpdateRecords
 from srljax.rollout import SegmentBuilder
-from srljax.system.common import jit_act
+from srljax.run_dir import claim
 from srljax.types import Trajectory
 
 PHASES = ("time_env", "time_act", "time_update", "time_store")
@@ -75,11 +77,9 @@ class Collector:
 
     def __init__(self, cfg: Experiment, env: envs.VecEnv, algo: Any):
         self.cfg, self.env, self.algo = cfg, env, algo
-        self.act = jit_act(algo)
-        self.key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 1)
+        self.acting = Acting(algo, env.spec.num_envs, jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 1))
         self.builder = SegmentBuilder(env.spec, cfg.algo.num_steps, algo.extras_spec)
         self.episodes = EpisodeWindow(cfg.log.window)
-        self.actor_state = algo.initial_actor_state(env.spec.num_envs)
         self.env_steps = 0
         self.started = False
 
@@ -97,13 +97,10 @@ class Collector:
             ts = self.env.recv()
             t1 = clock()
             ids = ts.env_id
-            rows_state = jax.tree.map(lambda x: x[ids], self.actor_state)
-            action, extras, rows_state, self.key = self.act(params, ts.obs, rows_state, self.key)
-            action, extras = jax.device_get((action, extras))
+            action, extras = self.acting.act(params, ts)
             t2 = clock()
             self.env.send(action, ids)
             t3 = clock()
-            self.actor_state = jax.tree.map(lambda x, y: x.at[ids].set(y), self.actor_state, rows_state)
             self.builder.add(ts, action, extras, version)
             self.episodes.add(ts.episode_return, ts.episode_length)
             self.env_steps += len(ids)
@@ -177,8 +174,7 @@ class _LaggedCollection:
 
 def train(cfg: Experiment) -> TrainResult:
     validate(cfg)
-    run_dir = cfg.run_dir
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = claim(cfg)  # refuses a run folder an earlier run left files in
     write_json(cfg, run_dir / "config.json")
 
     env = envs.make(cfg.env, seed=cfg.seed)
@@ -187,9 +183,8 @@ def train(cfg: Experiment) -> TrainResult:
     logger = MetricsLogger(cfg, total=cfg.total_env_steps)
     result = TrainResult(config=cfg)
 
-    start = last_log_time = time.time()
-    deadline = start + cfg.timeout_seconds
-    last_log_steps = 0
+    deadline = time.time() + cfg.timeout_seconds
+    records = UpdateRecords()
     phases = dict.fromkeys(PHASES, 0.0)
     params = learner.policy_params()
     lagged = _LaggedCollection(collector, params, cfg.num_updates, deadline) if cfg.trainer.overlap_collection else None
@@ -213,17 +208,9 @@ def train(cfg: Experiment) -> TrainResult:
             result.env_steps = batch.env_steps
             updates = learner.version
             if updates % cfg.log.log_every == 0 or updates == cfg.num_updates:
-                now = time.time()
-                record = {
-                    "update": updates,
-                    "env_steps": batch.env_steps,
-                    "sps": (batch.env_steps - last_log_steps) / max(now - last_log_time, 1e-9),
-                    **batch.episodes,
-                    **{k: float(v) for k, v in jax.device_get(train_metrics).items()},
-                    **phases,
-                }
+                record = records.record(updates, batch.env_steps, batch.episodes, jax.device_get(train_metrics),
+                                        **phases)
                 phases = dict.fromkeys(PHASES, 0.0)
-                last_log_time, last_log_steps = now, batch.env_steps
                 logger.write(record)
                 result.metrics.append(record)
     finally:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from srljax.config import ConfigError, apply_overrides, load_file, validate
-from srljax.layout import Stream, build_layout, layout_problems
+from srljax.config import ConfigError, apply_overrides, load_file
+from srljax.layout import Stream, build_layout, layout_problems, problems, validate
 
 ROOT = Path(__file__).resolve().parents[1]
 CARTPOLE = ROOT / "configs" / "cartpole_ppo_distributed.py"
@@ -54,7 +54,7 @@ def test_the_shipped_distributed_configs_are_valid():
 ])
 def test_disconnected_or_inconsistent_layouts_fail_validation(overrides, message):
     cfg = config(*overrides)
-    assert any(message in p for p in layout_problems(cfg)), layout_problems(cfg)
+    assert any(message in p for p in problems(cfg)), problems(cfg)
     with pytest.raises(ConfigError, match="invalid config"):
         validate(cfg)
 
@@ -71,3 +71,44 @@ def test_launch_local_refuses_a_disconnected_layout_before_starting(tmp_path):
     assert out.returncode == 2
     assert "the inference stream actor -> policy has no server" in out.stderr
     assert not any(tmp_path.iterdir())  # nothing was started or written
+
+
+def imported_modules(path: Path) -> set[str]:
+    import ast
+
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out.add(node.module)
+    return out
+
+
+def test_imports_point_down():
+    """``srljax.config`` does not import the layout; ``algos`` imports nothing of srljax above types/config."""
+    config_imports = {m for m in imported_modules(ROOT / "srljax" / "config.py") if m.startswith("srljax")}
+    assert config_imports <= {"srljax.slurm_config"}, config_imports
+    for path in (ROOT / "algos").glob("*.py"):
+        from_srljax = {m for m in imported_modules(path) if m.split(".")[0] == "srljax"}
+        assert from_srljax <= {"srljax.types", "srljax.config"}, (path.name, from_srljax)
+
+
+def test_role_names_are_spelled_in_one_module():
+    """No module but srljax/layout.py spells a role name as a string literal (tests and docs aside)."""
+    import ast
+
+    roles = {"trainer", "buffer", "policy", "actor"}
+    offenders = []
+    for folder in ("srljax", "launch", "envs"):  # algos: flax module names like "actor" are not roles
+        for path in (ROOT / folder).rglob("*.py"):
+            if path.name == "layout.py" and path.parent.name == "srljax":
+                continue
+            tree = ast.parse(path.read_text())
+            docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                          if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)) and node.body
+                          and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Constant) and node.value in roles and id(node) not in docstrings:
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.value!r}")
+    assert not offenders, offenders

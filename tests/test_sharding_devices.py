@@ -2,8 +2,8 @@
 
     .venv/bin/pytest tests/test_sharding_devices.py -q
 
-Pure rules on made-up nodes (no GPU needed), plus one child process that configures itself as
-a CPU actor before JAX starts.
+Pure rules on made-up nodes (no GPU needed), plus one child process started with the local
+launcher's environment for a CPU actor. The launchers' use of the rule: ``tests/test_devices.py``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from launch.processes import worker_env
 from srljax import devices, distributed
 from srljax.comm.names import MemoryNames
 from srljax.config import ConfigError, Experiment, LayoutConfig, TrainerConfig, validate
@@ -38,7 +39,7 @@ def test_trainers_take_consecutive_gpus_and_fail_with_the_gpus_found():
         devices.place(cfg(), "trainer", 2, gpus=NODE)
     assert devices.place(cfg(), "trainer", 0, gpus=()).platform == "cpu"
     env = devices.place(cfg(), "trainer", 0, gpus=NODE).env()
-    assert env["CUDA_VISIBLE_DEVICES"] == "0,1" and env["XLA_PYTHON_CLIENT_PREALLOCATE"] is None  # JAX default
+    assert env["CUDA_VISIBLE_DEVICES"] == "0,1" and "XLA_PYTHON_CLIENT_PREALLOCATE" not in env  # JAX default
 
 
 def test_policy_workers_share_the_gpus_trainers_leave_and_never_preallocate_by_default():
@@ -54,24 +55,18 @@ def test_policy_workers_share_the_gpus_trainers_leave_and_never_preallocate_by_d
 def test_memory_fraction_preallocates_that_share_under_jaxlibs_current_name():
     p = devices.place(cfg(policy_device="gpu", memory_fraction=0.2), "policy", 0, gpus=NODE)
     environ = {"XLA_PYTHON_CLIENT_MEM_FRACTION": "0.9"}  # the deprecated name: jaxlib refuses both
-    p.apply(environ)
+    devices.apply_env(p.env(), environ)
     assert environ["XLA_CLIENT_MEM_FRACTION"] == "0.2" and environ["XLA_PYTHON_CLIENT_PREALLOCATE"] == "true"
     assert "XLA_PYTHON_CLIENT_MEM_FRACTION" not in environ
 
 
 def test_cpu_roles_and_missing_gpus():
-    for role in ("actor", "other"):  # actors default to CPU; controller, buffers always
+    for role in ("actor", "buffer"):  # actors default to CPU; buffers always
         env = devices.place(cfg(), role, 0, gpus=NODE).env()
         assert env["JAX_PLATFORMS"] == "cpu" and env["CUDA_VISIBLE_DEVICES"] == ""
     assert devices.place(cfg(), "policy", 0, gpus=()).platform == "cpu"  # auto without GPUs
     with pytest.raises(devices.PlacementError, match="layout.actor_device=gpu but this node has no visible GPU"):
         devices.place(cfg(actor_device="gpu"), "actor", 0, gpus=())
-
-
-def test_visible_gpus_follows_cuda_visible_devices():
-    assert devices.visible_gpus({"CUDA_VISIBLE_DEVICES": "2,3"}) == ("2", "3")
-    assert devices.visible_gpus({"CUDA_VISIBLE_DEVICES": ""}) == ()
-    assert devices.visible_gpus({"CUDA_VISIBLE_DEVICES": "-1"}) == ()
 
 
 def test_memory_fraction_is_validated():
@@ -83,29 +78,21 @@ def test_memory_fraction_is_validated():
 
 
 CHILD = """
-import json, os, sys
-from srljax import devices
-from srljax.config import Experiment
-devices.configure_process(Experiment(), "actor", 0)
+import json, os
 import jax
-print(json.dumps({"platform": jax.devices()[0].platform, "cuda": os.environ["CUDA_VISIBLE_DEVICES"]}))
-try:
-    devices.configure_process(Experiment(), "actor", 0)
-except devices.PlacementError as err:
-    print("late:", err)
+print(json.dumps({"platform": jax.devices()[0].platform, "cuda": os.environ["CUDA_VISIBLE_DEVICES"],
+                  "xla_flags": os.environ["XLA_FLAGS"]}))
 """
 
 
-def test_configure_before_jax_starts_and_refuse_after():
-    env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD], check=False, capture_output=True, text=True, timeout=60, cwd=ROOT,
-        env={**env, "PYTHONPATH": str(ROOT)},
-    )
+def test_a_worker_started_with_the_launchers_environment_runs_where_it_was_placed():
+    """The local launcher's environment for a CPU actor reaches JAX in the child (on any machine)."""
+    env = worker_env(Experiment(), "actor", 0, {**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run([sys.executable, "-c", CHILD], check=False, capture_output=True, text=True, timeout=120,
+                          cwd=ROOT, env=env)
     assert proc.returncode == 0, proc.stderr
-    first, late = proc.stdout.strip().splitlines()
-    assert json.loads(first) == {"platform": "cpu", "cuda": ""}
-    assert late.startswith("late: devices.configure must run before the first JAX computation"), late
+    assert json.loads(proc.stdout) == {"platform": "cpu", "cuda": "", "xla_flags": env["XLA_FLAGS"]}
+    assert env["XLA_FLAGS"].endswith(devices.SINGLE_THREAD_XLA)
 
 
 def test_coordinator_through_names():

@@ -10,18 +10,25 @@ an intended change, regenerate it and read the diff:
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from launch import slurm, slurm_jobs
-from launch.sbatch import render, resolved
-from launch.slurm_controller import GroupSteps
-from launch.slurm_node import BIND_HOST_ENV, NODE_ADDR_ENV, node_address
-from launch.slurm_plan import plan, slurm_problems, time_limit, time_limit_seconds
-from launch.worker_env import task_env
+from launch.slurm import jobs as slurm_jobs
+from launch.slurm import plan as slurm_plan
+from launch.slurm import submit as slurm
+from launch.slurm.controller import TIME_LIMIT_EXIT_CODE, GroupSteps
+from launch.slurm.node import BIND_HOST_ENV, NODE_ADDR_ENV, node_address
+from launch.slurm.plan import plan, slurm_problems, time_limit, time_limit_seconds
+from launch.slurm.sbatch import render, resolved
+from launch.slurm.trial import RunFiles, Trial
 from srljax.config import Experiment, apply_overrides, load_file
+from srljax.layout import Layout, WorkerGroup, build_layout
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden"
@@ -75,7 +82,7 @@ def test_rendered_script_runs_each_group_as_a_step() -> None:
     assert script.count("#SBATCH hetjob") == 1
     assert "--signal=B:USR1@300" in script and "--time=3-00:00:00" in script
     for role, group in (("trainer", 0), ("policy", 0), ("actor", 1)):
-        assert f'--het-group={group} --exact' in script and f'launch.slurm_task "$RUN" {role} 0' in script
+        assert f'--het-group={group} --exact' in script and f'launch.slurm.task "$RUN" {role} 0' in script
     assert "source .venv/bin/activate" in script and "--container-image=nvcr.io/x:1" in script
 
 
@@ -109,6 +116,18 @@ def test_every_problem_at_once(capsys: pytest.CaptureFixture[str], tmp_path: Pat
     (["layout.policy_device=gpu"], "layout.policy_device=gpu but slurm.policy.gpus_per_task=0"),
     (["slurm.policy.nodes=2"], "a packed group runs on its component's one node"),
     (["slurm.actor.nodes=3"], "slurm.actor.nodes=3 is more than its 2 tasks"),
+    (["slurm.actor.nodes=2", "slurm.policy.component=actor"], "but actor spans slurm.actor.nodes=2 nodes"),
+    # a multi-host trainer spans trainer.num_hosts nodes, one task each, and takes no other group
+    (["trainer.num_hosts=2"], "slurm.policy.component=trainer, but trainer spans trainer.num_hosts=2 nodes "
+                              "(one task each) and a component holding several groups is one node: give policy a "
+                              "component of its own (slurm.policy.component=) or pack it with another group "
+                              "(slurm.policy.component=actor)"),
+    (["trainer.num_hosts=2", "slurm.policy.component=actor", "slurm.trainer.nodes=3"],
+     "slurm.trainer.nodes=3 but trainer.num_hosts=2: the trainer runs one task per node"),
+    (["trainer.num_hosts=2", "slurm.policy.component=actor", "slurm.trainer.component=actor"],
+     "slurm.trainer.component=actor: trainer.num_hosts=2 runs one trainer per node on 2 nodes"),
+    (["slurm.custom.component=nope"], "slurm.custom.component='nope' is not a worker group; use one of trainer, "
+                                      "buffer, policy, actor"),
 ])
 def test_bad_resources(overrides: list[str], text: str) -> None:
     assert any(text in p for p in slurm_problems(cartpole(*overrides))), slurm_problems(cartpole(*overrides))
@@ -134,29 +153,137 @@ def test_refusals_leave_nothing_behind(monkeypatch: pytest.MonkeyPatch, tmp_path
     monkeypatch.setattr(slurm, "sbatch", refuse)
     assert slurm.main(argv) == 1 and list(tmp_path.iterdir()) == []
     run_dir = tmp_path / "cartpole_ppo_distributed" / "busy"
-    (run_dir / "slurm").mkdir(parents=True)
-    (run_dir / "config.json").write_text("earlier\n")
-    (run_dir / "slurm" / "result.json").write_text("{}\n")
+    run_dir.mkdir(parents=True)  # an existing empty folder is fine, and stays empty
     assert slurm.main(argv) == 1
     assert "invalid partition" in capsys.readouterr().err
-    assert (run_dir / "config.json").read_text() == "earlier\n" and (run_dir / "slurm" / "result.json").exists()
-    assert not (run_dir / "slurm" / "job.sh").exists()
+    assert list(run_dir.iterdir()) == []
 
+    # an earlier run's folder (its job may still run) is refused before anything is written or asked of Slurm
     (run_dir / "checkpoints" / "120").mkdir(parents=True)
+    monkeypatch.setattr(slurm, "jobs_named", lambda name: pytest.fail("no Slurm command for a refused folder"))
     assert slurm.main(argv) == 1
-    assert "already holds checkpoints (steps 120)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"run folder {run_dir} is not empty (checkpoints)" in err and "nothing was submitted" in err, err
+    assert [p.name for p in run_dir.iterdir()] == ["checkpoints"]
 
 
-def test_task_environment_matches_the_local_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_multi_host_trainer_runs_one_task_per_node() -> None:
+    cfg = cartpole("trainer.num_hosts=2", "slurm.policy.component=actor")
+    assert slurm_problems(cfg) == []
+    comps = plan(cfg)
+    assert [(c.describe(), c.nodes) for c in comps] == [("trainer x2", 2), ("policy x1 + actor x2", 1)]
+    assert comps[0].options == ("--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--cpus-per-task=1",
+                                "--mem-per-cpu=4096M")
+    script = render(cfg)
+    assert ('srun --het-group=0 --exact --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=1 '
+            '--mem-per-cpu=4096M \\\n    "$PY" -m launch.slurm.task "$RUN" trainer 0;') in script, script
+    assert "# component 0: trainer x2 (the batch script and the controller run on its first node)" in script
+    # slurm.trainer.nodes, if set, must say the same; one host stays the one-node component it was
+    assert slurm_problems(cartpole("trainer.num_hosts=2", "slurm.policy.component=actor", "slurm.trainer.nodes=2")) == []
+    assert plan(cartpole("slurm.policy.component="))[0].options == (
+        "--ntasks=1", "--cpus-per-task=1", "--mem-per-cpu=4096M")
+
+
+def with_custom_role(monkeypatch: pytest.MonkeyPatch, role: str = "norm_logger", count: int = 1) -> None:
+    """``build_layout`` as it is with a user-defined role in ``layout.custom_roles`` (a group of its own)."""
+
+    def layout(cfg: Experiment) -> Layout:
+        real = build_layout(cfg)
+        return dataclasses.replace(real, groups=(*real.groups, WorkerGroup(role, count)))
+
+    monkeypatch.setattr(slurm_plan, "build_layout", layout)
+
+
+def test_custom_roles_take_slurm_custom(monkeypatch: pytest.MonkeyPatch) -> None:
+    with_custom_role(monkeypatch, count=2)
+    cfg = cartpole("slurm.custom.cpus_per_task=3", "slurm.custom.mem_gb_per_task=1", "slurm.custom.partition=cpu")
+    assert slurm_problems(cfg) == []
+    *_, comp = plan(cfg)
+    assert comp.describe() == "norm_logger x2" and comp.partition == "cpu"
+    assert comp.options == ("--ntasks=2", "--cpus-per-task=3", "--mem-per-cpu=342M", "--partition=cpu")
+    assert 'launch.slurm.task "$RUN" norm_logger 0; echo $? > "$RUN/slurm/exit/norm_logger"; } &' in render(cfg)
+
+    # packed with the actors (a role of the layout is a valid component); and actors packed with it
+    cfg = cartpole("slurm.custom.component=actor")
+    assert slurm_problems(cfg) == []
+    assert [c.describe() for c in plan(cfg)] == ["trainer x1 + policy x1", "actor x2 + norm_logger x2"]
+    assert [c.describe() for c in plan(cartpole("slurm.actor.component=norm_logger"))] == [
+        "trainer x1 + policy x1", "actor x2 + norm_logger x2"]
+    found = slurm_problems(cartpole("slurm.custom.component=nope", "slurm.custom.nodes=9"))
+    assert found == ["slurm.custom.component='nope' is not a worker group; use one of trainer, buffer, policy, "
+                     "actor, norm_logger", "slurm.custom.nodes=9 is more than its 2 tasks"], found
+
+
+@pytest.mark.parametrize("sig, code, reason", [(signal.SIGUSR1, TIME_LIMIT_EXIT_CODE, "time_limit"),
+                                               (signal.SIGTERM, 0, "stopped")])
+def test_controller_signals(tmp_path: Path, sig: signal.Signals, code: int, reason: str) -> None:
+    """Slurm's time-limit warning fails the trial (non-zero: it did not finish); ``stop`` (SIGTERM) does not."""
+    cfg = cartpole(f"log.run_root={tmp_path}")
+    trial = Trial(Path(cfg.run_dir))
+    RunFiles(trial).write_config(cfg)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
+    proc = subprocess.Popen([sys.executable, "-m", "launch.slurm.controller", str(trial.run_dir)], cwd=ROOT,
+                            env={**env, "SRLJAX_BIND_HOST": "127.0.0.1"}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline()]  # its handlers are installed before it says where it is
+        assert lines[0].startswith("[slurm_controller]"), lines
+        proc.send_signal(sig)
+        out = lines[0] + proc.communicate(timeout=120)[0]
+    finally:
+        proc.kill()
+    assert proc.returncode == code, out
+    result = trial.read(trial.result)
+    assert (result["exit_code"], result["reason"]) == (code, reason), result
+    assert trial.outcome() == result
+    status = json.loads((trial.run_dir / "status.json").read_text())  # the Controller's, as in every backend
+    assert (status["exit_code"], status["reason"]) == (code, reason), status
+    assert ("finished: " if code == 0 else "FAILED: ") in out, out
+    trial.result.unlink()
+    assert trial.outcome()["reason"] == reason  # status falls back to the Controller's file
+
+
+def test_task_environment_matches_the_local_launcher(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A Slurm task that Slurm gave the GPUs the local rule would pick starts its worker with the same
+    environment as ``launch.local`` does (``srljax.devices``), read off ``launch.slurm.task`` itself."""
     from launch.processes import worker_env
+    from launch.slurm import task
+    from srljax.config import write_json
 
-    for preset in ({}, {"XLA_FLAGS": "--xla_dump_to=/tmp/x", "JAX_PLATFORMS": "cuda", "XLA_PYTHON_CLIENT_PREALLOCATE": "true"}):
-        for key in ("XLA_FLAGS", "JAX_PLATFORMS", "XLA_PYTHON_CLIENT_PREALLOCATE"):
-            monkeypatch.delenv(key, raising=False)
-        for key, value in preset.items():
-            monkeypatch.setenv(key, value)
-        for role in ("trainer", "policy", "actor", "buffer"):
-            assert {**os.environ, **task_env(role, os.environ)} == worker_env(role), (role, preset)
+    cfg = apply_overrides(load_file(CARTPOLE), [
+        "trainer.devices=4", "trainer.memory_fraction=0.5", "layout.num_policy_workers=2", "layout.policy_device=gpu",
+        "layout.num_actors=5", "layout.actor_device=gpu", "layout.memory_fraction=0.1", "layout.num_buffer_workers=1"])
+    run_dir = tmp_path / "run"
+    write_json(cfg, run_dir / "config.json")
+    base = {"PATH": os.environ.get("PATH", ""), "XLA_FLAGS": "--xla_dump_to=/tmp/x", "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.9"}
+    slurm_only = ("SLURM_PROCID", "SLURM_LOCALID", BIND_HOST_ENV)
+
+    class Exec(Exception):
+        pass
+
+    def execv(path: str, argv: list[str]) -> None:
+        started.append((argv[1:], dict(os.environ)))
+        raise Exec
+
+    monkeypatch.setattr(os, "dup2", lambda fd, fd2: None)  # keep pytest's output where it is
+    monkeypatch.setattr(os, "execv", execv)
+    monkeypatch.setattr(task, "node_address", lambda: "10.0.0.9")
+    gpus = set()
+    for role, index in build_layout(cfg).workers():
+        local = worker_env(cfg, role, index, {**base, "CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"})
+        slurm_env = {**base, "SLURM_PROCID": str(index), "SLURM_LOCALID": str(index)}
+        if local["CUDA_VISIBLE_DEVICES"]:  # --gpus-per-task: Slurm binds the task's own GPUs
+            slurm_env["CUDA_VISIBLE_DEVICES"] = local["CUDA_VISIBLE_DEVICES"]
+        monkeypatch.setattr(os, "environ", slurm_env)
+        started: list[tuple[list[str], dict[str, str]]] = []
+        with pytest.raises(Exec):
+            task.main([str(run_dir), role, "0"])
+        ((argv, env),) = started
+        assert argv == ["-m", "srljax.system.run", str(run_dir), role, str(index)]
+        assert {k: v for k, v in env.items() if k not in slurm_only} == local, (role, index)
+        gpus.add(local["CUDA_VISIBLE_DEVICES"])
+    assert gpus == {"0,1,2,3", "", "4", "5", "6", "7"}  # the rule placed something on every GPU
 
 
 def test_node_address_and_bind_host(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -22,8 +22,10 @@ import zmq
 from srljax.comm import MemoryNames
 from srljax.comm.codec import SCHEMA_VERSION, encode
 from srljax.config import apply_overrides, load_file
+from srljax.layout import CONTROLLER
 from srljax.system import run_threads
-from srljax.system.common import CONTROLLER, params_prefix, stream_key, trial_name
+from srljax.system.common import stream_key, trial_name
+from srljax.system.params import ParamsFollower
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "cartpole_ppo_distributed.py"
 N_BAD = 1000
@@ -69,7 +71,7 @@ def blast(sock: zmq.Socket, make: Callable[[int], list[bytes]], pace_every: int 
             time.sleep(0.02)  # PUB drops at its high-water mark: let the subscriber keep up
 
 
-def test_fuzzed_sockets_drop_and_count_and_the_run_completes(tmp_path):
+def test_fuzzed_sockets_drop_and_count_and_the_run_completes(tmp_path, monkeypatch):
     cfg = apply_overrides(load_file(CONFIG), [
         f"log.run_root={tmp_path}", "log.wandb=disabled", "log.progress=lines", "trial=fuzz",
         "algo.num_steps=32", "trainer.num_minibatches=2", "trainer.update_epochs=1", f"total_env_steps={8 * 32 * 25}",
@@ -79,7 +81,13 @@ def test_fuzzed_sockets_drop_and_count_and_the_run_completes(tmp_path):
     ctx = zmq.Context()
     rogue = ctx.socket(zmq.PUB)
     rogue.setsockopt(zmq.SNDHWM, 10_000)
-    names.add(params_prefix(cfg) + "rogue", f"tcp://127.0.0.1:{rogue.bind_to_random_port('tcp://127.0.0.1')}")
+    rogue_address = f"tcp://127.0.0.1:{rogue.bind_to_random_port('tcp://127.0.0.1')}"
+    original_follower = ParamsFollower.__init__
+
+    def follow_the_rogue_too(self, trial, addresses, *args, **kwargs):  # as if it were a second trainer
+        original_follower(self, trial, [*addresses, rogue_address], *args, **kwargs)
+
+    monkeypatch.setattr(ParamsFollower, "__init__", follow_the_rogue_too)
     rng = np.random.default_rng(7)
     done = threading.Event()
     errors: list[BaseException] = []

@@ -36,6 +36,7 @@ def configs(tmp_path) -> tuple[Experiment, Experiment]:
         single,
         env=dataclasses.replace(single.env, num_envs=4),
         layout=LayoutConfig(mode="distributed", num_actors=2, inference="inline"),
+        trainer=dataclasses.replace(single.trainer, batch_envs=8),
         log=dataclasses.replace(single.log, run_root=str(tmp_path / "distributed")),
     )
     assert single.batch_envs == distributed.batch_envs == 8
@@ -69,6 +70,7 @@ def test_trainer_worker_update_equals_single_process_update(tmp_path):
     expected = jax.device_get(reference.state.params)
 
     trainer = TrainerWorker(distributed, 0, MemoryNames())
+    trainer.spec = env_spec(distributed)  # what the controller's configure message carries
     trainer.setup()
     try:
         first, second = split_segments(batch, 4)  # two actors' segments, in order

@@ -19,17 +19,18 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_EXPORTS = {
-    "ActorWorker": "actor", "BufferWorker": "buffer", "Controller": "controller", "TrialResult": "controller",
-    "PolicyWorker": "policy", "make_worker": "roles", "SystemResult": "threads", "run_threads": "threads",
-    "TrainerWorker": "trainer", "Worker": "worker",
+_EXPORTS = {  # name -> the module that defines it
+    "ActorWorker": "srljax.system.actor", "BufferWorker": "srljax.system.buffer",
+    "Controller": "srljax.system.controller", "TrialResult": "srljax.system.controller",
+    "PolicyWorker": "srljax.system.policy", "make_worker": "srljax.system.roles", "SystemResult": "srljax.system.threads",
+    "run_threads": "srljax.system.threads", "TrainerWorker": "srljax.system.trainer", "Worker": "srljax.system.worker",
 }
 
 
 def __getattr__(name: str) -> Any:
     if name not in _EXPORTS:
         raise AttributeError(f"module 'srljax.system' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"srljax.system.{_EXPORTS[name]}"), name)
+    return getattr(importlib.import_module(_EXPORTS[name]), name)
 
 
 __all__ = sorted(_EXPORTS)

@@ -1,4 +1,5 @@
-"""ActorWorker: steps an envpool env ring, gets actions inline or from policy workers, pushes segments.
+"""ActorWorker: steps an envpool env ring, acts inline or through policy workers, pushes segments. Never
+waits on a params version.
 
     worker = ActorWorker(cfg, index=0, names=names)   # run by a backend: worker.run()
 
@@ -6,23 +7,26 @@ The ring is one envpool instance in async mode: ``env.num_envs`` envs, ``recv`` 
 ``env.num_envs / layout.ring_size`` of them, so ``ring_size`` batches are in flight and envs step
 while inference runs. Each recv'd batch is acted on
 
-* inline: the jitted ``algo.act`` in this process (params from the trainer's PUB), as in
-  ``srljax.train``; or
+* inline: ``srljax.acting.Acting`` in this process (the single-process loop's own acting code),
+  with the newest params the trainer's PUB delivered; or
 * remote: a request to the policy workers (``PolicyClient``), up to ``ring_size`` in flight.
 
 Rows go into a ``SegmentBuilder`` (per-env columns, exact under async envs); a full segment
-``[T+1, env.num_envs]`` tagged with its oldest policy version is pushed to the sample sink with
-the true returns of the games that ended since the last push in ``meta``.
+``[T+1, env.num_envs]`` tagged with its oldest policy version is pushed to the sample sinks
+(buffers or trainers, round robin) with the true returns of the games that ended since the last
+push in ``meta``.
 
-Policy lag is bounded at the source: an actor pushes one segment per params version it has
-seen, then stops stepping until a newer version arrives (it has the next segment ready by then:
-collection overlaps the update, one segment ahead, as in Cleanba). The trainer uses one segment
-per actor per update, so production matches consumption and lag stays at 0-1. Socket high-water
-marks alone cannot do this: small segments (CartPole) pile up by the hundred in kernel socket
-buffers, where they go stale. A segment that is already staler than ``trainer.max_policy_lag``
-against the newest version the actor knows is dropped here (and counted) rather than sent, so
-the trainer never drops one it needs: it can never be waiting for a segment that an actor holds
-back until the next version.
+The actor acts with the newest params it holds and swaps them when a newer version arrives; no
+version barrier. It waits only where waiting saves work:
+
+* back-pressure: at most ``MAX_QUEUED`` segments wait here for a full sink (plus the socket's
+  high-water mark), then the actor stops stepping until the sink takes one;
+* the lag throttle (Sample Factory's): after ``segments_ahead(cfg)`` segments pushed while the
+  newest version it has seen stayed the same, it waits for a newer one; by default that is its
+  share of ``publish_every + 1`` batches, so it collects the next batch while the trainer updates
+  and no more (more would only go stale in socket buffers);
+* a segment already staler than ``trainer.max_policy_lag`` against the newest version the actor
+  knows is dropped here (counted; its episodes still count) rather than sent to be dropped.
 """
 
 from __future__ import annotations
@@ -36,25 +40,37 @@ import numpy as np
 
 import algos
 import envs
+from srljax.acting import Acting
 from srljax.comm import InferenceClient, SampleSender
-from srljax.layout import actor_envs_per_recv, build_layout
+from srljax.layout import (
+    ACTOR,
+    INFERENCE,
+    PARAMS,
+    POLICY,
+    SAMPLES,
+    TRAINER,
+    actor_envs_per_recv,
+    build_layout,
+    segments_ahead,
+)
 from srljax.rollout import SegmentBuilder
-from srljax.system.common import episode_meta, jit_act, warm_up
+from srljax.system.common import episode_meta
 from srljax.system.params import ParamsCodec, ParamsFollower
 from srljax.system.policy_client import PolicyClient
 from srljax.system.worker import Worker
 from srljax.types import TimeStep, Trajectory
 
 SEND_HWM = 2  # segments queued in this socket
-PUSH_WAIT_MS = 50  # then return to the loop (control commands) and retry
-SEGMENTS_PER_VERSION = 1  # segments pushed per params version seen, before waiting for a newer one
+MAX_QUEUED = 2  # segments waiting here for room in the sink before the actor stops stepping
+PUSH_WAIT_MS = 20  # while blocked: how long one poll waits for room or for newer params
 
 
 class ActorWorker(Worker):
-    role = "actor"
+    role = ACTOR
+    placement = ACTOR
 
     def setup(self) -> None:
-        cfg, layout = self.cfg, build_layout(self.cfg)
+        cfg = self.cfg
         self.remote = cfg.layout.inference == "remote"
         env_cfg = dataclasses.replace(cfg.env, batch_size=actor_envs_per_recv(cfg))
         # distinct seeds per actor: envpool seeds env i with seed + i
@@ -63,86 +79,101 @@ class ActorWorker(Worker):
         self.algo = algos.make(cfg, self.spec)
         self.builder = SegmentBuilder(self.spec, cfg.algo.num_steps, self.algo.extras_spec)
         self.sender = SampleSender(None, self.trial, ctx=self.ctx, hwm=SEND_HWM)
-        sink = layout.sample_sink()
-        for i in range(layout.count(sink)):
-            self.sender.connect(self.lookup(sink, i, "samples"))
+        sinks = self.peers_of(build_layout(cfg).sample_sink(), SAMPLES)
+        if not sinks:
+            raise RuntimeError("the configure message named no sample sink (trainer or buffer) to push to")
+        for address in sinks:
+            self.sender.connect(address)
         self.outgoing: deque[tuple[Trajectory, dict[str, Any]]] = deque()
         self.returns: list[float] = []
         self.lengths: list[int] = []
+        self.ahead_limit = segments_ahead(cfg)
         self.pushed_version, self.pushed_at_version = -1, 0
+        self.blocked = ""  # why the last poll did not step ("" when it did)
+        codec = ParamsCodec(self.algo)
         if self.remote:
             if jax.tree.leaves(self.algo.initial_actor_state(1)):
                 raise ValueError("remote inference supports feed-forward policies only; use layout.inference=inline")
             client = InferenceClient(None, self.trial, ctx=self.ctx)
-            for i in range(layout.count("policy")):
-                client.connect(self.lookup("policy", i, "inference"))
-            self.policy = PolicyClient(client, self.spec, self.algo.extras_spec, self.stats)
+            for address in self.peers_of(POLICY, INFERENCE):
+                client.connect(address)
+            self.inference = PolicyClient(client, self.spec, self.algo.extras_spec, self.stats)
             self.stepping = cfg.layout.ring_size  # batches inside envpool
         else:
-            codec = ParamsCodec(self.algo)
-            self.act = jit_act(self.algo)
-            warm_up(self.act, self.algo, codec, self.spec, [self.spec.batch_size])
-            self.follower = ParamsFollower(cfg, self.names, codec, self.stats, self.ctx)
-            self.actor_state = self.algo.initial_actor_state(self.spec.num_envs)
-            self.key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 1000 + self.index)
+            key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 1000 + self.index)
+            self.acting = Acting(self.algo, self.spec.num_envs, key)
+            self.acting.warm_up(codec.zeros(), self.spec)
+            self.follower = ParamsFollower(self.trial, self.peers_of(TRAINER, PARAMS), codec, self.stats, self.ctx)
         self.env.async_reset()
         self.log(f"{self.spec.num_envs} envs {self.spec.id}, {self.spec.batch_size} per recv, "
-                 f"{'remote' if self.remote else 'inline'} inference")
+                 f"{'remote' if self.remote else 'inline'} inference, {len(sinks)} sample sink(s), "
+                 f"at most {self.ahead_limit} segments per params version")
 
     @property
     def newest_version(self) -> int:
-        return self.policy.newest_version if self.remote else self.follower.version
+        return self.inference.newest_version if self.remote else self.follower.version
 
     def poll(self) -> None:
-        if self.outgoing and not self._push():
-            self._wait_for_newer_params()  # or for room in the sink; stepping on would pile up segments
+        self._push(timeout_ms=0)
+        if len(self.outgoing) >= MAX_QUEUED:
+            full = not self._throttled()
+            self.blocked = (f"sink full: {len(self.outgoing)} segments wait to be pushed" if full else
+                            f"lag throttle: pushed {self.pushed_at_version} segments with params version "
+                            f"{self.pushed_version}, waits for a newer one")
+            self._wait(push=full)
         elif self.remote:
             self._poll_remote()
         else:
             self._poll_inline()
 
-    def _wait_for_newer_params(self) -> None:
-        with self.stats.time("wait/lag_limit"):
-            if not self.remote:
-                self.follower.poll(timeout_ms=20)
-                return
-            if not self.policy.in_flight:  # nothing coming back that would tell us the version
-                self.policy.probe()
-            for ts, action, extras, version in self.policy.replies(timeout_ms=20):
-                self._apply(ts, action, extras, version)
+    def _throttled(self) -> bool:
+        return self.newest_version <= self.pushed_version and self.pushed_at_version >= self.ahead_limit
+
+    def _wait(self, push: bool) -> None:
+        """Blocked: wait a little for room in the sink or for newer params (both unblock the next poll)."""
+        with self.stats.time("wait/push" if push else "wait/lag_limit"):
+            if push:
+                self._push(timeout_ms=PUSH_WAIT_MS)
+            elif not self.remote:
+                self.follower.poll(timeout_ms=PUSH_WAIT_MS)
+            else:
+                if not self.inference.in_flight:  # nothing coming back that would tell us the version
+                    self.inference.probe()
+                for reply in self.inference.replies(timeout_ms=PUSH_WAIT_MS):
+                    self._apply(*reply)
 
     # -- inline ----------------------------------------------------------------------------------
     def _poll_inline(self) -> None:
         self.follower.poll(timeout_ms=0 if self.follower.params is not None else 50)
         if self.follower.params is None:
+            self.blocked = "params: none received yet"
             return
+        self.blocked = ""
         with self.stats.time("wait/env"):
             ts = self.env.recv()
-        ids = ts.env_id
         with self.stats.time("compute/act"):
-            rows_state = jax.tree.map(lambda x: x[ids], self.actor_state)
-            action, extras, rows_state, self.key = self.act(self.follower.params, ts.obs, rows_state, self.key)
-            action, extras = jax.device_get((action, extras))
-        self.env.send(action, ids)
-        self.actor_state = jax.tree.map(lambda x, y: x.at[ids].set(y), self.actor_state, rows_state)
+            action, extras = self.acting.act(self.follower.params, ts)
+        self.env.send(action, ts.env_id)
         self._record(ts, action, extras, self.follower.version)
 
     # -- remote ----------------------------------------------------------------------------------
     def _poll_remote(self) -> None:
-        for reply in self.policy.replies(timeout_ms=0):
+        for reply in self.inference.replies(timeout_ms=0):
             self._apply(*reply)
         if self.stepping > 0:
+            self.blocked = ""
             with self.stats.time("wait/env"):
                 ts = self.env.recv()
             self.stepping -= 1
-            self.policy.request(ts)
+            self.inference.request(ts)
         else:
+            self.blocked = f"inference: {len(self.inference.in_flight)} requests in flight"
             with self.stats.time("wait/inference"):
-                replies = self.policy.replies(timeout_ms=50)
+                replies = self.inference.replies(timeout_ms=50)
             for reply in replies:
                 self._apply(*reply)
-        self.policy.resend_overdue()
-        self.stats.gauge("queue/requests_in_flight", len(self.policy.in_flight))
+        self.inference.resend_overdue()
+        self.stats.gauge("queue/requests_in_flight", len(self.inference.in_flight))
 
     def _apply(self, ts: TimeStep, action: np.ndarray, extras: dict[str, np.ndarray], version: int) -> None:
         self.env.send(action, ts.env_id)
@@ -161,17 +192,17 @@ class ActorWorker(Worker):
             segment = self.builder.pop(self.spec.num_envs)  # fresh arrays: safe to send zero-copy
             self.outgoing.append((segment, episode_meta(self.returns, self.lengths)))
             self.returns, self.lengths = [], []
-            self._push()
+            self._push(timeout_ms=0)
 
-    def _push(self) -> bool:
-        """Send queued segments; False if the lag limit holds them back or the sink stayed full."""
+    def _push(self, timeout_ms: int) -> None:
+        """Send queued segments until the sink is full or the lag throttle holds them back."""
         while self.outgoing:
-            if self.newest_version > self.pushed_version:
-                self.pushed_version, self.pushed_at_version = self.newest_version, 0
-            if self.pushed_at_version >= SEGMENTS_PER_VERSION:
-                return False
+            newest = self.newest_version
+            if newest > self.pushed_version:
+                self.pushed_version, self.pushed_at_version = newest, 0
             segment, meta = self.outgoing[0]
-            if self.newest_version - int(segment.policy_version.min()) > self.cfg.trainer.max_policy_lag:
+            version = int(segment.policy_version.min())
+            if newest - version > self.cfg.trainer.max_policy_lag:
                 self.outgoing.popleft()  # the trainer would drop it; its episodes still count
                 self.stats.add("dropped_stale_columns", segment.reward.shape[1])
                 if self.outgoing:
@@ -180,19 +211,24 @@ class ActorWorker(Worker):
                 else:
                     self.returns[:0], self.lengths[:0] = meta["episode_returns"], meta["episode_lengths"]
                 continue
-            with self.stats.time("wait/push"):
-                ok = self.sender.send(segment, timeout_ms=PUSH_WAIT_MS, version=int(segment.policy_version.min()),
-                                      meta={**meta, "actor": self.index})
-            if not ok:
-                return False
+            if self.pushed_at_version >= self.ahead_limit:
+                return
+            if not self.sender.send(segment, timeout_ms=timeout_ms, version=version, meta={**meta, ACTOR: self.index}):
+                return
             self.outgoing.popleft()
             self.pushed_at_version += 1
             self.stats.add("segments")
-        return True
+            self.stats.count_value("lag/pushed", max(0, newest - version))
+
+    def progress(self) -> int:
+        return int(self.stats.counters["env_steps"])
+
+    def waiting(self) -> str:
+        return getattr(self, "blocked", "")
 
     def metrics(self) -> dict[str, Any]:
         out: dict[str, Any] = {"queue/segments_waiting": len(getattr(self, "outgoing", ()))}
-        endpoints = {"sender": getattr(self, "sender", None), "client": getattr(getattr(self, "policy", None), "client", None),
+        endpoints = {"sender": getattr(self, "sender", None), "client": getattr(getattr(self, "inference", None), "client", None),
                      "params": getattr(getattr(self, "follower", None), "sub", None)}
         for name, endpoint in endpoints.items():
             if endpoint is not None:
@@ -200,7 +236,7 @@ class ActorWorker(Worker):
         return out
 
     def close(self) -> None:
-        for name in ("env", "sender", "policy", "follower"):
+        for name in ("env", "sender", "inference", "follower"):
             thing = getattr(self, name, None)
             if thing is not None:
                 thing.close()

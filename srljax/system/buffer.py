@@ -1,64 +1,76 @@
-"""BufferWorker: sits between actors and the trainer; for PPO it joins segments into batches.
+"""BufferWorker: sits between actors and trainers; for PPO it joins segments into fewer, larger messages.
 
     worker = BufferWorker(cfg, index=0, names=names)  # run by a backend: worker.run()
 
-Actors push ``[T+1, env.num_envs]`` segments here (PULL); once a buffer holds its share of a
-training batch (``ceil(batch_envs / num_buffer_workers)`` columns) it joins them and pushes one
-segment on to the trainer, with the actors' completed-episode stats merged into its ``meta``.
-Staleness is still judged by the trainer, which knows the current version. This is where
-replay for off-policy algorithms will live.
+Actors push ``[T+1, env.num_envs]`` segments here (PULL; several buffers take them round robin).
+Every poll the buffer forwards everything it holds, joined into messages of at most one trainer
+process's share of a batch (``batch_envs / trainer.num_hosts`` columns), to the trainers (PUSH,
+round robin), with the actors' completed-episode stats merged into ``meta``. It never holds
+columns back waiting for a batch to fill, so whatever the numbers of actors, buffers and
+trainer processes, every column reaches a trainer and batches assemble there. The env spec and
+the extras to check come in the configure message; staleness is judged by the trainer, which
+knows the current version. This is where replay for off-policy algorithms will live.
 """
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from typing import Any
 
 from srljax.comm import Message, SampleReceiver, SampleSender
+from srljax.layout import BUFFER, SAMPLES, TRAINER
 from srljax.rollout import concat_segments, split_segments
-from srljax.system.common import bind_address, checked_trajectory, env_spec, episode_meta, episodes_from_meta
+from srljax.system.common import bind_address, checked_trajectory, episode_meta, episodes_from_meta
 from srljax.system.worker import Worker
 from srljax.types import Trajectory
 
 PUSH_WAIT_MS = 50
+MAX_QUEUED = 4  # messages waiting for room at the trainers before the buffer stops taking more
+DRAIN_MAX = 64
 
 
 class BufferWorker(Worker):
-    role = "buffer"
+    role = BUFFER
+    serves = (SAMPLES,)
 
     def setup(self) -> None:
-        import algos
-
         cfg = self.cfg
-        self.spec = env_spec(cfg)
-        self.extras_spec = algos.make(cfg, self.spec).extras_spec
-        self.chunk = math.ceil(cfg.batch_envs / max(1, cfg.layout.num_buffer_workers))
+        if self.spec is None:
+            raise RuntimeError("the configure message carried no env spec")
+        self.chunk = max(1, cfg.batch_envs // cfg.trainer.num_hosts)
         self.receiver = SampleReceiver(bind_address(cfg), self.trial, ctx=self.ctx)
-        self.register("samples", self.receiver.address)
-        self.sender = SampleSender(self.lookup("trainer", 0, "samples"), self.trial, ctx=self.ctx)
+        self.register(SAMPLES, self.receiver.address)
+        self.sender = SampleSender(None, self.trial, ctx=self.ctx)
+        for address in self.peers_of(TRAINER, SAMPLES):
+            self.sender.connect(address)
         self.held: list[Trajectory] = []
         self.held_columns = 0
         self.returns: list[float] = []
         self.lengths: list[int] = []
         self.outgoing: deque[tuple[Trajectory, dict[str, Any]]] = deque()
-        self.log(f"samples at {self.receiver.address}; forwarding {self.chunk} columns at a time")
+        self.log(f"samples at {self.receiver.address}; forwarding up to {self.chunk} columns per message")
 
     def poll(self) -> None:
-        if self.outgoing and not self._push():
+        if len(self.outgoing) >= MAX_QUEUED:
+            self._push(PUSH_WAIT_MS)  # back-pressure: the trainers are behind
             return
         with self.stats.time("wait/samples"):
             msg = self.receiver.recv(timeout_ms=50)
-        if msg is not None:
-            self._take(msg)
+            taken = 0
+            while msg is not None:
+                self._take(msg)
+                taken += 1
+                msg = self.receiver.recv(timeout_ms=0) if taken < DRAIN_MAX else None
         self.stats.gauge("queue/held_columns", self.held_columns)
-        while self.held_columns >= self.chunk:
-            batch, rest = split_segments(concat_segments(self.held), self.chunk)
-            self.held = [rest] if rest.reward.shape[1] else []
-            self.held_columns -= self.chunk
-            self.outgoing.append((batch, episode_meta(self.returns, self.lengths)))
-            self.returns, self.lengths = [], []
-        self._push()
+        if self.held:
+            merged = concat_segments(self.held)
+            meta = episode_meta(self.returns, self.lengths)
+            while merged.reward.shape[1]:
+                head, merged = split_segments(merged, self.chunk)
+                self.outgoing.append((head, meta))
+                meta = episode_meta([], [])
+            self.held, self.held_columns, self.returns, self.lengths = [], 0, [], []
+        self._push(0)
 
     def _take(self, msg: Message) -> None:
         try:
@@ -74,16 +86,23 @@ class BufferWorker(Worker):
         self.stats.add("samples")
         self.stats.add("env_steps", self.cfg.algo.num_steps * traj.reward.shape[1])
 
-    def _push(self) -> bool:
+    def _push(self, timeout_ms: int) -> None:
         while self.outgoing:
             batch, meta = self.outgoing[0]
             with self.stats.time("wait/push"):
-                ok = self.sender.send(batch, timeout_ms=PUSH_WAIT_MS, version=int(batch.policy_version.min()), meta=meta)
+                ok = self.sender.send(batch, timeout_ms=timeout_ms, version=int(batch.policy_version.min()), meta=meta)
             if not ok:
-                return False
+                return
             self.outgoing.popleft()
             self.stats.add("segments")
-        return True
+
+    def waiting(self) -> str:
+        outgoing = list(getattr(self, "outgoing", ()))
+        columns = sum(batch.reward.shape[1] for batch, _ in outgoing)
+        return f"holds {columns} columns" + (" (the trainers are full)" if len(outgoing) >= MAX_QUEUED else "")
+
+    def progress(self) -> int:
+        return int(self.stats.counters["segments"])
 
     def metrics(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

@@ -1,6 +1,7 @@
 """What the workers share: trial and name keys, bind addresses, the env spec, checks on incoming trees.
 
     trial_name(cfg)                          # "cartpole/t0": the trial every message is stamped with
+    spec_to_wire(spec), spec_from_wire(d)    # the env spec in the configure message
     stream_key(cfg, "trainer", 0, "samples") # "cartpole/t0/trainer/0/samples": where it is registered
     bind_address(cfg)                        # "tcp://127.0.0.1:*" or "ipc://*"
     traj = checked_trajectory(msg.tree, spec, num_steps, extras_spec)   # ValueError if it does not fit
@@ -16,14 +17,11 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-import jax
 import numpy as np
 
 from srljax.comm import worker_key
 from srljax.config import Experiment
 from srljax.types import EnvSpec, Trajectory
-
-CONTROLLER = "controller"
 
 
 def trial_name(cfg: Experiment) -> str:
@@ -35,24 +33,25 @@ def stream_key(cfg: Experiment, role: str, index: int, stream: str) -> str:
     return f"{worker_key(cfg.name, cfg.trial, role, index)}/{stream}"
 
 
-def params_prefix(cfg: Experiment) -> str:
-    """Every params publisher registers under this prefix; subscribers connect to all of them."""
-    return f"{cfg.name}/{cfg.trial}/params/"
-
-
 BIND_HOST_ENV = "SRLJAX_BIND_HOST"
+
+
+def bind_host() -> str:
+    """This node's address for listening sockets: ``$SRLJAX_BIND_HOST`` on multi-node backends, else loopback."""
+    return os.environ.get(BIND_HOST_ENV) or "127.0.0.1"
 
 
 def bind_address(cfg: Experiment) -> str:
     """Loopback by default: local runs must not listen on the network. Multi-node backends
-    (``launch/slurm_task.py``) set ``$SRLJAX_BIND_HOST`` to the node's cluster address."""
+    (``launch/slurm/task.py``) set ``$SRLJAX_BIND_HOST`` to the node's cluster address."""
     if cfg.layout.transport == "ipc":
         return "ipc://*"
-    return f"tcp://{os.environ.get(BIND_HOST_ENV) or '127.0.0.1'}:*"
+    return f"tcp://{bind_host()}:*"
 
 
 def env_spec(cfg: Experiment) -> EnvSpec:
-    """The spec of one actor's envs, read from a throw-away single env (trainer and policy workers own none)."""
+    """The spec of one actor's envs, read from a throw-away single env: the controller does this once
+    and sends it to every worker in ``configure`` (``spec_to_wire``)."""
     import envs
 
     probe = envs.make(dataclasses.replace(cfg.env, num_envs=1, batch_size=0), seed=cfg.seed)
@@ -61,6 +60,21 @@ def env_spec(cfg: Experiment) -> EnvSpec:
     finally:
         probe.close()
     return dataclasses.replace(spec, num_envs=cfg.env.num_envs, batch_size=cfg.env.envs_per_recv)
+
+
+def spec_to_wire(spec: EnvSpec) -> dict[str, Any]:
+    """An ``EnvSpec`` as a msgpack-able dict (the configure message)."""
+    return {f.name: list(v) if isinstance(v := getattr(spec, f.name), tuple) else v for f in dataclasses.fields(spec)}
+
+
+def spec_from_wire(data: Mapping[str, Any]) -> EnvSpec:
+    """Inverse of ``spec_to_wire``; ValueError if it is not an env spec."""
+    try:
+        fields = {f.name: tuple(data[f.name]) if isinstance(data[f.name], list) else data[f.name]
+                  for f in dataclasses.fields(EnvSpec) if f.name in data}
+        return EnvSpec(**fields)
+    except (TypeError, KeyError) as error:
+        raise ValueError(f"not an env spec: {error}") from None
 
 
 def check_array(name: str, x: Any, shape: tuple[int, ...], dtype: str) -> np.ndarray:
@@ -117,33 +131,3 @@ def episodes_from_meta(meta: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]
     if r.ndim != 1 or r.shape != n.shape:
         return np.zeros(0, np.float32), np.zeros(0, np.int64)
     return r, n
-
-
-def warm_up(act: Any, algo: Any, codec: Any, spec: EnvSpec, batch_sizes: list[int]) -> None:
-    """Compile ``act`` (from ``jit_act``) for every batch size now, in setup, not on the first requests.
-
-    ``codec`` (a ``ParamsCodec``) supplies zero params of the right structure.
-    """
-    params = jax.device_put(codec.zeros())
-    for n in batch_sizes:
-        obs = np.zeros((n, *spec.obs_shape), spec.obs_dtype)
-        jax.block_until_ready(act(params, obs, algo.initial_actor_state(n), jax.random.PRNGKey(0)))
-
-
-def jit_act(algo: Any, packing: Any = None) -> Any:
-    """``act(params, obs, actor_state, key) -> (action, extras, actor_state, next_key)``, jitted.
-
-    With a ``ReplyPacking`` it returns ``(rows, actor_state, next_key)`` instead, ``rows`` the
-    action and extras packed into one uint8 array (what a policy worker sends back). The key is
-    split inside the compiled call: an eager ``jax.random.split`` per batch costs about as much as
-    the small policy networks themselves.
-    """
-
-    def act(params: Any, obs: Any, actor_state: Any, key: Any) -> Any:
-        key, act_key = jax.random.split(key)
-        action, extras, actor_state = algo.act(params, obs, actor_state, act_key)
-        if packing is not None:
-            return packing.pack(action, extras), actor_state, key
-        return action, extras, actor_state, key
-
-    return jax.jit(act)

@@ -1,18 +1,27 @@
 """Controller: registers every worker of a layout, configures and starts them, watches, ends the trial.
 
     controller = Controller(cfg, names, exited=backend_exit_codes, log_tail=backend_log_tail)
-    result = controller.run()          # TrialResult(exit_code, reason, message)
+    result = controller.run()          # TrialResult(exit_code, reason, message); also RUN_DIR/status.json
 
-1. binds a ControlServer and registers it as ``<exp>/<trial>/controller/0``;
+1. binds a ControlServer and registers it as ``<exp>/<trial>/controller/0``; reads the env spec of
+   one actor once (a throw-away env), for every worker;
 2. waits until every worker of ``build_layout(cfg)`` has said ``register`` (pid, role);
-3. sends ``configure`` group by group in dependency order (trainer, buffer, policy, actor:
-   servers bind and register before their clients look them up), each group waiting for
-   ``status ready``; then ``start`` to all;
-4. watches: the trainer's ``done`` ends the trial with exit code 0, so does ``timeout_seconds``;
-   a worker that reports an error, whose process ended (``exited``, from the backend) or that
-   sent no heartbeat for ``layout.heartbeat_timeout_seconds`` ends it with exit code 1 and a
-   message naming the worker, its pid and its last log lines;
-5. sends ``stop`` (actors first, trainer last) and waits for each worker to report ``stopped``.
+3. sends ``configure`` role by role in the layout's order (servers before their clients), each
+   group waiting for ``status ready``. The message carries the env spec, the extras spec (from the
+   trainer's ready status) and ``peers``: the addresses every worker configured so far serves,
+   so no worker rebuilds the layout or opens an env to learn a shape. Then ``start`` to all;
+4. watches. The trial ends
+   - ``done`` (exit 0): the trainer reached ``total_env_steps``;
+   - ``error`` (1): a worker reported an exception (its traceback is in the message);
+   - ``lost`` (1): a worker's process ended (``exited``, from the backend), or it sent no heartbeat
+     for ``layout.heartbeat_timeout_seconds`` (e.g. SIGSTOPped), or its main loop has not turned
+     for ``layout.hang_seconds`` while its control thread still heartbeats (hung: a blocking env
+     ``step``, a deadlock); the message names it, its pid, what it waited on and its last log lines;
+   - ``stalled`` (1): the trainer made no update for ``layout.stall_seconds``; the message names
+     every worker that waits and on what ("trainer/0 waits for samples: holds 6/8 columns");
+   - ``timeout`` (1): ``timeout_seconds`` passed before ``total_env_steps``;
+5. sends ``stop`` (clients first, trainers last) and waits for each worker to report ``stopped``;
+   ``status.json`` in the run folder records the outcome.
 
 Control messages only ever travel on the ROUTER/DEALER control channel: never on PUB, which
 drops silently at its high-water mark.
@@ -20,28 +29,33 @@ drops silently at its high-water mark.
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import zmq
 
 from srljax.comm import ControlServer, NameResolver, worker_key
 from srljax.config import Experiment
-from srljax.layout import CONFIGURE_ORDER, Layout, build_layout
-from srljax.system.common import CONTROLLER, bind_address, trial_name
+from srljax.layout import CONTROLLER, TRAINER, Layout, build_layout
+from srljax.system.common import bind_address, env_spec, spec_to_wire, trial_name
+from srljax.types import EnvSpec
 
 REGISTER_TIMEOUT_S = 300.0  # imports and jax start-up of many processes on few cores
-CONFIGURE_TIMEOUT_S = 600.0  # envpool (Atari ROM load), network init
+CONFIGURE_TIMEOUT_S = 600.0  # envpool (Atari ROM load), network init, the trainer's first compile
 STARTUP_SILENCE_S = 30.0  # heartbeat silence allowed before the trial starts
 STOP_GRACE_S = 30.0  # the trainer writes its final checkpoint while stopping
+SUCCESS_REASONS = ("done", "stopped")
 
 
 @dataclass(frozen=True)
 class TrialResult:
-    exit_code: int  # 0: done or timeout; 1: a worker failed or was lost; 130: interrupted
-    reason: str  # done | timeout | lost | error | startup | interrupted
+    exit_code: int  # 0: done (or stopped by the user); 1: failed, lost, stalled, timed out; 130: interrupted
+    reason: str  # done | stopped | timeout | time_limit | lost | error | stalled | startup | interrupted
     message: str
 
 
@@ -51,18 +65,32 @@ class TrialEnded(Exception):
         self.result = result
 
 
+def write_status(run_dir: str | Path, result: TrialResult) -> Path:
+    """``RUN_DIR/status.json``: how the trial ended (written atomically)."""
+    path = Path(run_dir) / "status.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".status.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"exit_code": result.exit_code, "reason": result.reason, "message": result.message,
+                               "time": round(time.time(), 3)}, indent=2) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
 class Controller:
     def __init__(self, cfg: Experiment, names: NameResolver, layout: Layout | None = None, *,
                  ctx: zmq.Context | None = None, exited: Callable[[], dict[str, int]] | None = None,
-                 log_tail: Callable[[str], str] | None = None, verbose: bool = True):
+                 log_tail: Callable[[str], str] | None = None, verbose: bool = True, spec: EnvSpec | None = None):
         self.cfg, self.names = cfg, names
         self.layout = layout or build_layout(cfg)
+        self.spec = spec or env_spec(cfg)
         self.server = ControlServer(bind_address(cfg), trial_name(cfg), ctx=ctx)
         names.add(worker_key(cfg.name, cfg.trial, CONTROLLER, 0), self.server.address)
         self.expected = {worker_key(cfg.name, cfg.trial, role, i): f"{role}/{i}" for role, i in self.layout.workers()}
+        self.roles = {key: name.split("/")[0] for key, name in self.expected.items()}
         self.info: dict[str, dict[str, Any]] = {}  # worker key -> its register payload (pid, role, ...)
         self.states: dict[str, str] = {}
         self.beats: dict[str, dict[str, Any]] = {}  # worker key -> its last heartbeat
+        self.ready: dict[str, dict[str, Any]] = {}  # worker key -> its ready status (addresses, extras_spec)
         self.done: dict[str, Any] | None = None
         self._exited = exited or (lambda: {})
         self._log_tail = log_tail or (lambda name: "")
@@ -71,6 +99,7 @@ class Controller:
         self._started = False
         self._last_tick = time.monotonic()
         self._silence_grace_until = 0.0
+        self._trainer_progress = (-1, time.monotonic())  # (updates, when that number last changed)
 
     def say(self, text: str) -> None:
         if self._verbose:
@@ -78,7 +107,7 @@ class Controller:
 
     # -- the trial ----------------------------------------------------------------------------------
     def run(self) -> TrialResult:
-        """Run the trial to its end; always stops the workers before returning."""
+        """Run the trial to its end; always stops the workers and writes ``status.json`` before returning."""
         try:
             result = self._run()
         except TrialEnded as ended:
@@ -87,26 +116,43 @@ class Controller:
             result = TrialResult(130, "interrupted", "interrupted (Ctrl-C or SIGTERM)")
         self.say(f"ending the trial: {result.message}")
         self.stop_all()
+        write_status(self.cfg.run_dir, result)
         return result
 
     def _run(self) -> TrialResult:
         self._wait_until(list(self.expected), lambda k: k in self.info, REGISTER_TIMEOUT_S, "register")
         self.say(f"all {len(self.expected)} workers registered: "
                  + ", ".join(f"{self.expected[k]} (pid {self.info[k].get('pid')})" for k in self.expected))
-        for role in CONFIGURE_ORDER:
-            group = [k for k in self.expected if self.expected[k].split("/")[0] == role]
+        for role in self.layout.order:
+            group = [k for k in self.expected if self.roles[k] == role]
             if group:
-                self._send(group, "configure")
+                payload = self.configure_payload()
+                self._send(group, "configure", payload)
                 self._wait_until(group, lambda k: self.states.get(k) == "ready", CONFIGURE_TIMEOUT_S, f"configure {role}")
         self._send(list(self.expected), "start")
         self._started = True
+        self._trainer_progress = (self._trainer_updates(), time.monotonic())
         self.say("all workers started")
         deadline = time.monotonic() + self.cfg.timeout_seconds
         while self.done is None:
             self._tick(100)
             if time.monotonic() > deadline:
-                return TrialResult(0, "timeout", f"timeout_seconds={self.cfg.timeout_seconds:g} reached")
+                return TrialResult(1, "timeout", f"timeout_seconds={self.cfg.timeout_seconds:g} reached before "
+                                   f"total_env_steps={self.cfg.total_env_steps:,} ({self._trainer_updates()} of "
+                                   f"{self.cfg.num_updates} updates)")
         return TrialResult(0, "done", f"done: {self.done}")
+
+    def configure_payload(self) -> dict[str, Any]:
+        """What every worker gets in ``configure``: env spec, extras spec, the addresses served so far."""
+        peers: dict[str, dict[str, dict[str, str]]] = {}
+        extras: dict[str, Any] = {}
+        for key, ready in self.ready.items():
+            role, index = self.expected[key].split("/")
+            if isinstance(ready.get("addresses"), dict):
+                peers.setdefault(role, {})[index] = ready["addresses"]
+            if role == TRAINER and isinstance(ready.get("extras_spec"), dict):
+                extras = ready["extras_spec"]
+        return {"spec": spec_to_wire(self.spec), "extras_spec": extras, "peers": peers}
 
     def _wait_until(self, keys: list[str], ready: Callable[[str], bool], timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
@@ -116,9 +162,9 @@ class Controller:
                                              + ", ".join(self.expected[k] for k in missing)))
             self._tick(100)
 
-    def _send(self, keys: list[str], kind: str) -> None:
+    def _send(self, keys: list[str], kind: str, payload: dict[str, Any] | None = None) -> None:
         for key in keys:
-            if not self.server.send(key, kind):
+            if not self.server.send(key, kind, payload):
                 raise TrialEnded(self._lost(key, f"cannot deliver '{kind}' to it"))
 
     # -- one tick: messages in, liveness checks --------------------------------------------------------
@@ -136,14 +182,19 @@ class Controller:
             elif msg.kind in ("heartbeat", "status") and isinstance(msg.payload.get("state"), str):
                 if msg.kind == "heartbeat":
                     self.beats[msg.worker] = msg.payload
-                self.states[msg.worker] = msg.payload["state"]
-                if msg.payload["state"] == "error":
+                state = msg.payload["state"]
+                if msg.kind == "status" and state == "ready":
+                    self.ready[msg.worker] = msg.payload
+                self.states[msg.worker] = state
+                if state == "error":
                     raise TrialEnded(self._failed(msg.worker, str(msg.payload.get("error", ""))))
-                if msg.payload["state"] == "stopped":  # nobody asked it to: a signal, its launcher gone
+                if state == "stopped":  # nobody asked it to: a signal, its launcher gone
                     raise TrialEnded(self._lost(msg.worker, "it stopped on its own"))
             elif msg.kind == "done":
                 self.done = msg.payload
         self._check_liveness()
+        if self._started:
+            self._check_progress()
 
     def _check_liveness(self) -> None:
         names = {name: key for key, name in self.expected.items()}
@@ -163,6 +214,34 @@ class Controller:
                 raise TrialEnded(self._lost(key, f"no heartbeat for {silent:.1f} s "
                                                  f"(allowed {allowed:g} s; "
                                                  f"last heartbeat: {self.beats.get(key)})"))
+        hang = self.cfg.layout.hang_seconds
+        for key, beat in self.beats.items():
+            age = beat.get("loop_age_s")
+            if beat.get("state") == "running" and isinstance(age, (int, float)) and age > hang:
+                waits = f", waiting for: {beat['waiting']}" if beat.get("waiting") else ""
+                raise TrialEnded(self._lost(key, f"hung: its main loop has not turned for {age:.0f} s "
+                                                 f"(layout.hang_seconds={hang:g}) while its process still "
+                                                 f"heartbeats{waits}"))
+
+    def _trainer_updates(self) -> int:
+        updates = [int(b.get("progress", 0)) for k, b in self.beats.items() if self.roles[k] == TRAINER]
+        return min(updates) if updates else 0
+
+    def _check_progress(self) -> None:
+        """A trainer that makes no update for ``layout.stall_seconds`` ends the trial as stalled."""
+        updates, since = self._trainer_progress
+        now = time.monotonic()
+        current = self._trainer_updates()
+        if current != updates:
+            self._trainer_progress = (current, now)
+            return
+        if now - since > self.cfg.layout.stall_seconds and current < self.cfg.num_updates:
+            waiting = [f"{self.expected[k]} waits for {b['waiting']}" if self.roles[k] == TRAINER
+                       else f"{self.expected[k]}: {b['waiting']}"
+                       for k, b in self.beats.items() if b.get("waiting")]
+            raise TrialEnded(TrialResult(1, "stalled", (
+                f"stalled: no update for {now - since:.0f} s (layout.stall_seconds={self.cfg.layout.stall_seconds:g}; "
+                f"{current} of {self.cfg.num_updates} updates done); " + ("; ".join(waiting) or "no worker says why"))))
 
     def _who(self, key: str) -> str:
         return f"worker {self.expected[key]} (pid {self.info.get(key, {}).get('pid', '?')})"
@@ -180,8 +259,8 @@ class Controller:
 
     # -- stopping ----------------------------------------------------------------------------------------
     def stop_all(self, grace_s: float = STOP_GRACE_S) -> list[str]:
-        """Send ``stop`` to every live worker, actors first; return the names that did not stop in time."""
-        order = [k for role in reversed(CONFIGURE_ORDER) for k in self.expected if self.expected[k].startswith(role + "/")]
+        """Send ``stop`` to every live worker, clients first; return the names that did not stop in time."""
+        order = [k for role in reversed(self.layout.order) for k in self.expected if self.roles[k] == role]
         live = [k for k in order if self.states.get(k) not in ("lost", "stopped", "error") and k in self.info]
         for key in live:
             self.server.send(key, "stop")

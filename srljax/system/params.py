@@ -2,7 +2,7 @@
 
     codec = ParamsCodec(algo)
     publisher.publish(version, codec.to_wire(learner.policy_params()))    # trainer
-    follower = ParamsFollower(cfg, names, codec, stats)                   # actor / policy worker
+    follower = ParamsFollower(trial, [publisher_address], codec, stats)   # actor / policy worker
     if follower.poll(timeout_ms=0):                                       # True when a newer version arrived
         act(follower.params, ...)
 """
@@ -15,9 +15,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from srljax.comm import NameResolver, ParamsSubscriber
-from srljax.config import Experiment
-from srljax.system.common import check_array, params_prefix, trial_name
+from srljax.comm import ParamsSubscriber
+from srljax.system.common import check_array
 
 CHECK_PARAMS_S = 0.005  # at most this often a poll looks at the socket
 
@@ -56,19 +55,18 @@ class ParamsCodec:
 
 
 class ParamsFollower:
-    """A SUB to every params publisher of the trial, keeping the newest valid params on this device.
+    """A SUB to the params publisher(s) of a policy, keeping the newest valid params on this device.
 
-        follower = ParamsFollower(cfg, names, ParamsCodec(algo), stats)
+        follower = ParamsFollower(trial, worker.peers_of(TRAINER, PARAMS), ParamsCodec(algo), stats)
         if follower.poll(timeout_ms=0):      # True when a newer version arrived
             params, version = follower.params, follower.version
     """
 
-    def __init__(self, cfg: Experiment, names: NameResolver, codec: ParamsCodec, stats: Any, ctx: Any = None):
-        self.sub = ParamsSubscriber(None, trial_name(cfg), ctx=ctx)
-        publishers = names.list(params_prefix(cfg))
-        if not publishers:
-            raise RuntimeError(f"no params publisher registered under {params_prefix(cfg)!r}")
-        for address in publishers.values():
+    def __init__(self, trial: str, addresses: list[str], codec: ParamsCodec, stats: Any, ctx: Any = None):
+        if not addresses:
+            raise RuntimeError("no params publisher: the configure message named no trainer params address")
+        self.sub = ParamsSubscriber(None, trial, ctx=ctx)
+        for address in addresses:
             self.sub.connect(address)
         self.codec, self.stats = codec, stats
         self.params: Any = None

@@ -23,9 +23,10 @@ import jax
 import numpy as np
 
 import algos
+from srljax.acting import jit_act, warm_up
 from srljax.comm import InferenceServer, Request
-from srljax.layout import actor_envs_per_recv
-from srljax.system.common import bind_address, checked_obs, env_spec, jit_act, warm_up
+from srljax.layout import INFERENCE, PARAMS, POLICY, TRAINER, actor_envs_per_recv
+from srljax.system.common import bind_address, checked_obs
 from srljax.system.packing import ReplyPacking
 from srljax.system.params import ParamsCodec, ParamsFollower
 from srljax.system.worker import Worker
@@ -40,7 +41,9 @@ def buckets(smallest: int, largest: int) -> list[int]:
 
 
 class PolicyWorker(Worker):
-    role = "policy"
+    role = POLICY
+    placement = POLICY
+    serves = (INFERENCE,)
     batch_wait_s = 0.0
     """How long the oldest request may wait for more to batch with. 0: answer whatever is queued
     at once; batches still grow by themselves while ``act`` runs (requests queue meanwhile), and
@@ -48,7 +51,8 @@ class PolicyWorker(Worker):
 
     def setup(self) -> None:
         cfg = self.cfg
-        self.spec = env_spec(cfg)
+        if self.spec is None:
+            raise RuntimeError("the configure message carried no env spec")
         self.algo = algos.make(cfg, self.spec)
         self.packing = ReplyPacking(self.spec, self.algo.extras_spec)
         self.act = jit_act(self.algo, self.packing)
@@ -56,10 +60,10 @@ class PolicyWorker(Worker):
         self.max_rows = cfg.layout.num_actors * cfg.env.num_envs
         self.buckets = buckets(actor_envs_per_recv(cfg), self.max_rows)
         self.server = InferenceServer(bind_address(cfg), self.trial, ctx=self.ctx)
-        self.register("inference", self.server.address)
+        self.register(INFERENCE, self.server.address)
         codec = ParamsCodec(self.algo)
-        warm_up(self.act, self.algo, codec, self.spec, self.buckets)
-        self.follower = ParamsFollower(cfg, self.names, codec, self.stats, self.ctx)
+        warm_up(self.act, self.algo, codec.zeros(), self.spec, self.buckets)
+        self.follower = ParamsFollower(self.trial, self.peers_of(TRAINER, PARAMS), codec, self.stats, self.ctx)
         self.pending: list[tuple[Request, np.ndarray]] = []
         self.pending_rows = 0
         self.oldest = 0.0
@@ -121,6 +125,15 @@ class PolicyWorker(Worker):
         self.stats.add("rows", rows)
         self.stats.sample("batch/rows", rows)
         self.stats.sample("batch/fill", rows / size)
+
+    def progress(self) -> int:
+        return int(self.stats.counters["rows"])
+
+    def waiting(self) -> str:
+        follower = getattr(self, "follower", None)
+        if follower is not None and follower.params is None:
+            return "params: none received yet"
+        return f"requests: {getattr(self, 'pending_rows', 0)} rows pending"
 
     def metrics(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

@@ -1,39 +1,24 @@
-"""Role name -> worker class, for the backends: ``make_worker("actor", cfg, 0, names)``.
+"""Role name -> a constructed worker, for the backends: ``make_worker("actor", cfg, 0, names)``.
 
-One ``match``, importing only the chosen role's module: a worker process then loads only what
-its role needs (the actor no orbax, the trainer no inference client).
+The class comes from the role's row of ``srljax.layout.ROLES`` (or ``layout.custom_roles``) and is
+imported only here, so a worker process loads only what its role needs (the actor no orbax, the
+trainer no inference client).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from srljax.config import Experiment
+from srljax.layout import worker_class
 from srljax.system.worker import Worker
 
-ROLES = ("trainer", "buffer", "policy", "actor")
 
-
-def worker_class(role: str) -> type[Worker]:
-    match role:
-        case "actor":
-            from srljax.system.actor import ActorWorker
-
-            return ActorWorker
-        case "policy":
-            from srljax.system.policy import PolicyWorker
-
-            return PolicyWorker
-        case "trainer":
-            from srljax.system.trainer import TrainerWorker
-
-            return TrainerWorker
-        case "buffer":
-            from srljax.system.buffer import BufferWorker
-
-            return BufferWorker
-    raise ValueError(f"unknown worker role {role!r}; known: {', '.join(ROLES)}")
-
-
-def make_worker(role: str, *args: Any, **kwargs: Any) -> Worker:
+def make_worker(role: str, cfg: Experiment, *args: Any, **kwargs: Any) -> Worker:
     """The worker class for ``role``, constructed with ``(cfg, index, names, ...)``."""
-    return worker_class(role)(*args, **kwargs)
+    cls = worker_class(cfg, role)
+    if not (isinstance(cls, type) and issubclass(cls, Worker)):
+        raise TypeError(f"role {role!r}: {cls!r} is not a srljax.system.worker.Worker subclass")
+    if cls.role != role:
+        raise TypeError(f"role {role!r}: {cls.__name__}.role is {cls.role!r}")
+    return cls(cfg, *args, **kwargs)

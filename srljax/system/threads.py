@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from srljax.comm import MemoryNames, NameResolver
-from srljax.config import Experiment, validate, write_json
-from srljax.layout import build_layout
+from srljax.config import ConfigError, Experiment, write_json
+from srljax.devices import threads_problems
+from srljax.layout import build_layout, validate
+from srljax.run_dir import claim
 from srljax.system.controller import Controller, TrialResult
 from srljax.system.roles import make_worker
 
@@ -58,9 +60,11 @@ def result_of(cfg: Experiment, controller: Controller, trial: TrialResult) -> Sy
 def run_threads(cfg: Experiment, names: NameResolver | None = None, verbose: bool = False) -> SystemResult:
     """Run ``cfg`` (``layout.mode=distributed``) with one thread per worker; return when the trial ends."""
     validate(cfg)
+    if found := threads_problems(cfg):
+        raise ConfigError(found)
     if cfg.layout.mode != "distributed":
         raise ValueError("run_threads needs layout.mode=distributed; use srljax.train for single")
-    Path(cfg.run_dir).mkdir(parents=True, exist_ok=True)
+    claim(cfg)  # refuses a run folder an earlier run left files in
     write_json(cfg, Path(cfg.run_dir) / "config.json")
     names = names or MemoryNames()
     layout = build_layout(cfg)

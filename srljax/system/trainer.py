@@ -1,16 +1,26 @@
-"""TrainerWorker: pulls segments, assembles batches, runs the shared ``Learner``, publishes params.
+"""TrainerWorker: pulls segments, assembles batches of its own size, runs the shared ``Learner``, publishes params.
 
     worker = TrainerWorker(cfg, index=0, names=names)  # run by a backend: worker.run()
 
-Segments ``[T+1, b]`` from actors (or buffers) are checked against the env spec, counted as
+Segments ``[T+1, b]`` from any actors (or buffers) are checked against the env spec, counted as
 ``T x b`` env steps, and dropped (and counted) when their oldest policy version lags the
-learner by more than ``trainer.max_policy_lag``. Once ``cfg.batch_envs`` columns are held they
-are joined into one ``Trajectory [T+1, batch_envs]`` and passed to ``Learner.step``: the same
-jitted update, state and checkpoints as ``srljax.train``. Params go out on the PUB every
-``trainer.publish_every`` updates and again every second (PUB drops; late subscribers).
-Each ``log.log_every`` updates a line goes to ``metrics.jsonl`` with the true returns the
-actors reported. After ``cfg.num_updates`` updates the trainer tells the controller ``done``;
-the final checkpoint is written on stop.
+learner by more than ``trainer.max_policy_lag``, both when they arrive and when a batch is cut.
+A batch is ``cfg.batch_envs`` columns, whatever the number of actors, envs per actor and
+buffers: columns from any segments, the remainder kept for the next batch.
+
+A trainer group of ``trainer.num_hosts`` processes joins one ``jax.distributed`` group
+(``srljax.distributed``, the coordinator found through name resolution) in ``setup``. Every
+sample source sends each trainer process segments round robin; each process cuts its own
+``batch_envs / num_hosts`` columns and the update is one sharded, compiled step over all of
+them. Only process 0 (trainer 0) publishes params, writes ``metrics.jsonl`` and tells the
+controller ``done``; every process takes part in checkpoints (orbax writes each array once).
+
+The update is dispatched and not waited for: while it runs, the trainer keeps receiving, cuts
+the next batch and starts its host-to-device copy (``Learner.put``), so the next update's input
+is on the devices when the current one ends. When an update ends, its params go out on the PUB
+every ``trainer.publish_every`` updates (an update that does not publish costs nothing extra)
+and again every second (PUB drops; late subscribers). After ``cfg.num_updates`` updates,
+trainer 0 reports ``done``; the final checkpoint is written on stop.
 """
 
 from __future__ import annotations
@@ -22,59 +32,97 @@ import jax
 import numpy as np
 
 from srljax.comm import Message, ParamsPublisher, SampleReceiver
+from srljax.layout import PARAMS, SAMPLES, TRAINER
 from srljax.learner import Learner
-from srljax.metrics import EpisodeWindow, MetricsLogger
-from srljax.rollout import concat_segments, split_segments
-from srljax.system.common import bind_address, checked_trajectory, env_spec, episodes_from_meta, params_prefix
+from srljax.metrics import EpisodeWindow, MetricsLogger, UpdateRecords
+from srljax.rollout import concat_segments, split_segments, zeros_trajectory
+from srljax.system.common import bind_address, bind_host, checked_trajectory, episodes_from_meta
 from srljax.system.params import ParamsCodec
 from srljax.system.worker import Worker
 from srljax.types import Trajectory
 
 REPUBLISH_S = 1.0
 SAMPLE_HWM = 4  # segments queued at the trainer; beyond this actors feel backpressure
+DRAIN_MAX = 64  # segments taken per poll at most, so control and publishing stay timely
 
 
 class TrainerWorker(Worker):
-    role = "trainer"
+    role = TRAINER
+    placement = TRAINER
+    serves = (SAMPLES, PARAMS)
 
     def setup(self) -> None:
         cfg = self.cfg
-        self.spec = env_spec(cfg)
+        if self.spec is None:
+            raise RuntimeError("the configure message carried no env spec")
+        self.hosts = cfg.trainer.num_hosts
+        if self.hosts > 1:
+            from srljax import distributed
+
+            self.log(f"joining the trainer group as process {self.index} of {self.hosts}")
+            distributed.join_via_names(self.names, cfg.name, cfg.trial, process_id=self.index,
+                                       num_processes=self.hosts, host=bind_host())
+        self.primary = self.index == 0
+        self.share = cfg.batch_envs // self.hosts  # columns this process feeds per update
         self.learner = Learner(cfg, self.spec)
+        self.learner.compile(zeros_trajectory(self.spec, cfg.algo.num_steps, self.learner.algo.extras_spec, self.share))
+        self.extras_spec = self.learner.algo.extras_spec
         self.codec = ParamsCodec(self.learner.algo)
         self.receiver = SampleReceiver(bind_address(cfg), self.trial, ctx=self.ctx, hwm=SAMPLE_HWM)
-        self.register("samples", self.receiver.address)
-        self.publisher = ParamsPublisher(bind_address(cfg), self.trial, ctx=self.ctx)
-        self.names.add(f"{params_prefix(cfg)}{self.role}-{self.index}", self.publisher.address)
+        self.register(SAMPLES, self.receiver.address)
+        self.publisher = self.logger = None
+        if self.primary:
+            self.publisher = ParamsPublisher(bind_address(cfg), self.trial, ctx=self.ctx)
+            self.register(PARAMS, self.publisher.address)
+            self.logger = MetricsLogger(cfg, total=cfg.total_env_steps)
         self.pending: list[Trajectory] = []
         self.pending_columns = 0
+        self.placed: Trajectory | None = None  # the next batch, on its way to the devices
+        self.running: dict[str, Any] | None = None  # metrics of the dispatched update, until it ends
         self.episodes = EpisodeWindow(cfg.log.window)
-        self.logger = MetricsLogger(cfg, total=cfg.total_env_steps)
+        self.records = UpdateRecords()
         self.env_steps = self.dropped_stale = 0
         self.lags: list[int] = []  # per column of the batches trained on since the last metrics line
-        self.last_log = (time.monotonic(), 0)
         self.done_sent = False
         self.wire_params: tuple[int, list[np.ndarray]] | None = None
         self.next_publish = 0.0
-        self.log(f"samples at {self.receiver.address}, params at {self.publisher.address}; "
-                 f"batch {cfg.batch_envs} envs x {cfg.algo.num_steps} steps, {cfg.num_updates} updates")
+        self.log(f"samples at {self.receiver.address}; batch {cfg.batch_envs} env columns x {cfg.algo.num_steps} "
+                 f"steps ({self.share} from this process of {self.hosts}), {cfg.num_updates} updates")
+
+    def ready_info(self) -> dict[str, Any]:
+        return {"extras_spec": {k: [list(shape), dtype] for k, (shape, dtype) in self.extras_spec.items()}}
 
     def poll(self) -> None:
-        if time.monotonic() >= self.next_publish:
+        if self.running is not None and _ready(self.running):
+            self._finish_update()
+        if self.primary and self.running is None and time.monotonic() >= self.next_publish:
             self._publish()
-        if self.learner.version >= self.cfg.num_updates:
-            if not self.done_sent:
+        if self.learner.version >= self.cfg.num_updates and self.running is None:
+            if self.primary and not self.done_sent:
                 self.done_sent = True
                 self.tell_controller("done", {"env_steps": self.env_steps, "updates": self.learner.version})
             time.sleep(0.05)
             return
+        busy = self.running is not None or self.placed is not None
         with self.stats.time("wait/samples"):
-            msg = self.receiver.recv(timeout_ms=50)
-        if msg is not None:
-            self._take(msg)
-        self.stats.gauge("batch/fill", self.pending_columns / self.cfg.batch_envs)
-        if self.pending_columns >= self.cfg.batch_envs:
-            self._update()
+            msg = self.receiver.recv(timeout_ms=1 if busy else 50)
+            taken = 0
+            while msg is not None:
+                self._take(msg)
+                taken += 1
+                msg = self.receiver.recv(timeout_ms=0) if taken < DRAIN_MAX else None
+        self.stats.gauge("batch/fill", self.pending_columns / self.share)
+        if self.placed is None and self.learner.version + (self.running is not None) < self.cfg.num_updates:
+            batch = self._cut_batch()
+            if batch is not None:
+                self.placed = self.learner.put(batch)  # the copy overlaps the running update
+                self.placed_lags = self.learner.version - batch.policy_version.astype(np.int64)
+        if self.running is None and self.placed is not None:
+            with self.stats.time("compute/dispatch"):
+                self.running = self.learner.step(self.placed)
+            self.update_started = time.monotonic()
+            self.lags += self.placed_lags.tolist()
+            self.placed = None
 
     def _take(self, msg: Message) -> None:
         try:
@@ -93,25 +141,44 @@ class TrainerWorker(Worker):
         self.episodes.add(*episodes_from_meta(msg.meta))
         self.stats.count_value("lag/received", lag)
         if lag > self.cfg.trainer.max_policy_lag:
-            self.dropped_stale += columns
-            self.stats.add("dropped_stale_columns", columns)
+            self._drop(columns)
             return
         self.pending.append(traj)
         self.pending_columns += columns
 
-    def _update(self) -> None:
-        batch, rest = split_segments(concat_segments(self.pending), self.cfg.batch_envs)
+    def _drop(self, columns: int) -> None:
+        self.dropped_stale += columns
+        self.stats.add("dropped_stale_columns", columns)
+
+    def _cut_batch(self) -> Trajectory | None:
+        """This process's next ``share`` columns, if it holds them; stale columns are dropped first."""
+        if self.pending_columns < self.share:
+            return None
+        merged = concat_segments(self.pending)
+        fresh = self.learner.version - merged.policy_version.astype(np.int64) <= self.cfg.trainer.max_policy_lag
+        if not fresh.all():  # went stale while waiting for the rest of a batch
+            self._drop(int((~fresh).sum()))
+            keep = np.flatnonzero(fresh)
+            merged = Trajectory(*(x[:, keep] for x in merged[:5]), extras={k: v[:, keep] for k, v in merged.extras.items()},
+                                policy_version=merged.policy_version[keep])
+            self.pending, self.pending_columns = [merged], int(keep.size)
+            if self.pending_columns < self.share:
+                return None
+        batch, rest = split_segments(merged, self.share)
         self.pending = [rest] if rest.reward.shape[1] else []
-        self.pending_columns -= self.cfg.batch_envs
-        lags = self.learner.version - batch.policy_version.astype(np.int64)
-        with self.stats.time("compute/update"):
-            train_metrics = jax.device_get(self.learner.step(batch))
+        self.pending_columns -= self.share
+        return batch
+
+    def _finish_update(self) -> None:
+        train_metrics = jax.device_get(self.running)
+        self.running = None
         self.stats.add("updates")
-        self.lags += lags.tolist()
+        self.stats.sample("time/update_s", time.monotonic() - self.update_started)
         version, cfg = self.learner.version, self.cfg
-        if version % cfg.trainer.publish_every == 0 or version >= cfg.num_updates:
+        last = version >= cfg.num_updates
+        if self.primary and (version % cfg.trainer.publish_every == 0 or last):
             self._publish()
-        if version % cfg.log.log_every == 0 or version >= cfg.num_updates:
+        if version % cfg.log.log_every == 0 or last:
             self._log_metrics(train_metrics)
 
     def _publish(self) -> None:
@@ -124,21 +191,32 @@ class TrainerWorker(Worker):
         self.stats.add("publishes")
 
     def _log_metrics(self, train_metrics: dict[str, Any]) -> None:
-        now = time.monotonic()
-        last_time, last_steps = self.last_log
+        env_steps, dropped = self.env_steps, self.dropped_stale
+        if self.hosts > 1:  # every process logs at the same versions, so all of them join this collective
+            from jax.experimental import multihost_utils
+
+            totals = multihost_utils.process_allgather(np.array([env_steps, dropped], np.int64)).sum(axis=0)
+            env_steps, dropped = int(totals[0]), int(totals[1])
         lags = np.asarray(self.lags or [0])
-        record = {
-            "update": self.learner.version,
-            "env_steps": self.env_steps,
-            "sps": (self.env_steps - last_steps) / max(now - last_time, 1e-9),
-            **self.episodes.summary(),
-            **{k: float(v) for k, v in train_metrics.items()},
-            "lag/mean": float(lags.mean()),
-            "lag/max": int(lags.max()),
-            "dropped_stale_columns": self.dropped_stale,
-        }
-        self.last_log, self.lags = (now, self.env_steps), []
-        self.logger.write(record)
+        self.lags = []
+        if self.logger is None:
+            return
+        self.logger.write(self.records.record(
+            self.learner.version, env_steps, self.episodes.summary(), train_metrics,
+            **{"lag/mean": float(lags.mean()), "lag/max": int(lags.max()), "dropped_stale_columns": dropped}))
+
+    def progress(self) -> int:
+        learner = getattr(self, "learner", None)
+        return learner.version if learner is not None else 0
+
+    def waiting(self) -> str:
+        if getattr(self, "running", None) is not None:
+            return "update running"
+        if getattr(self, "learner", None) is None:
+            return "setup"
+        if self.learner.version >= self.cfg.num_updates:
+            return "done"
+        return f"samples: holds {self.pending_columns}/{self.share} columns"
 
     def metrics(self) -> dict[str, Any]:
         out: dict[str, Any] = {"queue/pending_columns": getattr(self, "pending_columns", 0)}
@@ -149,9 +227,15 @@ class TrainerWorker(Worker):
         return out
 
     def close(self) -> None:
+        if getattr(self, "running", None) is not None:
+            jax.block_until_ready(self.running)
         if getattr(self, "learner", None) is not None:
-            self.learner.close()  # final checkpoint (cfg.checkpoint.final)
+            self.learner.close()  # final checkpoint (cfg.checkpoint.final); a collective in a group
         for name in ("logger", "receiver", "publisher"):
             thing = getattr(self, name, None)
             if thing is not None:
                 thing.close()
+
+
+def _ready(metrics: dict[str, Any]) -> bool:
+    return all(x.is_ready() for x in jax.tree.leaves(metrics) if isinstance(x, jax.Array))

@@ -1,21 +1,28 @@
 """The worker shell every role derives from: run loop, control commands, heartbeats, metrics.
 
     class EchoWorker(Worker):
-        role = "echo"
-        def setup(self): ...   # bind servers (``self.register``), connect to upstream (``self.lookup``)
+        role = "echo"          # a user-defined role: name it in layout.custom_roles ("pkg.mod:EchoWorker")
+        serves = ()            # streams it binds (``self.register``); clients get the addresses
+        placement = "cpu"      # srljax.devices rule for its process
+        def setup(self): ...   # bind servers (``self.register``), connect to peers (``self.peers_of``)
         def poll(self): ...    # one short slice of work (return within ~0.1 s)
         def close(self): ...   # release sockets, envs; final checkpoint
 
     code = EchoWorker(cfg, index=0, names=names).run()   # blocks until the controller says stop
 
 ``run`` registers with the controller (found in ``names``), then follows its commands:
-``configure`` calls ``setup`` and answers ``status ready``; ``start`` / ``pause`` switch ``poll``
-on and off; ``stop`` (or ``request_stop``, e.g. from SIGTERM) ends the loop, calls ``close`` and
-answers ``status stopped``. An exception anywhere is sent to the controller as ``status error``
-with its traceback and makes ``run`` return 1.
+``configure`` carries what the controller computed once for the whole graph (``self.spec``, the
+env spec of one actor; ``self.extras_spec``; ``self.peers``, the addresses every configured
+worker serves), calls ``setup`` and answers ``status ready`` with the addresses this worker
+registered; ``start`` / ``pause`` switch ``poll`` on and off; ``stop`` (or ``request_stop``, e.g.
+from SIGTERM) ends the loop, calls ``close`` and answers ``status stopped``. An exception anywhere
+is sent to the controller as ``status error`` with its traceback and makes ``run`` return 1.
 
 A control thread owns the control socket: it heartbeats every second even while the main thread
 is busy in a long jit compile or update, and carries commands in and messages out through queues.
+Each heartbeat carries the main loop's age (seconds since a ``poll`` last returned), the
+worker's ``progress()`` (the trainer: updates) and ``waiting()`` (what its loop waits for), so
+the controller tells a hung loop and a starved trial from a slow one.
 Metrics (``self.stats`` plus ``metrics()``) go to ``runs/<exp>/<trial>/workers/<role>-<i>.jsonl``
 every few seconds, each line stamped with pid and role.
 """
@@ -37,16 +44,20 @@ import zmq
 
 from srljax.comm import ControlClient, ControlMessage, NameResolver, worker_key
 from srljax.config import Experiment
-from srljax.system.common import CONTROLLER, stream_key, trial_name
+from srljax.layout import CONTROLLER
+from srljax.system.common import spec_from_wire, stream_key, trial_name
 from srljax.system.stats import WorkerStats
+from srljax.types import EnvSpec
 
 HEARTBEAT_S = 1.0
 METRICS_EVERY_S = 2.0
-LOOKUP_TIMEOUT_S = 120.0  # servers are configured before clients, so this is only a safety net
+LOOKUP_TIMEOUT_S = 120.0  # how long a worker waits for the controller's address
 
 
 class Worker:
     role: ClassVar[str] = "worker"
+    serves: ClassVar[tuple[str, ...]] = ()
+    placement: ClassVar[str] = "cpu"
 
     def __init__(self, cfg: Experiment, index: int, names: NameResolver, *, ctx: zmq.Context | None = None,
                  parent_pid: int | None = None):
@@ -65,6 +76,10 @@ class Worker:
         self._last_progress = time.monotonic()
         self._metrics_file: Any = None
         self._next_flush = 0.0
+        self.spec: EnvSpec | None = None  # from configure
+        self.extras_spec: dict[str, tuple[tuple[int, ...], str]] = {}
+        self.peers: dict[str, dict[int, dict[str, str]]] = {}  # role -> index -> stream -> address
+        self._addresses: dict[str, str] = {}
 
     # -- subclass hooks -------------------------------------------------------------------
     def setup(self) -> None:
@@ -80,16 +95,32 @@ class Worker:
         """Role-specific numbers for the worker's metrics line (endpoint counters, queue depths)."""
         return {}
 
+    def ready_info(self) -> dict[str, Any]:
+        """What this worker tells the controller once set up, for workers configured after it."""
+        return {}
+
+    def progress(self) -> int:
+        """A counter that grows while the worker does its job (the trainer: updates); in heartbeats."""
+        return 0
+
+    def waiting(self) -> str:
+        """What the main loop waits for now, for the controller's stall report ("" if nothing)."""
+        return ""
+
     # -- helpers for subclasses ------------------------------------------------------------
     def log(self, text: str) -> None:
         print(f"[{self.name} pid={os.getpid()}] {text}", flush=True)
 
     def register(self, stream: str, address: str) -> None:
-        """Publish where this worker's ``stream`` socket can be reached."""
+        """Where this worker's ``stream`` socket can be reached: the controller passes it on to the
+        workers configured after this one; the names service keeps it for tools and debugging."""
+        self._addresses[stream] = address
         self.names.add(stream_key(self.cfg, self.role, self.index, stream), address)
 
-    def lookup(self, role: str, index: int, stream: str, timeout: float = LOOKUP_TIMEOUT_S) -> str:
-        return self.names.wait(stream_key(self.cfg, role, index, stream), timeout=timeout)
+    def peers_of(self, role: str, stream: str) -> list[str]:
+        """Addresses of every ``role`` worker serving ``stream``, by index (from the configure message)."""
+        by_index = self.peers.get(role, {})
+        return [by_index[i][stream] for i in sorted(by_index) if stream in by_index[i]]
 
     def tell_controller(self, kind: str, payload: dict[str, Any] | None = None) -> None:
         """Queue a message for the controller (``done``, ``status``); the control thread sends it."""
@@ -117,7 +148,7 @@ class Worker:
                 self._handle_commands(wait_s=0.0 if self.state == "running" else 0.05)
                 if self.state == "running" and not self._stop.is_set():
                     self.poll()
-                    self._last_progress = time.monotonic()
+                self._last_progress = time.monotonic()  # the loop turned: its age is 0 again
                 self._flush_metrics()
         except Exception:
             code = 1
@@ -160,8 +191,11 @@ class Worker:
     def _command(self, msg: ControlMessage) -> None:
         if msg.kind == "configure" and self.state == "created":
             self.state = "configuring"
+            self._configure(msg.payload)
             self.setup()
             self.state = "ready"
+            self.tell_controller("status", {"state": self.state, "addresses": dict(self._addresses), **self.ready_info()})
+            return
         elif msg.kind == "start" and self.state in ("ready", "paused"):
             self.state = "running"
         elif msg.kind == "pause" and self.state == "running":
@@ -170,6 +204,17 @@ class Worker:
             self.request_stop("stop command")
             return
         self.tell_controller("status", {"state": self.state})
+
+    def _configure(self, payload: dict[str, Any]) -> None:
+        if isinstance(payload.get("spec"), dict):
+            self.spec = spec_from_wire(payload["spec"])
+        extras = payload.get("extras_spec")
+        if isinstance(extras, dict):
+            self.extras_spec = {str(k): (tuple(v[0]), str(v[1])) for k, v in extras.items()}
+        peers = payload.get("peers")
+        if isinstance(peers, dict):
+            self.peers = {str(role): {int(i): dict(streams) for i, streams in by_index.items()}
+                          for role, by_index in peers.items()}
 
     # -- control thread ---------------------------------------------------------------------
     def _identity(self) -> dict[str, Any]:
@@ -194,7 +239,9 @@ class Worker:
                     next_beat, beats = now + HEARTBEAT_S, beats + 1
                     # gap_s: how late this beat is; loop_age_s: since the main loop last finished a poll
                     client.send("heartbeat", {"state": self.state, "seq": beats, "gap_s": round(now - last_beat, 3),
-                                              "loop_age_s": round(now - self._last_progress, 3)}, timeout_ms=1000)
+                                              "loop_age_s": round(now - self._last_progress, 3),
+                                              "progress": int(self.progress()), "waiting": self._waiting()},
+                                timeout_ms=1000)
                     last_beat = now
                 msg = client.recv(timeout_ms=20)
                 if msg is not None:
@@ -203,6 +250,12 @@ class Worker:
                     self.request_stop("launcher exited")
         finally:
             client.close()
+
+    def _waiting(self) -> str:
+        try:  # read from the control thread while the main loop changes it: a torn read must not kill it
+            return str(self.waiting())
+        except Exception:
+            return ""
 
     # -- metrics -------------------------------------------------------------------------------
     def _flush_metrics(self, force: bool = False) -> None:

@@ -11,7 +11,7 @@
 # outside network on purpose. Needs root. See tests/slurm/README.md.
 #
 # Environment knobs:
-#   SLURM_TEST_NODES  number of virtual nodes (default 2)
+#   SLURM_TEST_NODES  number of virtual nodes (default 3: a two-host trainer plus an actor component)
 #   SLURM_TEST_CPUS   CPUs each node claims (default 8; real core count does not matter)
 #   SLURM_TEST_MEM    RealMemory (MB) each node claims (default 16000)
 #   SLURM_TEST_STATE  state/config/log directory (default /var/lib/slurm-test)
@@ -20,7 +20,7 @@
 #   SLURM_TEST_KEEP_ON_FAILURE=1  leave a failed `up` in place for debugging (default: tear it down)
 set -euo pipefail
 
-NODES="${SLURM_TEST_NODES:-2}"
+NODES="${SLURM_TEST_NODES:-3}"
 CPUS="${SLURM_TEST_CPUS:-8}"
 MEM="${SLURM_TEST_MEM:-16000}"
 STATE="${SLURM_TEST_STATE:-/var/lib/slurm-test}"

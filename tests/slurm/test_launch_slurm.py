@@ -1,12 +1,13 @@
 """``python -m launch.slurm`` against the real throw-away Slurm cluster (tests/slurm/cluster.sh).
 
     bash tests/slurm/cluster.sh up
-    .venv/bin/python -m pytest -m slurm tests/slurm/test_launch_slurm.py -s     # ~15 minutes on 2 cores
+    .venv/bin/python -m pytest -m slurm tests/slurm/test_launch_slurm.py -s     # ~10 minutes on 2 cores
     bash tests/slurm/cluster.sh down
 
 Every command runs inside the cluster's network namespace, as a user on a login node would run
 it. Skipped when the cluster is down, unless SLURM_TEST_REQUIRED=1 (then they fail). The last
-test is the acceptance run: CartPole PPO as a het job over both virtual nodes, to return >= 475.
+test is the acceptance run: CartPole PPO as a het job over three virtual nodes (a two-host trainer,
+one per node, and the actors' component), to return >= 475.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from launch.slurm.controller import TIME_LIMIT_EXIT_CODE
+
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = ROOT / "tests" / "slurm" / "cluster.sh"
 CONFIG = "configs/cartpole_ppo_distributed.py"
@@ -30,6 +33,9 @@ EXPERIMENT = "cartpole_ppo_distributed"
 # small updates so a trial trains (and checkpoints) within a minute of starting
 SMALL = ["log.wandb=disabled", "log.progress=lines", "algo.num_steps=32", "trainer.num_minibatches=2",
          "trainer.update_epochs=1", "total_env_steps=1000000000"]
+
+# one trainer per node on two nodes; the policy worker rides with the actors (a multi-node component takes no guest)
+MULTI_HOST = ["trainer.num_hosts=2", "slurm.policy.component=actor"]
 
 pytestmark = pytest.mark.slurm
 
@@ -93,7 +99,7 @@ def leftover_processes(run_dir: Path) -> list[str]:
     out = []
     for p in psutil.process_iter(["cmdline"]):
         cmd = " ".join(p.info["cmdline"] or [])
-        if str(run_dir) in cmd and "launch.slurm_" in cmd:
+        if str(run_dir) in cmd and ("launch.slurm.task" in cmd or "launch.slurm.controller" in cmd):
             out.append(f"{p.pid}: {cmd}")
     return out
 
@@ -102,9 +108,9 @@ def test_bad_input_is_refused_before_anything_is_submitted(tmp_path: Path) -> No
     r = launch(CONFIG, "-f", "badpart", f"log.run_root={tmp_path}", "slurm.partition=nosuchpartition")
     assert r.returncode == 1 and "invalid partition specified: nosuchpartition" in r.stderr, r.stderr
     assert "nothing was submitted" in r.stderr and list(tmp_path.iterdir()) == []
-    # three components on a two-node partition could never start: refused, with the fix
-    r = launch(CONFIG, "-f", "toobig", f"log.run_root={tmp_path}", "slurm.policy.component=")
-    assert r.returncode == 1 and "needs at least 3 nodes of partition debug" in r.stderr, r.stderr
+    # four components on a three-node partition could never start: refused, with the fix
+    r = launch(CONFIG, "-f", "toobig", f"log.run_root={tmp_path}", "slurm.policy.component=", "layout.num_buffer_workers=1")
+    assert r.returncode == 1 and "needs at least 4 nodes of partition debug" in r.stderr, r.stderr
     assert "slurm.policy.component=trainer" in r.stderr and list(tmp_path.iterdir()) == []
     r = launch(CONFIG, "-f", "gpus", f"log.run_root={tmp_path}", "slurm.node_gpus=0", "slurm.trainer.gpus_per_task=1")
     assert r.returncode == 2 and "needs 1 GPU(s) but its nodes have 0 (slurm.node_gpus=0)" in r.stderr, r.stderr
@@ -114,14 +120,14 @@ def test_status_and_stop_of_a_long_running_trial(tmp_path: Path) -> None:
     run_dir = tmp_path / EXPERIMENT / "long"
     job = submit(tmp_path, "long", *SMALL)
     again = launch(CONFIG, "-f", "long", f"log.run_root={tmp_path}", *SMALL)
-    assert again.returncode == 1 and f"already queued or running as job {job}" in again.stderr, again.stderr
+    assert again.returncode == 1 and f"run folder {run_dir} is not empty" in again.stderr, again.stderr
     try:
         metrics = run_dir / "metrics.jsonl"
         wait_for(lambda: metrics.exists() and metrics.stat().st_size > 0, 300, "a first metrics line", run_dir / "logs")
         text = status(tmp_path, "long")
         assert f"job {job}, RUNNING" in text, text
         rows = {line.split()[0]: line.split() for line in text.splitlines()[2:5]}
-        assert rows["trainer"][4] == rows["policy"][4] == "n1" and rows["actor"][4] == "n2", text  # two nodes
+        assert rows["trainer"][4] == rows["policy"][4] != rows["actor"][4], text  # two components, two nodes
         assert rows["trainer"][-1] == rows["actor"][-1] == "running", text  # worker states
         assert re.search(r"progress: update \d+, env steps [\d,]+ / 1,000,000,000", text), text
         stopped = launch("stop", "-e", EXPERIMENT, "-f", "long", "--run-root", str(tmp_path), timeout=400)
@@ -137,7 +143,8 @@ def test_status_and_stop_of_a_long_running_trial(tmp_path: Path) -> None:
 
 
 def test_time_limit_warning_stops_cleanly(tmp_path: Path) -> None:
-    """``--signal=B:USR1@90`` on a 4-minute job: the controller stops it before Slurm kills it."""
+    """``--signal=B:USR1@90`` on a 4-minute job: the controller stops it before Slurm kills it, and
+    fails it (it did not reach total_env_steps)."""
     run_dir = tmp_path / EXPERIMENT / "limit"
     job = submit(tmp_path, "limit", *SMALL, "slurm.time_limit=4", "slurm.signal_seconds=90")
     try:
@@ -145,16 +152,19 @@ def test_time_limit_warning_stops_cleanly(tmp_path: Path) -> None:
     finally:
         if in_queue(job):
             sx("scancel", job)
-    assert result(run_dir)["reason"] == "time_limit", result(run_dir)
+    assert (result(run_dir)["reason"], result(run_dir)["exit_code"]) == ("time_limit", TIME_LIMIT_EXIT_CODE), result(run_dir)
     assert list((run_dir / "checkpoints").iterdir()), "the time-limit stop must write the final checkpoint"
-    assert "JobState=COMPLETED" in sx("scontrol", "show", "job", job).stdout  # not TIMEOUT: it ended itself
+    shown = sx("scontrol", "show", "job", job).stdout
+    assert "JobState=FAILED" in shown and f"ExitCode={TIME_LIMIT_EXIT_CODE}:0" in shown, shown  # not TIMEOUT: it ended itself
+    assert "FAILED (time_limit)" in status(tmp_path, "limit")
 
 
-def test_cartpole_acceptance_run_over_two_nodes(tmp_path: Path) -> None:
-    """The acceptance command, with only the run root moved: trains to the CartPole cap as a Slurm job."""
+def test_cartpole_acceptance_run_with_a_two_host_trainer(tmp_path: Path) -> None:
+    """The acceptance command with a trainer on two nodes (one jax.distributed process each) and the
+    policy worker packed with the actors on a third: trains to the CartPole cap as a Slurm job."""
     run_dir = tmp_path / EXPERIMENT / "ci"
     start = time.monotonic()
-    job = submit(tmp_path, "ci")
+    job = submit(tmp_path, "ci", *MULTI_HOST)
     try:
         wait_for(lambda: not in_queue(job), 1800, f"job {job} finishing", run_dir / "logs")
     finally:
@@ -174,6 +184,7 @@ def test_cartpole_acceptance_run_over_two_nodes(tmp_path: Path) -> None:
         found = re.search(r"\[slurm_task\] (\S+) on node (\S+)", log.read_text())
         if found:
             nodes[found.group(1)] = found.group(2)
-    assert set(nodes) == {"trainer/0", "policy/0", "actor/0", "actor/1"}, nodes
-    assert len(set(nodes.values())) == 2, f"expected the tasks on two nodes: {nodes}"
-    assert "[controller] all 4 workers registered" in (run_dir / "logs" / f"job-{job}.log").read_text()
+    assert set(nodes) == {"trainer/0", "trainer/1", "policy/0", "actor/0", "actor/1"}, nodes
+    assert len(set(nodes.values())) == 3, f"expected the tasks on three nodes: {nodes}"
+    assert nodes["trainer/0"] != nodes["trainer/1"] and nodes["policy/0"] == nodes["actor/0"] == nodes["actor/1"], nodes
+    assert "[controller] all 5 workers registered" in (run_dir / "logs" / f"job-{job}.log").read_text()

@@ -1,4 +1,4 @@
-"""The controller of a Slurm trial: ``python -m launch.slurm_controller RUN_DIR``, in the batch step.
+"""The controller of a Slurm trial: ``python -m launch.slurm.controller RUN_DIR``, in the batch step.
 
 Started by the sbatch script of ``python -m launch.slurm`` next to the worker steps, which it
 does not own: it waits for their registrations in ``RUN_DIR/names``, configures and starts them,
@@ -6,8 +6,13 @@ watches heartbeats and each group's step (a step that ended writes its exit stat
 ``RUN_DIR/slurm/exit/ROLE``), and ends the trial. SIGUSR1 (Slurm's warning before the time
 limit) and SIGTERM / SIGINT (``launch.slurm stop``, ``scancel``) become a clean stop: every
 worker is told to stop and the trainer writes its final checkpoint. The outcome goes to
-``RUN_DIR/slurm/result.json`` for ``launch.slurm status``. Exit code: 0 done, timeout or
-stopped; 1 a worker failed or was lost.
+``RUN_DIR/slurm/result.json`` for ``launch.slurm status`` (the ``Controller`` also writes
+``RUN_DIR/status.json``, as in every backend; this file adds the job id and covers a signal that
+came before or after ``Controller.run``). Exit code, which becomes the job's: 0 only when the
+trial reached ``total_env_steps`` or was stopped on request; ``TIME_LIMIT_EXIT_CODE`` when
+Slurm's time limit cut it short (the job shows ``FAILED``: the training did not finish, and a
+resubmission must resume it); otherwise the ``Controller``'s non-zero code (a worker failed or
+was lost, a timeout).
 """
 
 from __future__ import annotations
@@ -19,11 +24,15 @@ import sys
 import time
 from pathlib import Path
 
-from launch.slurm_node import BIND_HOST_ENV, node_address
+from launch.slurm.node import BIND_HOST_ENV, node_address
 
-REASONS = {signal.SIGUSR1: ("time_limit", "Slurm's time limit is near (SIGUSR1)"),
-           signal.SIGTERM: ("stopped", "stopped by request (SIGTERM: launch.slurm stop or scancel)"),
-           signal.SIGINT: ("stopped", "stopped by request (SIGINT)")}
+TIME_LIMIT_EXIT_CODE = 3
+"""Slurm's time-limit warning ended the trial before ``total_env_steps``: a failure, told apart from
+a worker's (1) so a script can resubmit rather than debug."""
+REASONS = {signal.SIGUSR1: (TIME_LIMIT_EXIT_CODE, "time_limit", "Slurm's time limit is near (SIGUSR1): stopped "
+                                                                "before total_env_steps"),
+           signal.SIGTERM: (0, "stopped", "stopped by request (SIGTERM: launch.slurm stop or scancel)"),
+           signal.SIGINT: (0, "stopped", "stopped by request (SIGINT)")}
 
 
 class GroupSteps:
@@ -57,7 +66,7 @@ class GroupSteps:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
-        print("usage: python -m launch.slurm_controller RUN_DIR", file=sys.stderr)
+        print("usage: python -m launch.slurm.controller RUN_DIR", file=sys.stderr)
         return 2
     run_dir = Path(argv[0])
     caught: list[signal.Signals] = []
@@ -67,8 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         caught.append(signal.Signals(signum))
         if ending:  # the first signal raised below and the trial is stopping; one stop is enough
             return
-        reason, message = REASONS[signal.Signals(signum)]
-        ending.append(TrialEnded(TrialResult(0, reason, message)))
+        code, reason, message = REASONS[signal.Signals(signum)]
+        ending.append(TrialEnded(TrialResult(code, reason, message)))
         raise ending[0]
 
     for sig in REASONS:  # first: a signal while JAX imports must not kill us uncleanly
@@ -78,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     from srljax.comm import DirectoryNames
     from srljax.config import from_dict
     from srljax.layout import build_layout
-    from srljax.system.controller import Controller, TrialEnded, TrialResult
+    from srljax.system.controller import Controller, TrialEnded, TrialResult, write_status
 
     cfg = from_dict(json.loads((run_dir / "config.json").read_text()))
     layout = build_layout(cfg)
@@ -95,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     except TrialEnded as ended:  # raised outside run()'s own handler (before it, or while it returned)
         result = ended.result
         controller.stop_all()
+        write_status(run_dir, result)
     finally:
         for sig in REASONS:
             signal.signal(sig, signal.SIG_IGN)  # closing: a late signal must not cut it short

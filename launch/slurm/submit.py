@@ -5,29 +5,31 @@
     python -m launch.slurm status -e cartpole_ppo_distributed -f try1           # job state per group, env steps
     python -m launch.slurm stop -e cartpole_ppo_distributed -f try1             # clean stop, then scancel
 
-The worker graph becomes one heterogeneous job (``launch/slurm_plan.py``: one component per
-worker group, small groups optionally packed) whose batch script (``launch/sbatch.py``) starts
+The worker graph becomes one heterogeneous job (``launch/slurm/plan.py``: one component per
+worker group, small groups optionally packed) whose batch script (``launch/slurm/sbatch.py``) starts
 one ``srun`` step per group and runs the controller itself. Workers find each other through
 ``RUN_DIR/names`` on the shared filesystem, over ``tcp://`` on their node's address. Before
 anything is written, the config and its ``slurm`` section are checked (every problem at once),
-and a trial that is still queued or running, or whose run folder holds checkpoints, is refused.
-If ``sbatch`` refuses the job, its message is shown and the run folder is left as it was.
+and a trial whose run folder is not empty (an earlier run, or its job still queued or running) or
+whose job is in the queue is refused. If ``sbatch`` refuses the job, its message is shown and the
+run folder is left as it was.
 Exit codes: 0 submitted, 1 refused (Slurm, trial running), 2 bad config.
 """
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
 from launch.cli import make_parser, resolve
-from launch.sbatch import job_name, render, resolved
-from launch.slurm_jobs import SlurmError, jobs_named, partition_nodes, sbatch
-from launch.slurm_plan import Component, plan, slurm_problems
-from launch.slurm_trial import ACTIONS, RunFiles, Trial, running_job, trial_main
-from srljax.comm import DirectoryNames
+from launch.slurm.jobs import SlurmError, jobs_named, partition_nodes, sbatch
+from launch.slurm.plan import Component, plan, slurm_problems
+from launch.slurm.sbatch import job_name, render, resolved
+from launch.slurm.trial import ACTIONS, RunFiles, Trial, trial_main
 from srljax.config import ConfigError, Experiment
+from srljax.layout import POLICY
+from srljax.run_dir import RunFolderInUse
+from srljax.run_dir import problems as run_folder_problems
 
 PROG = "python -m launch.slurm"
 
@@ -43,6 +45,10 @@ def main(argv: list[str] | None = None) -> int:
         cfg = resolved(resolve(args))
         if found := slurm_problems(cfg):
             raise ConfigError(found)
+    except RunFolderInUse as err:  # an earlier run, or this trial's job still queued or running
+        print(f"{PROG}: {err}\n(is its job still queued or running? {PROG} status -e NAME -f TRIAL shows it)\n"
+              "nothing was submitted.", file=sys.stderr)
+        return 1
     except ConfigError as err:
         print(f"{PROG}: {err}", file=sys.stderr)
         return 2
@@ -63,13 +69,10 @@ def submit(cfg: Experiment) -> int:
         print(f"{PROG}: {refusal}\nnothing was submitted.", file=sys.stderr)
         return 1
     files = RunFiles(trial)
-    with files.transaction():  # sbatch refuses: every file is put back as it was
+    with files.transaction():  # sbatch refuses: the run folder is left as it was (missing or empty)
         files.write_config(cfg)
         files.write(trial.script, render(cfg))
-        DirectoryNames(trial.run_dir / "names").clear(f"{cfg.name}/{cfg.trial}/")  # dead addresses
-        shutil.rmtree(trial.run_dir / "slurm" / "exit", ignore_errors=True)
         (trial.run_dir / "logs").mkdir(parents=True, exist_ok=True)
-        files.remove(trial.result)
         job_id = sbatch(trial.script)
         files.write_record(job_id, job_name(cfg), plan(cfg))
     _print_submitted(cfg, trial, job_id)
@@ -79,14 +82,11 @@ def submit(cfg: Experiment) -> int:
 def _refusal(cfg: Experiment, trial: Trial) -> str:
     """Why this trial must not be submitted now ("" if it may)."""
     name = job_name(cfg)
-    job = running_job(trial) or next(iter(jobs_named(name)), "")
-    if job:
+    if job := next(iter(jobs_named(name)), ""):  # its run folder moved away, or another run root
         return (f"trial {name} is already queued or running as job {job}; stop it first "
                 f"({PROG} stop -e {cfg.name} -f {cfg.trial}) or pick another trial name with -f")
-    if steps := trial.checkpoint_steps():
-        return (f"{trial.run_dir} already holds checkpoints (steps {', '.join(map(str, steps))}) of an earlier run of "
-                f"trial {name}; a new run would start from scratch beside them. Pick another trial name with -f, "
-                "or move that folder away (resuming a trial comes later)")
+    if in_use := run_folder_problems(cfg):  # again: slurm.workdir may have moved the run root
+        return in_use[0]
     return _capacity(plan(cfg))
 
 
@@ -102,9 +102,12 @@ def _capacity(comps: list[Component]) -> str:
         wanted = sum(c.nodes for c in members)
         if wanted > nodes[part]:
             what = ", ".join(c.describe() for c in members)
+            # a component of several nodes takes no guest
+            host = next((c.groups[0].role for c in comps if c.nodes == 1 and c.groups[0].role != POLICY), "")
             return (f"the job needs at least {wanted} nodes of partition {part} ({len(members)} het-job components: "
                     f"{what}; Slurm never puts two components of one job on a node) but it has {nodes[part]}. "
-                    "Pack small groups into another's component, e.g. slurm.policy.component=trainer")
+                    "Pack small groups into another's component"
+                    + (f", e.g. slurm.policy.component={host}" if host else ""))
     return ""
 
 
@@ -118,6 +121,3 @@ def _print_submitted(cfg: Experiment, trial: Trial, job_id: str) -> None:
     print(f"  status: {PROG} status {q}", flush=True)
     print(f"  stop:   {PROG} stop {q}", flush=True)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

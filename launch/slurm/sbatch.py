@@ -4,11 +4,14 @@
     print(render(cfg))                 # what ``python -m launch.slurm CFG.py --dry-run`` shows
 
 The script ``cd``s to the checkout, runs the set-up lines, starts every group as a background
-``srun`` step (each task runs ``python -m launch.slurm_task RUN ROLE OFFSET``, worker index =
+``srun`` step (each task runs ``python -m launch.slurm.task RUN ROLE OFFSET``, worker index =
 OFFSET + ``$SLURM_PROCID``) and runs the controller in the batch step itself, so Slurm's
 time-limit warning (``--signal=B:USR1@N``) and ``launch.slurm stop`` (``scancel --batch``) reach it
-through this shell: both become a clean stop (final checkpoint, every worker told to stop). A
-step's exit status lands in ``RUN/slurm/exit/ROLE``, where the controller sees a group that died.
+through this shell: both become a clean stop (final checkpoint, every worker told to stop). The
+job exits with the controller's code, so only a finished or stopped trial is ``COMPLETED``; one cut
+short by the time limit is ``FAILED``. A step's exit status lands in ``RUN/slurm/exit/ROLE``,
+where the controller sees a group that died. A multi-host trainer's step spreads its tasks one per
+node (``srun --nodes=N --ntasks=N --ntasks-per-node=1``).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from launch.slurm_plan import Component, GroupPlan, plan, time_limit
+from launch.slurm.plan import Component, GroupPlan, plan, time_limit
 from srljax.config import Experiment
 
 STEP_GRACE_S = 60  # after the controller: how long the steps may take to close before the job ends
@@ -47,7 +50,7 @@ def render(cfg: Experiment) -> str:
     comps = plan(cfg)
     run_dir, workdir, python = Path(cfg.run_dir), cfg.slurm.workdir, cfg.slurm.python
     if not (run_dir.is_absolute() and os.path.isabs(workdir) and python):
-        raise ValueError("render() needs a resolved config: call launch.sbatch.resolved(cfg) first")
+        raise ValueError("render() needs a resolved config: call launch.slurm.sbatch.resolved(cfg) first")
     lines = ["#!/bin/bash",
              f"# srljax trial {job_name(cfg)}, written by `python -m launch.slurm`: resubmit with it rather than edit this.",
              *_sbatch(["--job-name=" + job_name(cfg), f"--output={run_dir}/logs/job-%j.log", f"--time={time_limit(cfg)}",
@@ -103,15 +106,15 @@ def _het(index: int, num_components: int) -> list[str]:
 
 def _step(cfg: Experiment, comp: Component, g: GroupPlan, num_components: int) -> str:
     srun = ["srun", *_het(comp.index, num_components), *g.step_options(), *_container(cfg)]
-    return (f"{{ {' '.join(srun)} \\\n    \"$PY\" -m launch.slurm_task \"$RUN\" {g.role} {g.offset}; "
+    return (f"{{ {' '.join(srun)} \\\n    \"$PY\" -m launch.slurm.task \"$RUN\" {g.role} {g.offset}; "
             f"echo $? > \"$RUN/slurm/exit/{g.role}\"; }} &")
 
 
 def _controller(cfg: Experiment, num_components: int) -> str:
     container = _container(cfg)
     if not container:  # a child of this shell: signals pass through the traps above
-        return '"$PY" -m launch.slurm_controller "$RUN" &'
+        return '"$PY" -m launch.slurm.controller "$RUN" &'
     # in the image too: a step on this node sharing the trainer's CPUs (srun forwards USR1 and TERM)
     srun = ["srun", *_het(0, num_components), "--overlap", "--nodes=1", "--ntasks=1", *container]
-    return f"{' '.join(srun)} \"$PY\" -m launch.slurm_controller \"$RUN\" &"
+    return f"{' '.join(srun)} \"$PY\" -m launch.slurm.controller \"$RUN\" &"
 

@@ -1,11 +1,11 @@
-"""One worker as a Slurm task: ``python -m launch.slurm_task RUN_DIR ROLE OFFSET``, run by ``srun``.
+"""One worker as a Slurm task: ``python -m launch.slurm.task RUN_DIR ROLE OFFSET``, run by ``srun``.
 
 The sbatch script of ``python -m launch.slurm`` starts one step per worker group; task
 ``$SLURM_PROCID`` of it becomes worker ``OFFSET + $SLURM_PROCID`` of ``ROLE``. Before JAX is
-imported this sets the role's environment (``launch.worker_env.task_env``), binds sockets to
+imported this sets the role's environment (``srljax.devices.slurm_task_env``), binds sockets to
 the node's cluster address (``$SRLJAX_BIND_HOST``, found by ``node_address``) and sends its
-output to ``RUN_DIR/logs/ROLE-INDEX.log``, as the local launcher does; then it is
-``python -m srljax.system.run RUN_DIR ROLE INDEX``.
+output to ``RUN_DIR/logs/ROLE-INDEX.log``, as the local launcher does; then it becomes
+``python -m srljax.system.run RUN_DIR ROLE INDEX`` (``exec``, same pid, the new environment).
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import os
 import sys
 from pathlib import Path
 
-from launch.slurm_node import BIND_HOST_ENV, node_address
-from launch.worker_env import task_env
+from launch.slurm.node import BIND_HOST_ENV, node_address
+from srljax.devices import apply_env, slurm_task_env
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m launch.slurm_task", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m launch.slurm.task", description=__doc__.splitlines()[0])
     parser.add_argument("run_dir")
     parser.add_argument("role")
     parser.add_argument("offset", type=int, help="index of the group's first worker; plus $SLURM_PROCID")
@@ -37,15 +37,14 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
-    os.environ.update(task_env(args.role, os.environ))
+    apply_env(slurm_task_env(args.run_dir, args.role, os.environ), os.environ)
     os.environ.setdefault(BIND_HOST_ENV, node_address())
     print(f"[slurm_task] {args.role}/{index} on node {os.environ.get('SLURMD_NODENAME', '?')} "
           f"(job {os.environ.get('SLURM_JOB_ID', '?')}, step {os.environ.get('SLURM_STEP_ID', '?')}), "
           f"binding {os.environ[BIND_HOST_ENV]}", flush=True)
 
-    from srljax.system.run import main as run_worker  # imports JAX: after the environment is set
-
-    return run_worker([args.run_dir, args.role, str(index)])
+    # a fresh interpreter: importing srljax (above) already imported JAX, which reads JAX_PLATFORMS at import
+    os.execv(sys.executable, [sys.executable, "-m", "srljax.system.run", args.run_dir, args.role, str(index)])
 
 
 if __name__ == "__main__":

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from launch.slurm_jobs import SlurmError, final_state, jobs_named, queue, scancel
-from launch.slurm_plan import Component
+from launch.slurm.jobs import SlurmError, final_state, jobs_named, queue, scancel
+from launch.slurm.plan import Component
 
 ACTIONS = ("status", "stop")
 STOP_WAIT_S = 180.0  # the controller waits up to 30 s per worker group, the trainer checkpoints
@@ -45,7 +45,18 @@ class Trial:
 
     @property
     def result(self) -> Path:
+        """Written last by the Slurm controller (``launch/slurm/controller.py``), with the job id."""
         return self.run_dir / "slurm" / "result.json"
+
+    @property
+    def status(self) -> Path:
+        """Written by the ``Controller`` itself in every backend."""
+        return self.run_dir / "status.json"
+
+    def outcome(self) -> dict[str, Any]:
+        """How the trial ended (``exit_code``, ``reason``, ``message``), {} while it runs: the Slurm
+        controller's record, else the ``Controller``'s (its batch step was killed before writing)."""
+        return self.read(self.result) or self.read(self.status)
 
     def read(self, path: Path) -> dict[str, Any]:
         try:
@@ -58,52 +69,35 @@ class Trial:
         return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
 
 
-def running_job(trial: Trial) -> str:
-    """The recorded job id if that job is still queued or running, else ""."""
-    record = trial.read(trial.record)
-    job = str(record.get("job_id", ""))
-    return job if job and queue(job, record.get("job_name", "")) else ""
-
-
 class RunFiles:
-    """Writes into a run folder that ``transaction`` undoes if anything in it raises."""
+    """Writes into a new or empty run folder; ``transaction`` leaves it as it was if anything in it raises."""
 
     def __init__(self, trial: Trial):
         self.trial = trial
-        self._before: dict[Path, bytes | None] = {}
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
+        run_dir = self.trial.run_dir
         created = None  # the outermost folder this creates (the run root itself, on a first run)
-        for folder in (self.trial.run_dir, *self.trial.run_dir.parents):
+        for folder in (run_dir, *run_dir.parents):
             if folder.exists():
                 break
             created = folder
+        if created is None and any(run_dir.iterdir()):
+            raise ValueError(f"{run_dir} is not empty: check srljax.run_dir.problems first")
         try:
             yield
         except BaseException:
-            if created is not None:
-                shutil.rmtree(created, ignore_errors=True)
-            else:
-                for path, data in self._before.items():
-                    if data is None:
-                        path.unlink(missing_ok=True)
-                    else:
-                        path.write_bytes(data)
+            for path in [created] if created is not None else list(run_dir.iterdir()):
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
             raise
 
-    def _keep(self, path: Path) -> None:
-        if path not in self._before:
-            self._before[path] = path.read_bytes() if path.exists() else None
-
     def write(self, path: Path, text: str) -> None:
-        self._keep(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-
-    def remove(self, path: Path) -> None:
-        self._keep(path)
-        path.unlink(missing_ok=True)
 
     def write_config(self, cfg: Any) -> None:
         from srljax.config import to_dict
@@ -136,7 +130,7 @@ def status_lines(trial: Trial, name: str) -> list[str]:
             out.append(f"  {g['role']:<8} {g['count']:>5}  {index:<9}  {state:<12} {where:<18} "
                        f"{_worker_states(trial.run_dir, g['role'], g['count'])}")
     out.append("  " + _progress(trial.run_dir))
-    result = trial.read(trial.result)
+    result = trial.outcome()
     if result:
         out.append(f"  controller: {'finished' if result.get('exit_code') == 0 else 'FAILED'} ({result.get('reason')}): "
                    f"{str(result.get('message', '')).splitlines()[0] if result.get('message') else ''}")
@@ -196,7 +190,7 @@ def stop(trial: Trial, name: str, wait_s: float) -> int:
         print(f"{name}: job {job} did not end within {wait_s:g} s: cancelled it (scancel); "
               "the last complete checkpoint is kept", flush=True)
         return 1
-    result = trial.read(trial.result)
+    result = trial.outcome()
     print(f"{name}: job {job} ended; controller: {result.get('message', '(no result written)')}", flush=True)
     if steps := trial.checkpoint_steps():
         print(f"  checkpoints: {trial.run_dir / 'checkpoints'} (latest step {steps[-1]})", flush=True)

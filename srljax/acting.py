@@ -1,0 +1,74 @@
+"""One acting module for every shell that steps envs: the single-process loop, actors, evaluation.
+
+    acting = Acting(algo, num_envs=spec.num_envs, key=jax.random.PRNGKey(0))
+    ts = env.recv()
+    action, extras = acting.act(params, ts)   # numpy, rows in ts.env_id order; per-env actor state kept
+    env.send(action, ts.env_id)
+
+    act = jit_act(algo, packing)               # a policy worker: packed rows for many actors at once
+
+``Acting`` keeps one actor state per env row (recurrent policies carry it across batches of an
+async env ring) and the act key; the jitted call splits the key inside the compiled program (an
+eager ``jax.random.split`` per batch costs about as much as the small policy networks themselves)
+and the action and extras come back in one ``device_get``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+
+from srljax.types import EnvSpec, TimeStep
+
+
+def jit_act(algo: Any, packing: Any = None) -> Any:
+    """``act(params, obs, actor_state, key) -> (action, extras, actor_state, next_key)``, jitted.
+
+    With a ``ReplyPacking`` it returns ``(rows, actor_state, next_key)`` instead, ``rows`` the
+    action and extras packed into one uint8 array (what a policy worker sends back).
+    """
+
+    def act(params: Any, obs: Any, actor_state: Any, key: Any) -> Any:
+        key, act_key = jax.random.split(key)
+        action, extras, actor_state = algo.act(params, obs, actor_state, act_key)
+        if packing is not None:
+            return packing.pack(action, extras), actor_state, key
+        return action, extras, actor_state, key
+
+    return jax.jit(act)
+
+
+def warm_up(act: Any, algo: Any, params: Any, spec: EnvSpec, batch_sizes: list[int]) -> None:
+    """Compile ``act`` (from ``jit_act``) for every batch size now, in setup, not on the first requests.
+
+    ``params``: any params of the right structure (e.g. ``ParamsCodec.zeros()``).
+    """
+    params = jax.device_put(params)
+    for n in batch_sizes:
+        obs = np.zeros((n, *spec.obs_shape), spec.obs_dtype)
+        jax.block_until_ready(act(params, obs, algo.initial_actor_state(n), jax.random.PRNGKey(0)))
+
+
+class Acting:
+    """Acts on env batches with given params; owns the act key and the per-env actor state."""
+
+    def __init__(self, algo: Any, num_envs: int, key: jax.Array):
+        self.algo = algo
+        self.jitted = jit_act(algo)
+        self.key = key
+        self.actor_state = algo.initial_actor_state(num_envs)
+
+    def warm_up(self, params: Any, spec: EnvSpec) -> None:
+        warm_up(self.jitted, self.algo, params, spec, [spec.batch_size])
+
+    def act(self, params: Any, ts: TimeStep) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Action and extras for the rows of ``ts`` (numpy), with the actor state of those envs."""
+        ids = ts.env_id
+        rows_state = jax.tree.map(lambda x: x[ids], self.actor_state)
+        action, extras, rows_state, self.key = self.jitted(params, ts.obs, rows_state, self.key)
+        action, extras = jax.device_get((action, extras))
+        if jax.tree.leaves(rows_state):
+            self.actor_state = jax.tree.map(lambda x, y: x.at[ids].set(y), self.actor_state, rows_state)
+        return action, extras
