@@ -10,10 +10,12 @@ import sys
 
 from launch.cli import run_cli
 from srljax.config import Experiment
+from srljax.layout import describe_batch
 
 
 def main(cfg: Experiment) -> int:
     print(f"run folder: {cfg.run_dir}  (config.json, metrics.jsonl, checkpoints/)", flush=True)
+    print(describe_batch(cfg), flush=True)
     if cfg.layout.mode == "single":
         from srljax.train import train
 

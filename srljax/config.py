@@ -162,8 +162,9 @@ class LayoutConfig:
     """distributed: a trial whose trainer made no update for this long after start is stalled: it ends
     as failed, naming the roles that wait and on what."""
     max_segments_ahead: int = 0
-    """distributed actors: segments pushed with the newest params version seen before the actor waits
-    for a newer one (Sample Factory's throttle); 0: its share of ``trainer.publish_every + 1`` batches."""
+    """distributed actors: segments an actor may push beyond its share of the batches trained so far
+    (``batch_envs / num_actors`` columns per params version it has seen) before it waits for a newer
+    version (Sample Factory's throttle); 0: its share of ``trainer.publish_every + 1`` batches."""
     custom_roles: tuple[str, ...] = ()
     """user-defined worker roles, ``"package.module:WorkerClass"`` (``*N`` for N workers), run by every
     backend beside the built-in ones (see ``srljax/system/worker.py``)."""

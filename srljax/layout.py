@@ -248,19 +248,34 @@ def validate(cfg: Experiment) -> Experiment:
     return cfg
 
 
+def describe_batch(cfg: Experiment) -> str:
+    """One line with the training batch and where its columns come from (launchers print it at start)."""
+    batch = f"batch {cfg.batch_envs} env columns x {cfg.algo.num_steps} steps = {cfg.env_steps_per_update:,} samples per update"
+    if cfg.layout.mode != "distributed":
+        return f"{batch} ({cfg.env.num_envs} envs in this process), {cfg.num_updates:,} updates"
+    hosts = cfg.trainer.num_hosts
+    split = f", {cfg.batch_envs // hosts} columns from each of {hosts} trainer processes" if hosts > 1 else ""
+    return (f"{batch} (trainer.batch_envs{split}); collected by {cfg.layout.num_actors} actors x {cfg.env.num_envs} "
+            f"envs, {cfg.num_updates:,} updates")
+
+
 def actor_envs_per_recv(cfg: Experiment) -> int:
     """Envs one actor gets per ``recv``: ``env.batch_size`` if set, else ``env.num_envs / layout.ring_size``."""
     return cfg.env.batch_size or max(1, cfg.env.num_envs // max(1, cfg.layout.ring_size))
 
 
 def segments_ahead(cfg: Experiment) -> int:
-    """How many segments an actor may push acted with the newest params version it has seen.
+    """How many segments an actor may push beyond its share of the batches trained so far.
 
-    ``layout.max_segments_ahead``, or by default its share of the batches trained on one published
-    version plus one batch ahead: ``ceil(batch_envs / (num_actors x num_envs)) x (publish_every + 1)``.
-    The actor then collects the next batch while the trainer updates, never more.
+    ``layout.max_segments_ahead``, or by default its share of ``publish_every + 1`` batches (at
+    least one segment): the actor collects the next batch while the trainer updates, and no more
+    (more would only go stale in socket buffers and be dropped).
     """
     if cfg.layout.max_segments_ahead:
         return cfg.layout.max_segments_ahead
-    share = math.ceil(cfg.batch_envs / max(1, cfg.layout.num_actors * cfg.env.num_envs))
-    return share * (cfg.trainer.publish_every + 1)
+    return max(1, math.ceil(columns_per_version(cfg) * (cfg.trainer.publish_every + 1) / cfg.env.num_envs))
+
+
+def columns_per_version(cfg: Experiment) -> float:
+    """One actor's share of a training batch, in env columns: ``batch_envs / num_actors``."""
+    return cfg.batch_envs / max(1, cfg.layout.num_actors)

@@ -21,10 +21,12 @@ version barrier. It waits only where waiting saves work:
 
 * back-pressure: at most ``MAX_QUEUED`` segments wait here for a full sink (plus the socket's
   high-water mark), then the actor stops stepping until the sink takes one;
-* the lag throttle (Sample Factory's): after ``segments_ahead(cfg)`` segments pushed while the
-  newest version it has seen stayed the same, it waits for a newer one; by default that is its
-  share of ``publish_every + 1`` batches, so it collects the next batch while the trainer updates
-  and no more (more would only go stale in socket buffers);
+* the lag throttle (Sample Factory's): each new params version grants the actor its share of a
+  batch (``batch_envs / num_actors`` columns per version since the first one it saw); it may push
+  ``segments_ahead(cfg)`` segments beyond what it has been granted, then waits for a newer
+  version. By default that is its share of ``publish_every + 1`` batches: it collects the next
+  batch while the trainer updates and no more (more would only go stale in socket buffers), and
+  with more envs than the batch needs, actors take turns instead of overproducing;
 * a segment already staler than ``trainer.max_policy_lag`` against the newest version the actor
   knows is dropped here (counted; its episodes still count) rather than sent to be dropped.
 """
@@ -51,6 +53,7 @@ from srljax.layout import (
     TRAINER,
     actor_envs_per_recv,
     build_layout,
+    columns_per_version,
     segments_ahead,
 )
 from srljax.rollout import SegmentBuilder
@@ -87,8 +90,10 @@ class ActorWorker(Worker):
         self.outgoing: deque[tuple[Trajectory, dict[str, Any]]] = deque()
         self.returns: list[float] = []
         self.lengths: list[int] = []
-        self.ahead_limit = segments_ahead(cfg)
-        self.pushed_version, self.pushed_at_version = -1, 0
+        self.ahead_columns = segments_ahead(cfg) * cfg.env.num_envs
+        self.share = columns_per_version(cfg)
+        self.first_version = -1  # the first params version this actor saw; grants count from there
+        self.pushed_columns = 0
         self.blocked = ""  # why the last poll did not step ("" when it did)
         codec = ParamsCodec(self.algo)
         if self.remote:
@@ -107,7 +112,7 @@ class ActorWorker(Worker):
         self.env.async_reset()
         self.log(f"{self.spec.num_envs} envs {self.spec.id}, {self.spec.batch_size} per recv, "
                  f"{'remote' if self.remote else 'inline'} inference, {len(sinks)} sample sink(s), "
-                 f"at most {self.ahead_limit} segments per params version")
+                 f"{self.share:g} columns per params version plus {self.ahead_columns} ahead")
 
     @property
     def newest_version(self) -> int:
@@ -118,16 +123,24 @@ class ActorWorker(Worker):
         if len(self.outgoing) >= MAX_QUEUED:
             full = not self._throttled()
             self.blocked = (f"sink full: {len(self.outgoing)} segments wait to be pushed" if full else
-                            f"lag throttle: pushed {self.pushed_at_version} segments with params version "
-                            f"{self.pushed_version}, waits for a newer one")
+                            f"lag throttle: pushed {self.pushed_columns} columns by params version "
+                            f"{self.newest_version}, waits for a newer one")
             self._wait(push=full)
         elif self.remote:
             self._poll_remote()
         else:
             self._poll_inline()
 
+    def _granted(self) -> float:
+        """Columns this actor may have pushed by now: its share per version seen, plus the allowance ahead."""
+        newest = self.newest_version
+        if newest >= 0 and self.first_version < 0:
+            self.first_version = newest
+        seen = newest - self.first_version if self.first_version >= 0 else 0
+        return seen * self.share + self.ahead_columns
+
     def _throttled(self) -> bool:
-        return self.newest_version <= self.pushed_version and self.pushed_at_version >= self.ahead_limit
+        return bool(self.outgoing) and self.pushed_columns + self.outgoing[0][0].reward.shape[1] > self._granted()
 
     def _wait(self, push: bool) -> None:
         """Blocked: wait a little for room in the sink or for newer params (both unblock the next poll)."""
@@ -198,8 +211,6 @@ class ActorWorker(Worker):
         """Send queued segments until the sink is full or the lag throttle holds them back."""
         while self.outgoing:
             newest = self.newest_version
-            if newest > self.pushed_version:
-                self.pushed_version, self.pushed_at_version = newest, 0
             segment, meta = self.outgoing[0]
             version = int(segment.policy_version.min())
             if newest - version > self.cfg.trainer.max_policy_lag:
@@ -211,12 +222,12 @@ class ActorWorker(Worker):
                 else:
                     self.returns[:0], self.lengths[:0] = meta["episode_returns"], meta["episode_lengths"]
                 continue
-            if self.pushed_at_version >= self.ahead_limit:
+            if self._throttled():
                 return
             if not self.sender.send(segment, timeout_ms=timeout_ms, version=version, meta={**meta, ACTOR: self.index}):
                 return
             self.outgoing.popleft()
-            self.pushed_at_version += 1
+            self.pushed_columns += segment.reward.shape[1]
             self.stats.add("segments")
             self.stats.count_value("lag/pushed", max(0, newest - version))
 

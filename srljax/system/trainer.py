@@ -81,7 +81,8 @@ class TrainerWorker(Worker):
         self.running: dict[str, Any] | None = None  # metrics of the dispatched update, until it ends
         self.episodes = EpisodeWindow(cfg.log.window)
         self.records = UpdateRecords()
-        self.env_steps = self.dropped_stale = 0
+        self.env_steps = self.dropped_stale = 0  # this process's
+        self.total_env_steps = 0  # the group's, as of the last metrics line
         self.lags: list[int] = []  # per column of the batches trained on since the last metrics line
         self.done_sent = False
         self.wire_params: tuple[int, list[np.ndarray]] | None = None
@@ -100,7 +101,7 @@ class TrainerWorker(Worker):
         if self.learner.version >= self.cfg.num_updates and self.running is None:
             if self.primary and not self.done_sent:
                 self.done_sent = True
-                self.tell_controller("done", {"env_steps": self.env_steps, "updates": self.learner.version})
+                self.tell_controller("done", {"env_steps": self.total_env_steps, "updates": self.learner.version})
             time.sleep(0.05)
             return
         busy = self.running is not None or self.placed is not None
@@ -197,6 +198,7 @@ class TrainerWorker(Worker):
 
             totals = multihost_utils.process_allgather(np.array([env_steps, dropped], np.int64)).sum(axis=0)
             env_steps, dropped = int(totals[0]), int(totals[1])
+        self.total_env_steps = env_steps
         lags = np.asarray(self.lags or [0])
         self.lags = []
         if self.logger is None:
