@@ -2,12 +2,17 @@
 
     python bench/distributed.py                          # Pong and HalfCheetah (tens of minutes on 2 CPU cores)
     python bench/distributed.py --cases pong --updates 5
+    python bench/distributed.py --cases publish_every --updates 60 --warmup 10 --repeats 3   # publish_every 4 vs 1
     python bench/distributed.py --record                 # also append the table to bench/RESULTS.md
 
-For each case the single-process run is the config file as it is (``configs/atari_ppo.py``,
+For each case the first variant is the baseline the others are compared with. For pong and
+halfcheetah it is the single-process run of the config file as it is (``configs/atari_ppo.py``,
 ``configs/mujoco_ppo.py``); the distributed runs are the same file with overrides that only change
-the layout: 2 actors (each half of the envs), 1 trainer, and either ``remote`` inference (a policy
-worker) or ``inline`` inference (each actor runs the policy on its own CPU core). Every run trains on the same batch (envs x steps) with the same
+the layout: 2 actors (each half of the envs, ``trainer.batch_envs`` keeping the batch), 1
+trainer, and either ``remote`` inference (a policy worker) or ``inline`` inference (each actor
+runs the policy on its own CPU core). ``publish_every`` runs ``configs/cartpole_ppo_distributed.py``
+with ``trainer.publish_every`` 1 and 4: an update that does not publish must cost nothing, so the
+ratio should be ~1. Every run trains on the same batch (envs x steps) with the same
 hyperparameters, as ``python -m launch.local`` in a subprocess, as a user would. The layouts are
 run ``--repeats`` times each, interleaved, and the median is reported: on a shared machine the
 load changes from minute to minute.
@@ -44,11 +49,16 @@ CASES: dict[str, tuple[str, int, dict[str, list[str]]]] = {
     # remote layout sends one request per actor step (ring 1) and its inline layout has no policy worker.
     "pong": ("configs/atari_ppo.py", 8 * 128, {
         "single": [],
-        "remote": [*DISTRIBUTED, "layout.inference=remote", "layout.ring_size=2", "env.num_envs=4"]}),
+        "remote": [*DISTRIBUTED, "layout.inference=remote", "layout.ring_size=2", "env.num_envs=4",
+                   "trainer.batch_envs=8"]}),
     "halfcheetah": ("configs/mujoco_ppo.py", 64 * 32, {
         "single": [],
-        "remote": [*DISTRIBUTED, "layout.inference=remote", "layout.ring_size=1", "env.num_envs=32"],
-        "inline": [*DISTRIBUTED, "layout.inference=inline", "layout.ring_size=1", "env.num_envs=32"]}),
+        "remote": [*DISTRIBUTED, "layout.inference=remote", "layout.ring_size=1", "env.num_envs=32",
+                   "trainer.batch_envs=64"],
+        "inline": [*DISTRIBUTED, "layout.inference=inline", "layout.ring_size=1", "env.num_envs=32",
+                   "trainer.batch_envs=64"]}),
+    "publish_every": ("configs/cartpole_ppo_distributed.py", 8 * 128, {
+        "publish_every=1": [], "publish_every=4": ["trainer.publish_every=4"]}),
 }
 
 
@@ -85,7 +95,7 @@ def one_run(case: str, variant: str, repeat: int, updates: int, warmup: int, roo
         raise SystemExit(f"{case}/{variant} failed (exit {code}); see {run_dir}")
     sps, trained = steady_rate(metrics, warmup, per_update)
     out: dict[str, Any] = {"sps": sps, "trained_sps": trained, "wall_s": round(wall, 1), "load": round(load, 1)}
-    if variant != "single":
+    if "layout.mode=distributed" in overrides or "distributed" in config:
         actors = [read_jsonl(p)[-1] for p in sorted((run_dir / "workers").glob("actor-*.jsonl"))]
         trainer = read_jsonl(run_dir / "workers" / "trainer-0.jsonl")[-1]
         out.update({
@@ -116,18 +126,20 @@ def table(rows: list[dict[str, Any]]) -> str:
     def ms(values: list[Any]) -> str:
         return "/".join(f"{v:.1f}" if isinstance(v, (int, float)) else "-" for v in values)
 
-    lines = ["| case | layout | env steps/s, median (each run) | vs single | inference p50 / p99 ms (per actor, "
+    lines = ["| case | layout | trained env steps/s, median (each run) | s/update | vs first | inference p50 / p99 ms (per actor, "
              "last run) | policy lag at the trainer (lag: segments, last run) | dropped stale columns |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
-        single = median([x["sps"] for x in r["runs"]["single"]])
+        per_update = CASES[r["case"]][1]
+        first = median([x["trained_sps"] for x in next(iter(r["runs"].values()))])
         for variant, runs in r["runs"].items():
             sps = median([x["trained_sps"] for x in runs])
             each = ", ".join(f"{x['trained_sps']:.0f}" for x in runs)
             last = runs[-1]
             extra = (f"{ms(last['latency_p50_ms'])} / {ms(last['latency_p99_ms'])} | {last['lag_histogram']} | "
-                     f"{last['dropped_stale_columns']}") if variant != "single" else "- | - | -"
-            lines.append(f"| {r['case']} | {variant} | {sps:.0f} ({each}) | {sps / single:.2f}x | {extra} |")
+                     f"{last['dropped_stale_columns']}") if "lag_histogram" in last else "- | - | -"
+            lines.append(f"| {r['case']} | {variant} | {sps:.0f} ({each}) | {per_update / sps:.3f} | {sps / first:.2f}x "
+                         f"| {extra} |")
     return "\n".join(lines)
 
 

@@ -12,8 +12,9 @@ fraction and XLA threads set by ``srljax.devices.process_env``), prints where th
 every log are, and runs the ``Controller`` here. Sockets are ``tcp://127.0.0.1``
 or ``ipc://`` (``layout.transport``), names are files under ``names/``. Ctrl-C or SIGTERM stops
 every worker; whatever has not exited after the grace period is killed with its whole process
-group, so nothing is left behind. Exit code: 0 done or timeout, 1 a worker failed or was
-lost, 2 bad config (or a used run folder, or GPUs the node lacks), 130 interrupted.
+group, so nothing is left behind. Exit code: 0 done, 1 a worker failed, was lost or hung, the
+trial stalled or timed out, 2 bad config (or a used run folder, or GPUs the node lacks), 130
+interrupted.
 """
 
 from __future__ import annotations
@@ -28,12 +29,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
+from launch.backend import run_trial
 from srljax import run_dir as run_folder
 from srljax.comm import DirectoryNames
 from srljax.config import ConfigError, Experiment, write_json
 from srljax.devices import PlacementError, apply_env, process_env, visible_gpus
 from srljax.layout import Layout, build_layout, validate
-from srljax.system.controller import Controller
 
 KILL_GRACE_S = 5.0  # after the controller's stop: SIGTERM, this long, then SIGKILL
 TAIL_LINES = 20
@@ -56,15 +57,17 @@ def worker_envs(cfg: Experiment, layout: Layout) -> dict[tuple[str, int], dict[s
 
 
 class WorkerProcesses:
-    """The started workers: ``exited()`` and ``tail(name)`` for the controller, ``shutdown()`` at the end."""
+    """The backend (``launch/backend.py``): ``start`` one process per worker with its environment from
+    ``envs``; ``exited()`` and ``tail(name)`` for the controller, ``shutdown()`` at the end."""
 
-    def __init__(self, run_dir: Path):
+    def __init__(self, run_dir: Path, envs: Mapping[tuple[str, int], dict[str, str]]):
         self.run_dir = run_dir
+        self.envs = envs
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.logs: dict[str, Path] = {}
         self._files: list[IO[bytes]] = []
 
-    def start(self, role: str, index: int, env: dict[str, str]) -> None:
+    def start(self, role: str, index: int) -> None:
         name = f"{role}/{index}"
         log = self.run_dir / "logs" / f"{role}-{index}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
@@ -73,7 +76,7 @@ class WorkerProcesses:
         cmd = [sys.executable, "-m", "srljax.system.run", str(self.run_dir), role, str(index),
                "--parent-pid", str(os.getpid())]
         self.procs[name] = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            env=env, start_new_session=True)
+                                            env=self.envs[role, index], start_new_session=True)
         self.logs[name] = log
 
     def exited(self) -> dict[str, int]:
@@ -128,7 +131,7 @@ def sigterm_as_interrupt() -> Iterator[None]:
 
 
 def run_distributed(cfg: Experiment) -> int:
-    """Run ``cfg`` as local processes; return the exit code (0 done/timeout, 1 failed, 2 bad config, 130 interrupted)."""
+    """Run ``cfg`` as local processes; return the exit code (0 done, 1 failed, 2 bad config, 130 interrupted)."""
     try:
         validate(cfg)
         layout = build_layout(cfg)
@@ -139,26 +142,16 @@ def run_distributed(cfg: Experiment) -> int:
         return 2
     write_json(cfg, run_dir / "config.json")
     names = DirectoryNames(run_dir / "names")
-    procs = WorkerProcesses(run_dir)
+    procs = WorkerProcesses(run_dir, envs)
+
+    def started() -> None:
+        print(f"worker logs (run folder {run_dir}):", flush=True)
+        for name, log in procs.logs.items():
+            print(f"  {name:<10} log: {log}", flush=True)
+        print(f"  metrics: {run_dir / 'metrics.jsonl'}; per worker: {run_dir / 'workers'}", flush=True)
+
     with sigterm_as_interrupt():
-        controller = Controller(cfg, names, layout, exited=procs.exited, log_tail=procs.tail)
-        try:
-            for role, index in layout.workers():
-                procs.start(role, index, envs[role, index])
-            print(f"worker logs (run folder {run_dir}):", flush=True)
-            for name, log in procs.logs.items():
-                print(f"  {name:<10} log: {log}", flush=True)
-            print(f"  metrics: {run_dir / 'metrics.jsonl'}; per worker: {run_dir / 'workers'}", flush=True)
-            result = controller.run()
-        except KeyboardInterrupt:  # before the controller's own handler was running
-            controller.stop_all(grace_s=KILL_GRACE_S)
-            result = None
-        finally:
-            try:
-                killed = procs.shutdown()
-            except KeyboardInterrupt:  # impatience: no more waiting
-                killed = procs.shutdown(grace_s=0.5)
-            controller.close()
+        result, killed, _ = run_trial(cfg, procs, names, layout, started=started)
     if killed:
         print(f"killed after the grace period: {', '.join(killed)}", flush=True)
     if result is None:

@@ -127,7 +127,8 @@ class TrainerConfig:
     """single-process loop: collect the next batch in a thread while the update runs, acting with
     the params one update older (deterministic, as Cleanba). Off: strictly on-policy (CleanRL)."""
     publish_every: int = 1
-    """publish params to actors every N updates (distributed layouts); updates in between cost nothing extra."""
+    """publish params to actors every N updates (distributed layouts), and whenever the trainer is idle
+    waiting for samples with unpublished updates; updates in between cost nothing extra."""
     max_policy_lag: int = 4
     """distributed layouts: samples older than this many params versions are dropped (and counted)."""
 

@@ -8,7 +8,7 @@ local processes (``trainer_gpus``: all of the config's trainers are on this node
 ``launch/slurm/task.py`` for Slurm tasks (``$SLURM_LOCALID``, and ``trainer_gpus=0`` because
 Slurm hands each task its own GPUs in ``CUDA_VISIBLE_DEVICES``). JAX reads these variables
 when its backends start, so they are set in the child's environment before it imports JAX;
-this module never imports JAX. ``srljax.system.run_threads`` runs every worker in one process
+this module never imports JAX. ``launch.threads.run_threads`` runs every worker in one process
 and cannot honour per-role placement, so it refuses configs that ask for it
 (``threads_problems``).
 

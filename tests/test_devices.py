@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from launch import processes
+from launch import backend, processes
 from srljax import devices
 from srljax.config import ConfigError, Experiment, apply_overrides, load_file
 from srljax.devices import SINGLE_THREAD_XLA
-from srljax.system import run_threads
+from launch.threads import run_threads
 from srljax.system.controller import TrialResult
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "cartpole_ppo_distributed.py"
@@ -63,7 +63,7 @@ def launch_locally(monkeypatch: pytest.MonkeyPatch, cfg: Experiment, environ: di
             pass
 
     monkeypatch.setattr(processes.subprocess, "Popen", FakeWorker)
-    monkeypatch.setattr(processes, "Controller", FakeController)
+    monkeypatch.setattr(backend, "Controller", FakeController)
     monkeypatch.setattr(processes.WorkerProcesses, "_signal_group", staticmethod(lambda proc, sig: None))
     return processes.run_distributed(cfg), started
 

@@ -17,7 +17,7 @@ from launch.cli import parse
 from srljax import run_dir
 from srljax.config import ConfigError, apply_overrides, load_file
 from srljax.run_dir import RunFolderInUse
-from srljax.system import run_threads
+from launch.threads import run_threads
 from srljax.train import train
 
 ROOT = Path(__file__).resolve().parents[1]

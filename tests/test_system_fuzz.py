@@ -23,7 +23,7 @@ from srljax.comm import MemoryNames
 from srljax.comm.codec import SCHEMA_VERSION, encode
 from srljax.config import apply_overrides, load_file
 from srljax.layout import CONTROLLER
-from srljax.system import run_threads
+from launch.threads import run_threads
 from srljax.system.common import stream_key, trial_name
 from srljax.system.params import ParamsFollower
 

@@ -36,7 +36,7 @@ REASONS = {signal.SIGUSR1: (TIME_LIMIT_EXIT_CODE, "time_limit", "Slurm's time li
 
 
 class GroupSteps:
-    """What the controller knows of the worker steps: exit files and per-worker logs."""
+    """The Slurm backend as the controller sees it (``launch/backend.py``): exit files and per-worker logs."""
 
     def __init__(self, run_dir: Path, counts: dict[str, int]):
         self.run_dir, self.counts = run_dir, counts
@@ -51,6 +51,13 @@ class GroupSteps:
                 continue
             out.update({f"{role}/{i}": code for i in range(count)})
         return out
+
+    def start(self, role: str, index: int) -> None:
+        """Nothing per worker: the batch script's ``srun`` step of each group starts all of its tasks."""
+
+    def shutdown(self, grace_s: float = 0.0) -> list[str]:
+        """Nothing to kill from here: the steps end when their workers stop, or with the job."""
+        return []
 
     def tail(self, name: str, lines: int = 20) -> str:
         role, index = name.split("/")

@@ -1,10 +1,12 @@
 """Worker shells (layer 2): stateful processes that own sockets, envs and devices and call layer 1.
 
-    from srljax.system import run_threads
+    from launch.threads import run_threads
     result = run_threads(cfg)            # the whole layout as threads in this process (tests, notebooks)
     result.exit_code, result.metrics[-1]["episode_return"]
 
     python -m launch.local CFG.py        # the same layout, one process per worker (launch/processes.py)
+
+The backends (threads, processes, Slurm) live in ``launch/``; this package holds the workers.
 
 Roles: ``ActorWorker`` (actor.py), ``PolicyWorker`` (policy.py), ``TrainerWorker`` (trainer.py),
 ``BufferWorker`` (buffer.py), all on the ``Worker`` base (worker.py: loop, control, heartbeats,
@@ -22,8 +24,7 @@ from typing import Any
 _EXPORTS = {  # name -> the module that defines it
     "ActorWorker": "srljax.system.actor", "BufferWorker": "srljax.system.buffer",
     "Controller": "srljax.system.controller", "TrialResult": "srljax.system.controller",
-    "PolicyWorker": "srljax.system.policy", "make_worker": "srljax.system.roles", "SystemResult": "srljax.system.threads",
-    "run_threads": "srljax.system.threads", "TrainerWorker": "srljax.system.trainer", "Worker": "srljax.system.worker",
+    "PolicyWorker": "srljax.system.policy", "make_worker": "srljax.system.roles", "TrainerWorker": "srljax.system.trainer", "Worker": "srljax.system.worker",
 }
 
 

@@ -18,8 +18,9 @@ controller ``done``; every process takes part in checkpoints (orbax writes each 
 The update is dispatched and not waited for: while it runs, the trainer keeps receiving, cuts
 the next batch and starts its host-to-device copy (``Learner.put``), so the next update's input
 is on the devices when the current one ends. When an update ends, its params go out on the PUB
-every ``trainer.publish_every`` updates (an update that does not publish costs nothing extra)
-and again every second (PUB drops; late subscribers). After ``cfg.num_updates`` updates,
+every ``trainer.publish_every`` updates (an update that does not publish costs nothing extra),
+whenever the trainer is idle waiting for samples with unpublished updates (free, and it frees
+actors throttled on an older version), and again every second (PUB drops; late subscribers). After ``cfg.num_updates`` updates,
 trainer 0 reports ``done``; the final checkpoint is written on stop.
 """
 
@@ -87,6 +88,7 @@ class TrainerWorker(Worker):
         self.done_sent = False
         self.wire_params: tuple[int, list[np.ndarray]] | None = None
         self.next_publish = 0.0
+        self.published = -1  # the newest version published
         self.log(f"samples at {self.receiver.address}; batch {cfg.batch_envs} env columns x {cfg.algo.num_steps} "
                  f"steps ({self.share} from this process of {self.hosts}), {cfg.num_updates} updates")
 
@@ -124,6 +126,11 @@ class TrainerWorker(Worker):
             self.update_started = time.monotonic()
             self.lags += self.placed_lags.tolist()
             self.placed = None
+        elif self.running is None and self.primary and self.published < self.learner.version:
+            # Idle, waiting for samples, with updates the actors have not seen: publishing now costs
+            # nothing, and actors throttled on an old version (publish_every > 1) may be what it waits for.
+            self._publish()
+            self.stats.add("publishes_idle")
 
     def _take(self, msg: Message) -> None:
         try:
@@ -189,6 +196,7 @@ class TrainerWorker(Worker):
             self.wire_params = (version, [np.array(x) for x in self.codec.to_wire(self.learner.policy_params())])
         self.publisher.publish(version, self.wire_params[1])
         self.next_publish = time.monotonic() + REPUBLISH_S
+        self.published = version
         self.stats.add("publishes")
 
     def _log_metrics(self, train_metrics: dict[str, Any]) -> None:

@@ -1,0 +1,63 @@
+"""The one interface every backend renders the worker graph through, and the trial loop they share.
+
+    workers = ThreadWorkers(cfg, names)              # launch/threads.py: each worker a thread
+    workers = WorkerProcesses(run_dir, envs)         # launch/processes.py: each worker a process
+    result, killed = run_trial(cfg, workers, names, build_layout(cfg))
+
+A backend is anything with
+
+- ``start(role, index)``: start that worker (it finds the controller through ``names``);
+- ``exited() -> {"role/i": exit code}``: the workers that have ended;
+- ``tail(name) -> str``: the last lines of a worker's log (or its traceback), for failure messages;
+- ``shutdown(grace_s) -> [names]``: make sure every worker is gone; return those that had to be killed.
+
+The Slurm backend (``launch/slurm/controller.py``, ``GroupSteps``) has the same methods: there
+``srun`` steps start whole groups and end with the job, so its ``start`` and ``shutdown`` only
+check and report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from srljax.comm import NameResolver
+from srljax.config import Experiment
+from srljax.layout import Layout
+from srljax.system.controller import Controller, TrialResult
+
+STOP_GRACE_S = 5.0  # after a Ctrl-C before the controller ran: how long workers get to stop
+
+
+class Backend(Protocol):
+    def start(self, role: str, index: int) -> None: ...
+
+    def exited(self) -> dict[str, int]: ...
+
+    def tail(self, name: str) -> str: ...
+
+    def shutdown(self, grace_s: float = ...) -> list[str]: ...
+
+
+def run_trial(cfg: Experiment, backend: Backend, names: NameResolver, layout: Layout, *, verbose: bool = True,
+              started: Callable[[], None] | None = None) -> tuple[TrialResult | None, list[str], Controller]:
+    """Start every worker of ``layout`` through ``backend``, run the controller to the trial's end,
+    shut the backend down. Returns (result, killed, controller); result None if interrupted before
+    the controller ran. ``started()`` is called once every worker has been started."""
+    controller = Controller(cfg, names, layout, exited=backend.exited, log_tail=backend.tail, verbose=verbose)
+    result: TrialResult | None = None
+    try:
+        for role, index in layout.workers():
+            backend.start(role, index)
+        if started is not None:
+            started()
+        result = controller.run()
+    except KeyboardInterrupt:  # before the controller's own handler was running
+        controller.stop_all(grace_s=STOP_GRACE_S)
+    finally:
+        try:
+            killed = backend.shutdown()
+        except KeyboardInterrupt:  # impatience: no more waiting
+            killed = backend.shutdown(grace_s=0.5)
+        controller.close()
+    return result, killed, controller

@@ -1,0 +1,119 @@
+"""The in-process backend: every worker of the layout as a thread, the controller in the caller's thread.
+
+    from launch.threads import run_threads
+    result = run_threads(cfg)                       # blocks until done / timeout / a worker fails
+    result.exit_code, result.reason                 # 0, "done"
+    result.metrics[-1]["episode_return"]            # the trainer's metrics.jsonl lines
+    result.worker_metrics("actor", 0)[-1]           # that worker's workers/actor-0.jsonl lines
+
+Same workers, sockets (``tcp://127.0.0.1`` or ``ipc://``), controller and trial loop
+(``launch/backend.py``) as ``launch.local``; names live in memory (pass ``names=`` to share them
+with a test). For tests and notebooks. One process cannot give each worker its own GPU or
+memory fraction, so configs that ask for that are refused (``srljax.devices.threads_problems``).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from launch.backend import run_trial
+from srljax.comm import MemoryNames, NameResolver
+from srljax.config import ConfigError, Experiment, write_json
+from srljax.devices import threads_problems
+from srljax.layout import build_layout, validate
+from srljax.run_dir import claim
+from srljax.system.roles import make_worker
+from srljax.system.worker import Worker
+
+JOIN_S = 30.0
+
+
+@dataclass
+class SystemResult:
+    exit_code: int
+    reason: str
+    message: str
+    run_dir: Path
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    pids: dict[str, int] = field(default_factory=dict)  # worker name -> pid it registered with
+    controller_counters: dict[str, int] = field(default_factory=dict)  # received, drop.<reason>, unknown_worker
+
+    def worker_metrics(self, role: str, index: int) -> list[dict[str, Any]]:
+        return read_jsonl(self.run_dir / "workers" / f"{role}-{index}.jsonl")
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+class ThreadWorkers:
+    """The backend: ``start`` runs a worker's ``run()`` in a daemon thread; ``tail`` is its traceback."""
+
+    def __init__(self, cfg: Experiment, names: NameResolver):
+        self.cfg, self.names = cfg, names
+        self.workers: list[Worker] = []
+        self.threads: list[threading.Thread] = []
+        self._codes: dict[str, int] = {}
+        self._errors: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def start(self, role: str, index: int) -> None:
+        worker = make_worker(role, self.cfg, index, self.names)
+        thread = threading.Thread(target=self._body, args=(worker,), name=worker.name, daemon=True)
+        self.workers.append(worker)
+        self.threads.append(thread)
+        thread.start()
+
+    def _body(self, worker: Worker) -> None:
+        try:
+            code = worker.run()
+        except Exception:  # before the loop (e.g. no controller): the loop reports its own errors
+            code = 1
+            with self._lock:
+                self._errors[worker.name] = traceback.format_exc()
+        with self._lock:
+            self._codes[worker.name] = code
+
+    def exited(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._codes)
+
+    def tail(self, name: str) -> str:
+        with self._lock:
+            return self._errors.get(name, "")
+
+    def shutdown(self, grace_s: float = JOIN_S) -> list[str]:
+        """Ask every worker to stop (whoever the controller could not reach), join; return the stuck ones."""
+        for worker in self.workers:
+            worker.request_stop("trial ended")
+        for thread in self.threads:
+            thread.join(timeout=grace_s)
+        return [t.name for t in self.threads if t.is_alive()]
+
+
+def run_threads(cfg: Experiment, names: NameResolver | None = None, verbose: bool = False) -> SystemResult:
+    """Run ``cfg`` (``layout.mode=distributed``) with one thread per worker; return when the trial ends."""
+    validate(cfg)
+    if found := threads_problems(cfg):
+        raise ConfigError(found)
+    if cfg.layout.mode != "distributed":
+        raise ValueError("run_threads needs layout.mode=distributed; use srljax.train for single")
+    claim(cfg)  # refuses a run folder an earlier run left files in
+    write_json(cfg, Path(cfg.run_dir) / "config.json")
+    names = names or MemoryNames()
+    workers = ThreadWorkers(cfg, names)
+    trial, stuck, controller = run_trial(cfg, workers, names, build_layout(cfg), verbose=verbose)
+    if trial is None:
+        raise KeyboardInterrupt
+    message = trial.message + (f"; threads still running: {stuck}" if stuck else "")
+    pids = {controller.expected[k]: int(v.get("pid", -1)) for k, v in controller.info.items()}
+    run_dir = Path(cfg.run_dir)
+    return SystemResult(trial.exit_code or (1 if stuck else 0), trial.reason, message, run_dir,
+                        read_jsonl(run_dir / "metrics.jsonl"), pids, controller.server.counters())
