@@ -2,11 +2,12 @@
 
     .venv/bin/pytest tests/test_multihost.py -q
 
-Each process (``python tests/test_multihost.py worker RANK DIR``) has 2 fake CPU devices, joins
-through name resolution with the coordinator bound to 127.0.0.1, feeds its own 4 of the 8 env
-columns of each batch, and both save one orbax checkpoint together. The test checks that both
-end with identical params, equal (to float tolerance) to one process with one device on the whole
-batches, and that the checkpoint restores to them.
+Each process (``python tests/test_multihost.py worker RANK DIR``) is a real ``TrainerWorker`` with
+2 fake CPU devices: its ``setup`` joins the group through name resolution (the coordinator bound
+to 127.0.0.1), it receives its own 4 of the 8 env columns of each batch over its sample socket,
+and both save one orbax checkpoint together. The test checks that both end with identical params,
+equal (to float tolerance) to one process with one device on the whole batches, and that the
+checkpoint restores to them. The Slurm variant joins through Slurm's environment instead.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from srljax.config import CheckpointConfig, EnvConfig, Experiment, LogConfig, PPOConfig, TrainerConfig
+from srljax.config import CheckpointConfig, EnvConfig, Experiment, LayoutConfig, LogConfig, PPOConfig, TrainerConfig
 from srljax.types import EnvSpec, Trajectory
 
 T, B, HOSTS, UPDATES = 16, 8, 2, 4
@@ -42,6 +43,7 @@ def experiment(run_root: str, num_hosts: int, devices: int) -> Experiment:
         trial="t0",
         total_env_steps=UPDATES * T * B,
         env=EnvConfig(num_envs=B),
+        layout=LayoutConfig(mode="distributed" if num_hosts > 1 else "single"),
         algo=PPOConfig(num_steps=T, hidden_sizes=(32, 32)),
         trainer=TrainerConfig(devices=devices, num_hosts=num_hosts, num_minibatches=2, update_epochs=2),
         log=LogConfig(run_root=run_root, wandb="disabled"),
@@ -83,23 +85,38 @@ def worker(mode: str, folder: Path) -> None:
     from srljax import distributed
     from srljax.comm.names import DirectoryNames
 
+    cfg = experiment(str(folder / "runs"), HOSTS, 2)
+    share = B // HOSTS
     if mode == "slurm":  # one task per virtual node of an srun step
         group = distributed.join_via_slurm(timeout_s=60)
-    else:
-        group = distributed.join_via_names(
-            DirectoryNames(folder / "names"), "multihost", "t0", process_id=int(mode), num_processes=HOSTS,
-            timeout_s=60,
-        )
-    rank = group.process_id
-    import jax
+        rank = group.process_id
+        import jax
 
-    from srljax.learner import Learner
+        from srljax.learner import Learner
 
-    learner = Learner(experiment(str(folder / "runs"), HOSTS, 2), SPEC)
-    share = B // HOSTS
-    for update in range(UPDATES):  # the checkpoint at update 4 is written by both, together
-        learner.step(columns(batch(update), rank * share, (rank + 1) * share))
-    learner.close()
+        learner = Learner(cfg, SPEC)
+        for update in range(UPDATES):  # the checkpoint at update 4 is written by both, together
+            learner.step(columns(batch(update), rank * share, (rank + 1) * share))
+        learner.close()
+    else:  # the trainer worker's own path: join in setup, columns over the wire, cut, sharded update
+        import jax
+
+        from srljax.comm import SampleSender
+        from srljax.system.common import trial_name
+        from srljax.system.trainer import TrainerWorker
+
+        rank = int(mode)
+        trainer = TrainerWorker(cfg, rank, DirectoryNames(folder / "names"))
+        trainer.spec = SPEC  # what the controller's configure message carries
+        trainer.setup()
+        group, learner = trainer.group, trainer.learner
+        with SampleSender(trainer.receiver.address, trial_name(cfg)) as sender:
+            for update in range(UPDATES):  # the checkpoint at update 4 is written by both, together
+                assert sender.send(columns(batch(update), rank * share, (rank + 1) * share), timeout_ms=30_000)
+            deadline = time.monotonic() + TIMEOUT_S
+            while (learner.version < UPDATES or trainer.running is not None) and time.monotonic() < deadline:
+                trainer.poll()
+        trainer.close()
     params = jax.device_get(learner.policy_params())
     flat = {jax.tree_util.keystr(path): np.asarray(x) for path, x in jax.tree_util.tree_leaves_with_path(params)}
     np.savez(folder / f"params{rank}.npz", **flat)

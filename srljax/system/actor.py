@@ -46,13 +46,13 @@ from srljax.acting import Acting
 from srljax.comm import InferenceClient, SampleSender
 from srljax.layout import (
     ACTOR,
+    BUFFER,
     INFERENCE,
     PARAMS,
     POLICY,
     SAMPLES,
     TRAINER,
     actor_envs_per_recv,
-    build_layout,
     columns_per_version,
     segments_ahead,
 )
@@ -82,7 +82,7 @@ class ActorWorker(Worker):
         self.algo = algos.make(cfg, self.spec)
         self.builder = SegmentBuilder(self.spec, cfg.algo.num_steps, self.algo.extras_spec)
         self.sender = SampleSender(None, self.trial, ctx=self.ctx, hwm=SEND_HWM)
-        sinks = self.peers_of(build_layout(cfg).sample_sink(), SAMPLES)
+        sinks = self.peers_of(BUFFER, SAMPLES) or self.peers_of(TRAINER, SAMPLES)  # buffers if the layout has any
         if not sinks:
             raise RuntimeError("the configure message named no sample sink (trainer or buffer) to push to")
         for address in sinks:

@@ -61,8 +61,8 @@ class TrainerWorker(Worker):
             from srljax import distributed
 
             self.log(f"joining the trainer group as process {self.index} of {self.hosts}")
-            distributed.join_via_names(self.names, cfg.name, cfg.trial, process_id=self.index,
-                                       num_processes=self.hosts, host=bind_host())
+            self.group = distributed.join_via_names(self.names, cfg.name, cfg.trial, process_id=self.index,
+                                                    num_processes=self.hosts, host=bind_host())
         self.primary = self.index == 0
         self.share = cfg.batch_envs // self.hosts  # columns this process feeds per update
         self.learner = Learner(cfg, self.spec)
