@@ -339,6 +339,12 @@ def problems(cfg: Experiment) -> list[str]:
                            ("layout.hang_seconds", lay.hang_seconds), ("layout.stall_seconds", lay.stall_seconds)]:
             if value <= 0:
                 out.append(f"{key}={value} must be > 0")
+        ahead = lay.max_segments_ahead * e.num_envs * lay.num_actors
+        if lay.max_segments_ahead and lay.num_actors >= 1 and ahead < cfg.batch_envs:
+            out.append(f"layout.max_segments_ahead={lay.max_segments_ahead} lets {lay.num_actors} actors x {e.num_envs} "
+                       f"envs push {ahead} columns before the first update, less than one batch of "
+                       f"trainer.batch_envs={cfg.batch_envs}: the trainer would wait forever; set it to at least "
+                       f"{-(-cfg.batch_envs // (e.num_envs * lay.num_actors))} (or 0: automatic)")
         if t.max_policy_lag < t.publish_every - 1:
             out.append(f"trainer.max_policy_lag={t.max_policy_lag} < trainer.publish_every={t.publish_every} - 1: "
                        "samples acted with one published version would be dropped before the next is published; "

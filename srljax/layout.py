@@ -93,7 +93,10 @@ def custom_roles(cfg: Experiment) -> dict[str, RoleSpec]:
     out: dict[str, RoleSpec] = {}
     for entry in cfg.layout.custom_roles:
         path, count = parse_custom(entry)
-        cls = load_object(path)
+        try:
+            cls = load_object(path)
+        except ValueError as error:
+            raise ValueError(f"layout.custom_roles entry {entry!r}: {error}") from None
         name = getattr(cls, "role", "")
         if not isinstance(cls, type) or not name or not hasattr(cls, "poll"):
             raise ValueError(f"layout.custom_roles entry {entry!r} is not a Worker subclass with a `role` name "

@@ -92,6 +92,12 @@ class SegmentBuilder:
         self._pos[ids] = 1
         self._oldest_version[ids] = version
 
+    @property
+    def rows_filled(self) -> tuple[int, int]:
+        """(fewest, most) rows any env column of the segment being built holds: a column far behind
+        the others is an env that stopped reporting."""
+        return int(self._pos.min()), int(self._pos.max())
+
     def ready(self, batch_envs: int) -> bool:
         return self._done_envs >= batch_envs
 

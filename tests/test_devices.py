@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from launch import backend, processes
+from launch.threads import run_threads
 from srljax import devices
 from srljax.config import ConfigError, Experiment, apply_overrides, load_file
 from srljax.devices import SINGLE_THREAD_XLA
-from launch.threads import run_threads
 from srljax.system.controller import TrialResult
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "cartpole_ppo_distributed.py"

@@ -14,10 +14,10 @@ import pytest
 
 from launch import processes
 from launch.cli import parse
+from launch.threads import run_threads
 from srljax import run_dir
 from srljax.config import ConfigError, apply_overrides, load_file
 from srljax.run_dir import RunFolderInUse
-from launch.threads import run_threads
 from srljax.train import train
 
 ROOT = Path(__file__).resolve().parents[1]

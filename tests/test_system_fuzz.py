@@ -19,11 +19,11 @@ import msgpack
 import numpy as np
 import zmq
 
+from launch.threads import run_threads
 from srljax.comm import MemoryNames
 from srljax.comm.codec import SCHEMA_VERSION, encode
 from srljax.config import apply_overrides, load_file
 from srljax.layout import CONTROLLER
-from launch.threads import run_threads
 from srljax.system.common import stream_key, trial_name
 from srljax.system.params import ParamsFollower
 

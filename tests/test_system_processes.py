@@ -6,6 +6,7 @@ run folder, and that no worker process outlives it.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -18,7 +19,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from srljax.system.threads import read_jsonl
+from launch.threads import read_jsonl
+from tests.test_system_threads import check_params_norms
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["log.wandb=disabled", "log.progress=lines", "algo.num_steps=32", "trainer.num_minibatches=2",
@@ -28,11 +30,13 @@ SMALL = ["log.wandb=disabled", "log.progress=lines", "algo.num_steps=32", "train
 class Launch:
     """The launcher as a child process, its output collected line by line."""
 
-    def __init__(self, tmp_path: Path, trial: str, *overrides: str):
-        self.run_dir = tmp_path / "cartpole_ppo_distributed" / trial
-        cmd = [sys.executable, "-m", "launch.local", "configs/cartpole_ppo_distributed.py", "-f", trial,
+    def __init__(self, tmp_path: Path, trial: str, *overrides: str, config: str = "configs/cartpole_ppo_distributed.py",
+                 environ: dict[str, str] | None = None):
+        self.run_dir = tmp_path / Path(config).stem / trial
+        cmd = [sys.executable, "-m", "launch.local", config, "-f", trial,
                f"log.run_root={tmp_path}", *SMALL, *overrides]
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        env = {**os.environ, **environ} if environ else None  # inherited by every worker process
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -73,6 +77,17 @@ class Launch:
         assert found, self.output
         return {name: int(pid) for name, pid in re.findall(r"(\w+/\d+) \(pid (\d+)\)", found.group(1))}
 
+    def recorded_pids(self) -> dict[str, int]:
+        """Every pid a worker stamped on its ``workers/<role>-<i>.jsonl`` lines."""
+        out = {}
+        for path in sorted((self.run_dir / "workers").glob("*.jsonl")):
+            for record in read_jsonl(path):
+                out[f"{record['role']}/{record['index']}"] = int(record["pid"])
+        return out
+
+    def status(self) -> dict:
+        return json.loads((self.run_dir / "status.json").read_text())
+
     def leftovers(self) -> list[str]:
         """Processes still running that belong to this run (worker command lines name the run folder)."""
         out = []
@@ -94,17 +109,21 @@ def gone(pids: list[int]) -> bool:
 
 
 def test_local_processes_run_to_completion(tmp_path):
-    run = Launch(tmp_path, "e2e", f"total_env_steps={2 * 4 * 32 * 4}")
+    """``configs/cartpole_ppo_params_norm.py``: the distributed CartPole graph (remote inference) plus
+    a user-defined ``params_norm`` worker, which runs as one more process like the built-in roles."""
+    run = Launch(tmp_path, "e2e", f"total_env_steps={2 * 4 * 32 * 4}", config="configs/cartpole_ppo_params_norm.py")
     assert run.wait(timeout=240) == 0, run.output
     out = run.output
     assert f"run folder: {run.run_dir}" in out
-    for name in ("trainer-0", "policy-0", "actor-0", "actor-1"):
+    for name in ("trainer-0", "policy-0", "actor-0", "actor-1", "params_norm-0"):
         assert str(run.run_dir / "logs" / f"{name}.log") in out
     assert "finished: done" in out
+    assert (run.status()["exit_code"], run.status()["reason"]) == (0, "done")
 
     pids = run.worker_pids()
-    assert set(pids) == {"trainer/0", "policy/0", "actor/0", "actor/1"}
-    assert len(set(pids.values())) == 4 and run.proc.pid not in pids.values()
+    assert set(pids) == {"trainer/0", "policy/0", "actor/0", "actor/1", "params_norm/0"}
+    assert len(set(pids.values())) == 5 and run.proc.pid not in pids.values()
+    assert run.recorded_pids() == pids
     for name, pid in pids.items():
         role, index = name.split("/")
         last = read_jsonl(run.run_dir / "workers" / f"{role}-{index}.jsonl")[-1]
@@ -112,6 +131,8 @@ def test_local_processes_run_to_completion(tmp_path):
         assert f"[{name} pid={pid}]" in (run.run_dir / "logs" / f"{role}-{index}.log").read_text()
     metrics = read_jsonl(run.run_dir / "metrics.jsonl")
     assert metrics and metrics[-1]["update"] == 4
+    assert read_jsonl(run.run_dir / "workers" / "params_norm-0.jsonl")[-1]["versions"] >= 2
+    check_params_norms(run.run_dir, num_updates=4)
     assert gone(list(pids.values())) and not run.leftovers()
 
 
@@ -144,3 +165,14 @@ def test_ctrl_c_or_sigterm_stops_every_worker(tmp_path, sig):
     print(f"stopped {time.monotonic() - sent:.1f} s after {sig.name}")
     assert "interrupted" in run.output
     assert gone(list(pids.values())) and not run.leftovers()
+
+
+def test_a_custom_role_that_does_not_import_is_refused_before_anything_starts(tmp_path):
+    cmd = [sys.executable, "-m", "launch.local", "configs/cartpole_ppo_distributed.py", "-f", "bad",
+           f"log.run_root={tmp_path}", *SMALL, "layout.custom_roles=nope.module:X"]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "invalid config" in done.stderr
+    assert "'nope.module:X': cannot import module 'nope.module'" in done.stderr, done.stderr
+    assert "run folder" not in done.stdout  # the launcher never got as far as main()
+    assert not (tmp_path / "cartpole_ppo_distributed").exists()  # nothing was created

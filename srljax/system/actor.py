@@ -161,9 +161,11 @@ class ActorWorker(Worker):
         if self.follower.params is None:
             self.blocked = "params: none received yet"
             return
-        self.blocked = ""
         with self.stats.time("wait/env"):
             ts = self.env.recv()
+        if self._empty(ts):
+            return
+        self.blocked = ""
         with self.stats.time("compute/act"):
             action, extras = self.acting.act(self.follower.params, ts)
         self.env.send(action, ts.env_id)
@@ -174,11 +176,12 @@ class ActorWorker(Worker):
         for reply in self.inference.replies(timeout_ms=0):
             self._apply(*reply)
         if self.stepping > 0:
-            self.blocked = ""
             with self.stats.time("wait/env"):
                 ts = self.env.recv()
-            self.stepping -= 1
-            self.inference.request(ts)
+            if not self._empty(ts):
+                self.blocked = ""
+                self.stepping -= 1
+                self.inference.request(ts)
         else:
             self.blocked = f"inference: {len(self.inference.in_flight)} requests in flight"
             with self.stats.time("wait/inference"):
@@ -187,6 +190,15 @@ class ActorWorker(Worker):
                 self._apply(*reply)
         self.inference.resend_overdue()
         self.stats.gauge("queue/requests_in_flight", len(self.inference.in_flight))
+
+    def _empty(self, ts: TimeStep) -> bool:
+        """An env that answered ``recv`` with no rows (a user env can): step it on, there is nothing to act on."""
+        if len(ts.env_id):
+            return False
+        self.env.send(np.zeros((0, *self.spec.action_shape), self.spec.action_dtype), ts.env_id)
+        self.blocked = "env: recv returns no rows"
+        self.stats.add("empty_recvs")
+        return True
 
     def _apply(self, ts: TimeStep, action: np.ndarray, extras: dict[str, np.ndarray], version: int) -> None:
         self.env.send(action, ts.env_id)
@@ -235,7 +247,11 @@ class ActorWorker(Worker):
         return int(self.stats.counters["env_steps"])
 
     def waiting(self) -> str:
-        return getattr(self, "blocked", "")
+        blocked = getattr(self, "blocked", "")
+        if blocked or getattr(self, "builder", None) is None:
+            return blocked
+        low, high = self.builder.rows_filled
+        return f"stepping: env columns at rows {low}..{high} of {self.cfg.algo.num_steps + 1}"
 
     def metrics(self) -> dict[str, Any]:
         out: dict[str, Any] = {"queue/segments_waiting": len(getattr(self, "outgoing", ()))}

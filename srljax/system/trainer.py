@@ -99,7 +99,7 @@ class TrainerWorker(Worker):
         if self.running is not None and _ready(self.running):
             self._finish_update()
         if self.primary and self.running is None and time.monotonic() >= self.next_publish:
-            self._publish()
+            self._publish(fresh=self.wire_params is None)  # again: PUB drops, subscribers join late
         if self.learner.version >= self.cfg.num_updates and self.running is None:
             if self.primary and not self.done_sent:
                 self.done_sent = True
@@ -189,8 +189,9 @@ class TrainerWorker(Worker):
         if version % cfg.log.log_every == 0 or last:
             self._log_metrics(train_metrics)
 
-    def _publish(self) -> None:
-        version = self.learner.version
+    def _publish(self, fresh: bool = True) -> None:
+        """Publish the current params (``fresh``), or the last published ones again."""
+        version = self.learner.version if fresh else self.wire_params[0]
         if self.wire_params is None or self.wire_params[0] != version:
             # private copies: sends are zero-copy and jax may reuse device buffers
             self.wire_params = (version, [np.array(x) for x in self.codec.to_wire(self.learner.policy_params())])

@@ -15,8 +15,9 @@
 env spec of one actor; ``self.extras_spec``; ``self.peers``, the addresses every configured
 worker serves), calls ``setup`` and answers ``status ready`` with the addresses this worker
 registered; ``start`` / ``pause`` switch ``poll`` on and off; ``stop`` (or ``request_stop``, e.g.
-from SIGTERM) ends the loop, calls ``close`` and answers ``status stopped``. An exception anywhere
-is sent to the controller as ``status error`` with its traceback and makes ``run`` return 1.
+from SIGTERM) ends the loop, calls ``close`` (heartbeats say ``stopping`` meanwhile) and answers
+``status stopped``. An exception anywhere is sent to the controller as ``status error`` with its
+traceback and makes ``run`` return 1.
 
 A control thread owns the control socket: it heartbeats every second even while the main thread
 is busy in a long jit compile or update, and carries commands in and messages out through queues.
@@ -74,6 +75,7 @@ class Worker:
         self._outbox: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
         self._control_done = threading.Event()
         self._last_progress = time.monotonic()
+        self._progress_count = 0  # the last value ``progress()`` returned, for heartbeats
         self._metrics_file: Any = None
         self._next_flush = 0.0
         self.spec: EnvSpec | None = None  # from configure
@@ -154,6 +156,8 @@ class Worker:
             code = 1
             self._report_error("run", traceback.format_exc())
         finally:
+            if code == 0:  # heartbeats during a long close (a final checkpoint) must not read as a hung loop
+                self.state = "stopping"
             try:
                 self.close()
             except Exception:
@@ -240,7 +244,7 @@ class Worker:
                     # gap_s: how late this beat is; loop_age_s: since the main loop last finished a poll
                     client.send("heartbeat", {"state": self.state, "seq": beats, "gap_s": round(now - last_beat, 3),
                                               "loop_age_s": round(now - self._last_progress, 3),
-                                              "progress": int(self.progress()), "waiting": self._waiting()},
+                                              "progress": self._progress(), "waiting": self._waiting()},
                                 timeout_ms=1000)
                     last_beat = now
                 msg = client.recv(timeout_ms=20)
@@ -250,6 +254,13 @@ class Worker:
                     self.request_stop("launcher exited")
         finally:
             client.close()
+
+    def _progress(self) -> int:
+        try:  # a subclass hook, called before ``setup`` too: an exception must not end the heartbeats
+            self._progress_count = int(self.progress())
+        except Exception:
+            pass
+        return self._progress_count
 
     def _waiting(self) -> str:
         try:  # read from the control thread while the main loop changes it: a torn read must not kill it
