@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = ROOT / "tests" / "slurm" / "cluster.sh"
 CONFIG = "configs/cartpole_ppo_distributed.py"
 EXPERIMENT = "cartpole_ppo_distributed"
+CUSTOM_ROLE_CONFIG = "configs/cartpole_ppo_params_norm.py"
 # small updates so a trial trains (and checkpoints) within a minute of starting
 SMALL = ["log.wandb=disabled", "log.progress=lines", "algo.num_steps=32", "trainer.num_minibatches=2",
          "trainer.update_epochs=1", "total_env_steps=1000000000"]
@@ -64,8 +65,8 @@ def launch(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]
     return sx(sys.executable, "-m", "launch.slurm", *args, timeout=timeout)
 
 
-def submit(run_root: Path, trial: str, *overrides: str) -> str:
-    r = launch(CONFIG, "-f", trial, f"log.run_root={run_root}", *overrides)
+def submit(run_root: Path, trial: str, *overrides: str, config: str = CONFIG) -> str:
+    r = launch(config, "-f", trial, f"log.run_root={run_root}", *overrides)
     assert r.returncode == 0, r.stdout + r.stderr
     found = re.search(r"submitted job (\d+)", r.stdout)
     assert found, r.stdout
@@ -161,10 +162,12 @@ def test_time_limit_warning_stops_cleanly(tmp_path: Path) -> None:
 
 def test_cartpole_acceptance_run_with_a_two_host_trainer(tmp_path: Path) -> None:
     """The acceptance command with a trainer on two nodes (one jax.distributed process each) and the
-    policy worker packed with the actors on a third: trains to the CartPole cap as a Slurm job."""
-    run_dir = tmp_path / EXPERIMENT / "ci"
+    policy worker packed with the actors on a third: trains to the CartPole cap as a Slurm job. The
+    config adds a user-defined worker role (configs/cartpole_ppo_params_norm.py, resources from
+    ``slurm.custom``), which runs as a Slurm task like the built-in roles."""
+    run_dir = tmp_path / "cartpole_ppo_params_norm" / "ci"
     start = time.monotonic()
-    job = submit(tmp_path, "ci", *MULTI_HOST)
+    job = submit(tmp_path, "ci", *MULTI_HOST, "slurm.custom.component=actor", config=CUSTOM_ROLE_CONFIG)
     try:
         wait_for(lambda: not in_queue(job), 1800, f"job {job} finishing", run_dir / "logs")
     finally:
@@ -184,7 +187,11 @@ def test_cartpole_acceptance_run_with_a_two_host_trainer(tmp_path: Path) -> None
         found = re.search(r"\[slurm_task\] (\S+) on node (\S+)", log.read_text())
         if found:
             nodes[found.group(1)] = found.group(2)
-    assert set(nodes) == {"trainer/0", "trainer/1", "policy/0", "actor/0", "actor/1"}, nodes
+    assert set(nodes) == {"trainer/0", "trainer/1", "policy/0", "actor/0", "actor/1", "params_norm/0"}, nodes
     assert len(set(nodes.values())) == 3, f"expected the tasks on three nodes: {nodes}"
     assert nodes["trainer/0"] != nodes["trainer/1"] and nodes["policy/0"] == nodes["actor/0"] == nodes["actor/1"], nodes
-    assert "[controller] all 5 workers registered" in (run_dir / "logs" / f"job-{job}.log").read_text()
+    assert nodes["params_norm/0"] == nodes["actor/0"], nodes  # slurm.custom.component=actor
+    norms = [json.loads(line) for line in (run_dir / "params_norms.jsonl").read_text().splitlines()]
+    versions = [n["version"] for n in norms]
+    assert len(norms) > 10 and versions == sorted(versions) and all(n["norm"] > 0 for n in norms), norms[:5]
+    assert "[controller] all 6 workers registered" in (run_dir / "logs" / f"job-{job}.log").read_text()
