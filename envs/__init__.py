@@ -1,7 +1,7 @@
 """The environment seam: one ``make`` for envpool tasks, gymnasium envs, probes and your own.
 
     import envs
-    from srljax.config import EnvConfig
+    from srljax.config import EnvConfig, load_object
 
     env = envs.make(EnvConfig(id="Pong-v5", num_envs=8), seed=1)                # envpool
     env = envs.make(EnvConfig(id="CartPole-v1", factory="envs.gym_adapter:make_gymnasium"), seed=1)
@@ -13,11 +13,9 @@ Every one is a ``VecEnv`` (see ``envs/base.py``).
 
 from __future__ import annotations
 
-import importlib
-
 from envs.base import VecEnv
 from envs.probe import ConstantRewardTimeLimit, TerminalReward
-from srljax.config import EnvConfig
+from srljax.config import EnvConfig, load_object
 
 __all__ = ["make", "problems", "VecEnv", "ConstantRewardTimeLimit", "TerminalReward"]
 
@@ -49,16 +47,9 @@ def problems(cfg: EnvConfig) -> list[str]:
 
 
 def _factory(factory: str):
-    module_name, _, function_name = factory.partition(":")
-    if not module_name or not function_name:
-        raise ValueError(f"env.factory={factory!r} must look like 'package.module:make_fn'")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise ValueError(f"env.factory={factory!r}: cannot import module {module_name!r} ({error})") from error
-    make_fn = getattr(module, function_name, None)
+    make_fn = load_object(factory, "env.factory")
     if not callable(make_fn):
-        raise ValueError(f"env.factory={factory!r}: module {module_name!r} has no function {function_name!r}")
+        raise ValueError(f"env.factory={factory!r} is not a function (called as make_fn(env_config, seed))")
     return make_fn
 
 

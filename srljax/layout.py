@@ -19,13 +19,11 @@ below; no other module spells them.
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from srljax.config import ConfigError, Experiment
+from srljax.config import ConfigError, Experiment, load_object
 from srljax.config import problems as config_problems
 
 TRAINER, BUFFER, POLICY, ACTOR = "trainer", "buffer", "policy", "actor"
@@ -65,20 +63,6 @@ ROLES: dict[str, RoleSpec] = {  # in configure order: servers before their clien
 }
 
 
-def load_object(path: str) -> Any:
-    """``"pkg.module:Name"`` -> the object; ValueError naming what is wrong."""
-    module_name, _, attr = path.partition(":")
-    if not module_name or not attr:
-        raise ValueError(f"{path!r} must look like 'package.module:ClassName'")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise ValueError(f"{path!r}: cannot import module {module_name!r} ({error})") from error
-    if not hasattr(module, attr):
-        raise ValueError(f"{path!r}: module {module_name!r} has no {attr!r}")
-    return getattr(module, attr)
-
-
 def parse_custom(entry: str) -> tuple[str, int]:
     """``"pkg.mod:Class*2"`` -> ("pkg.mod:Class", 2); the count defaults to 1."""
     path, _, count = entry.partition("*")
@@ -93,10 +77,7 @@ def custom_roles(cfg: Experiment) -> dict[str, RoleSpec]:
     out: dict[str, RoleSpec] = {}
     for entry in cfg.layout.custom_roles:
         path, count = parse_custom(entry)
-        try:
-            cls = load_object(path)
-        except ValueError as error:
-            raise ValueError(f"layout.custom_roles entry {entry!r}: {error}") from None
+        cls = load_object(path, "layout.custom_roles entry")
         name = getattr(cls, "role", "")
         if not isinstance(cls, type) or not name or not hasattr(cls, "poll"):
             raise ValueError(f"layout.custom_roles entry {entry!r} is not a Worker subclass with a `role` name "
@@ -122,7 +103,7 @@ def role_spec(cfg: Experiment, role: str) -> RoleSpec:
 
 def worker_class(cfg: Experiment, role: str) -> type:
     """The ``Worker`` subclass that runs ``role`` (imported now)."""
-    return load_object(role_spec(cfg, role).worker)
+    return load_object(role_spec(cfg, role).worker, f"the {role} worker class")
 
 
 @dataclass(frozen=True)
