@@ -2,24 +2,35 @@
 
     python bench/sharding.py                          # everything this machine can do, one command
     python bench/sharding.py --envs 8 64 --repeats 10 # batch = envs x 128 steps per update
+    python bench/sharding.py --throughput --envs 4 --epochs 1 --repeats 3 --devices 1 2   # the timed path on CPU
 
 On accelerators: for every device count 1, 2, 4, ... up to those present, the median seconds of
-one jitted PPO update (CleanRL Atari: Nature CNN, 4 epochs x 4 minibatches) on random Pong-shaped
-batches, fed the way a trainer worker does (``Learner.put`` of the next batch while the current
-update runs), printed as samples/s and samples/s per device; with several devices also the
-largest param difference from 1 device (see ``correctness``). On CPU (no accelerator) it runs only the correctness
-check, on 4 fake CPU devices: timings there say nothing about accelerators. Results are recorded
-in ``bench/RESULTS.md``.
+one PPO update (CleanRL Atari: Nature CNN, 4 epochs x 4 minibatches) on random Pong-shaped
+batches, measured through the trainer's real path: a ``TrainerWorker`` (the distributed trainer,
+``srljax/system/trainer.py``) receives the batches as actor segments over its ZeroMQ sample
+socket (``--segments`` per batch, pushed by a feeder thread with a ``SampleSender``), checks and
+cuts them into batches, copies the next batch to the devices while the current update runs,
+publishes params and writes its metrics line after every update. The time is that between update
+completions after the first ones (``--skip``), printed as samples/s and samples/s per device; with
+several devices also the largest param difference from 1 device (see ``correctness``). On CPU (no
+accelerator) it runs only the correctness check, on 4 fake CPU devices: timings there say nothing
+about accelerators; ``--throughput`` runs the timed path there too (to check it works). Results
+are recorded in ``bench/RESULTS.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import io
 import os
 import statistics
 import sys
+import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 # Fake CPU devices for the CPU correctness check; the flag only touches the host platform, so it
@@ -32,8 +43,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from machine import describe  # bench/machine.py, next to this script
 
-from srljax.config import EnvConfig, Experiment, PPOConfig, TrainerConfig
+from srljax.comm import MemoryNames, SampleSender
+from srljax.config import CheckpointConfig, EnvConfig, Experiment, LayoutConfig, LogConfig, PPOConfig, TrainerConfig
 from srljax.learner import Learner
+from srljax.rollout import split_segments
+from srljax.system.common import trial_name
+from srljax.system.trainer import TrainerWorker
 from srljax.types import EnvSpec, Trajectory
 
 SPEC = EnvSpec(id="Pong-v5", obs_shape=(4, 84, 84), obs_dtype="uint8", action_kind="discrete", num_actions=6)
@@ -97,34 +112,100 @@ def correctness(envs: int, counts: list[int], epochs: int = 1, updates: int = 2)
     return out
 
 
-def throughput(envs: int, devices: int, epochs: int, repeats: int) -> tuple[float, float]:
-    """(compile seconds, median seconds per update), the next batch's copy overlapping each update."""
-    learner = make_learner(envs, devices, epochs)
-    batches = [random_trajectory(envs, seed=s) for s in range(2)]
-    start = time.perf_counter()
-    jax.block_until_ready(learner.step(batches[0]))  # compiles
-    compile_s = time.perf_counter() - start
-    times = []
-    placed = learner.put(batches[1])
-    for i in range(repeats):
+def trainer_experiment(envs: int, devices: int, epochs: int, segments: int, updates: int, run_root: str) -> Experiment:
+    """The distributed config a trainer of ``devices`` devices runs: ``envs`` columns per batch from
+    ``segments`` actors of ``envs / segments`` envs each; nothing is dropped as stale (the feeder stamps
+    segments with the newest version, and queued ones must not be lost to the lag bound here)."""
+    base = experiment(envs, devices, epochs)
+    return dataclasses.replace(
+        base,
+        name="bench_sharding",
+        trial=f"d{devices}-b{envs}-{os.getpid()}-{time.monotonic_ns()}",
+        total_env_steps=updates * envs * STEPS,
+        env=dataclasses.replace(base.env, num_envs=envs // segments),
+        trainer=dataclasses.replace(base.trainer, batch_envs=envs, max_policy_lag=1_000_000),
+        layout=LayoutConfig(mode="distributed", num_actors=segments, inference="inline"),
+        log=LogConfig(run_root=run_root, wandb="disabled", progress="lines"),
+        checkpoint=CheckpointConfig(final=False),
+    )
+
+
+class Feeder(threading.Thread):
+    """Pushes the ``parts`` round robin to the trainer's sample socket as fast as it takes them, each
+    stamped with the trainer's current params version (as actors acting on the newest params do)."""
+
+    def __init__(self, address: str, trial: str, parts: list[Trajectory], version: Callable[[], int]):
+        super().__init__(daemon=True, name="feeder")
+        self.address, self.trial, self.parts, self.version = address, trial, parts, version
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+        self.sent = 0
+
+    def run(self) -> None:
+        try:
+            with SampleSender(self.address, self.trial, hwm=2) as sender:  # a socket is used by one thread only
+                while not self.done.is_set():
+                    part = self.parts[self.sent % len(self.parts)]
+                    version = self.version()
+                    segment = part._replace(policy_version=np.full_like(part.policy_version, version))
+                    if sender.send(segment, timeout_ms=50, version=version):
+                        self.sent += 1
+        except BaseException as err:  # reported by the main thread
+            self.error = err
+
+
+def throughput(envs: int, devices: int, epochs: int, repeats: int, segments: int = 2,
+               skip: int = 2) -> tuple[float, float]:
+    """(setup seconds including compile, median seconds per update) of a ``TrainerWorker`` fed over the wire."""
+    if envs % segments:
+        raise SystemExit(f"--envs {envs} does not split into --segments {segments}")
+    with tempfile.TemporaryDirectory(prefix="srljax-sharding-") as tmp, contextlib.redirect_stdout(io.StringIO()):
+        cfg = trainer_experiment(envs, devices, epochs, segments, repeats + skip + 1, tmp)
+        worker = TrainerWorker(cfg, 0, MemoryNames())
+        worker.spec = dataclasses.replace(SPEC, num_envs=envs // segments, batch_size=envs // segments)  # what configure carries
         start = time.perf_counter()
-        metrics = learner.step(placed)
-        placed = learner.put(batches[i % 2])  # copied while the update runs
-        jax.block_until_ready(metrics)
-        times.append(time.perf_counter() - start)
-    return compile_s, statistics.median(times)
+        worker.setup()  # compiles the update for this batch
+        setup_s = time.perf_counter() - start
+        batches = [random_trajectory(envs, seed=s) for s in range(2)]
+        parts = [part for batch in batches for part in split_segments(batch, envs // segments)]
+        feeder = Feeder(worker.receiver.address, trial_name(cfg), parts, lambda: worker.learner.version)
+        feeder.start()
+        ends: list[float] = []  # when each update completed (the worker read its metrics)
+        try:
+            deadline = time.monotonic() + 600 + 60 * repeats
+            while worker.stats.counters["updates"] < cfg.num_updates:
+                done = worker.stats.counters["updates"]
+                worker.poll()
+                if worker.stats.counters["updates"] > done:
+                    ends.append(time.perf_counter())
+                if feeder.error is not None:
+                    raise RuntimeError("the feeder thread failed") from feeder.error
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"only {done} of {cfg.num_updates} updates before the deadline")
+        finally:
+            feeder.done.set()
+            feeder.join(timeout=10)
+            worker.close()
+        dropped = worker.dropped_stale
+    if dropped:
+        raise RuntimeError(f"{dropped} columns were dropped as stale: the timing would not be the update's")
+    times = np.diff(ends[skip:])
+    return setup_s, statistics.median(times.tolist())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", type=int, nargs="+", default=[8, 64], help="env columns B per batch")
     parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--repeats", type=int, default=10, help="timed updates per device count")
+    parser.add_argument("--segments", type=int, default=2, help="actor segments a batch arrives in")
+    parser.add_argument("--devices", type=int, nargs="+", help="device counts to time (default: 1, 2, 4, ... present)")
+    parser.add_argument("--throughput", action="store_true", help="time the trainer on CPU too (a check of the code path)")
     args = parser.parse_args()
     print(f"machine: {describe()}", flush=True)
     available = len(jax.devices())
-    counts = [n for n in (1, 2, 4, 8, 16) if n <= available]
-    if jax.default_backend() == "cpu":
+    counts = [n for n in (args.devices or (1, 2, 4, 8, 16)) if n <= available]
+    if jax.default_backend() == "cpu" and not args.throughput:
         envs = args.envs[0]
         print(f"CPU: correctness only (Atari PPO, {envs} envs x {STEPS} steps, 1 epoch x 4 minibatches, 2 updates)")
         diffs = correctness(envs, [n for n in counts if n > 1])
@@ -134,15 +215,16 @@ def main() -> None:
         sys.exit(0 if all(d < 1e-4 for d in diffs.values()) else 1)
     for envs in args.envs:
         samples = envs * STEPS
-        print(f"Atari PPO update, batch {envs} envs x {STEPS} steps = {samples} samples, {args.epochs} epochs x 4 mb")
+        print(f"Atari PPO update through a TrainerWorker, batch {envs} envs x {STEPS} steps = {samples} samples "
+              f"(arriving as {args.segments} segments), {args.epochs} epochs x 4 mb, on {jax.default_backend()}")
         for n in counts:
             if envs % n:
                 print(f"  {n} devices: skipped ({envs} envs do not split {n} ways)")
                 continue
-            compile_s, step_s = throughput(envs, n, args.epochs, args.repeats)
+            setup_s, step_s = throughput(envs, n, args.epochs, args.repeats, args.segments)
             print(
                 f"  {n} device(s): {samples / step_s:10,.0f} samples/s  ({samples / step_s / n:,.0f} per device; "
-                f"{step_s * 1e3:.1f} ms/update, compile {compile_s:.1f} s)",
+                f"{step_s * 1e3:.1f} ms/update, trainer setup with compile {setup_s:.1f} s)",
                 flush=True,
             )
         if len(counts) > 1:
