@@ -241,7 +241,7 @@ def table(name: str, case: dict[str, Any], runs: dict[str, list[dict[str, Any]]]
     lines = [f"{name}: {case['config']}, batch {case['batch']} envs x {case['steps']} steps, "
              f"{case['total']:,} env steps per run",
              "| layout | env steps/s, median (each run) | vs single | policy lag of trained columns: mean / max "
-             "| segments by lag at arrival (last run) | dropped stale columns | cores used: this run / other "
+             "| segments by lag at arrival (last run) | dropped stale columns (all runs) | cores used: this run / other "
              "processes (median) | CPU ms per 1k steps (median) |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for row, rs in runs.items():

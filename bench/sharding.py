@@ -8,7 +8,8 @@ On accelerators: for every device count 1, 2, 4, ... up to those present, the me
 one PPO update (CleanRL Atari: Nature CNN, 4 epochs x 4 minibatches) on random Pong-shaped
 batches, measured through the trainer's real path: a ``TrainerWorker`` (the distributed trainer,
 ``srljax/system/trainer.py``) receives the batches as actor segments over its ZeroMQ sample
-socket (``--segments`` per batch, pushed by a feeder thread with a ``SampleSender``), checks and
+socket (``--segments`` per batch, pushed by a feeder thread with a ``SampleSender``, at most two
+batches ahead of the updates as the actors' lag throttle keeps them), checks and
 cuts them into batches, copies the next batch to the devices while the current update runs,
 publishes params and writes its metrics line after every update. The time is that between update
 completions after the first ones (``--skip``), printed as samples/s and samples/s per device; with
@@ -131,12 +132,16 @@ def trainer_experiment(envs: int, devices: int, epochs: int, segments: int, upda
 
 
 class Feeder(threading.Thread):
-    """Pushes the ``parts`` round robin to the trainer's sample socket as fast as it takes them, each
-    stamped with the trainer's current params version (as actors acting on the newest params do)."""
+    """Pushes the ``parts`` round robin to the trainer's sample socket, each stamped with the trainer's
+    current params version (as actors acting on the newest params do), at most ``ahead`` batches
+    beyond the updates dispatched (as the actors' lag throttle keeps them): a feeder faster than the
+    updates would otherwise pile segments up in the trainer, and every batch cut would copy them all."""
 
-    def __init__(self, address: str, trial: str, parts: list[Trajectory], version: Callable[[], int]):
+    def __init__(self, address: str, trial: str, parts: list[Trajectory], per_batch: int,
+                 version: Callable[[], int], ahead: int = 2):
         super().__init__(daemon=True, name="feeder")
         self.address, self.trial, self.parts, self.version = address, trial, parts, version
+        self.per_batch, self.ahead = per_batch, ahead
         self.done = threading.Event()
         self.error: BaseException | None = None
         self.sent = 0
@@ -145,8 +150,11 @@ class Feeder(threading.Thread):
         try:
             with SampleSender(self.address, self.trial, hwm=2) as sender:  # a socket is used by one thread only
                 while not self.done.is_set():
-                    part = self.parts[self.sent % len(self.parts)]
                     version = self.version()
+                    if self.sent >= (version + 1 + self.ahead) * self.per_batch:
+                        time.sleep(0.002)
+                        continue
+                    part = self.parts[self.sent % len(self.parts)]
                     segment = part._replace(policy_version=np.full_like(part.policy_version, version))
                     if sender.send(segment, timeout_ms=50, version=version):
                         self.sent += 1
@@ -168,7 +176,7 @@ def throughput(envs: int, devices: int, epochs: int, repeats: int, segments: int
         setup_s = time.perf_counter() - start
         batches = [random_trajectory(envs, seed=s) for s in range(2)]
         parts = [part for batch in batches for part in split_segments(batch, envs // segments)]
-        feeder = Feeder(worker.receiver.address, trial_name(cfg), parts, lambda: worker.learner.version)
+        feeder = Feeder(worker.receiver.address, trial_name(cfg), parts, segments, lambda: worker.learner.version)
         feeder.start()
         ends: list[float] = []  # when each update completed (the worker read its metrics)
         try:
