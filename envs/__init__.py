@@ -1,7 +1,8 @@
 """The environment seam: one ``make`` for envpool tasks, gymnasium envs, probes and your own.
 
     import envs
-    from srljax.config import EnvConfig, load_object
+    from srljax.config import EnvConfig
+from srljax.objects import load_object
 
     env = envs.make(EnvConfig(id="Pong-v5", num_envs=8), seed=1)                # envpool
     env = envs.make(EnvConfig(id="CartPole-v1", factory="envs.gym_adapter:make_gymnasium"), seed=1)
@@ -15,7 +16,8 @@ from __future__ import annotations
 
 from envs.base import VecEnv
 from envs.probe import ConstantRewardTimeLimit, TerminalReward
-from srljax.config import EnvConfig, load_object
+from srljax.config import EnvConfig
+from srljax.objects import load_object
 
 __all__ = ["make", "problems", "VecEnv", "ConstantRewardTimeLimit", "TerminalReward"]
 

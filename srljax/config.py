@@ -14,7 +14,6 @@ config at run time.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import importlib.util
 import json
 import typing
@@ -465,21 +464,6 @@ def load_file(path: str | Path) -> Experiment:
     if cfg.name == Experiment.name:
         cfg = dataclasses.replace(cfg, name=path.stem)
     return cfg
-
-
-def load_object(path: str, key: str) -> Any:
-    """The object a config value ``"package.module:name"`` names (``env.factory``, ``layout.custom_roles``),
-    imported now; ValueError naming ``key``, the value and what is wrong."""
-    module_name, _, attr = path.partition(":")
-    if not module_name or not attr:
-        raise ValueError(f"{key}={path!r} must look like 'package.module:name'")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise ValueError(f"{key}={path!r}: cannot import module {module_name!r} ({error})") from error
-    if not hasattr(module, attr):
-        raise ValueError(f"{key}={path!r}: module {module_name!r} has no {attr!r}")
-    return getattr(module, attr)
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:

@@ -23,8 +23,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from srljax.config import ConfigError, Experiment, load_object
+from srljax.config import ConfigError, Experiment
 from srljax.config import problems as config_problems
+from srljax.objects import load_object
 
 TRAINER, BUFFER, POLICY, ACTOR = "trainer", "buffer", "policy", "actor"
 CONTROLLER = "controller"
