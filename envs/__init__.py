@@ -2,7 +2,6 @@
 
     import envs
     from srljax.config import EnvConfig
-from srljax.objects import load_object
 
     env = envs.make(EnvConfig(id="Pong-v5", num_envs=8), seed=1)                # envpool
     env = envs.make(EnvConfig(id="CartPole-v1", factory="envs.gym_adapter:make_gymnasium"), seed=1)

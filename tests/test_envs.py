@@ -199,9 +199,9 @@ def not_a_vec_env(cfg: EnvConfig, seed: int) -> object:
 
 
 def test_factory_errors_are_explained():
-    with pytest.raises(ValueError, match="package.module:make_fn"):
+    with pytest.raises(ValueError, match="must look like 'package.module:name'"):
         envs.make(EnvConfig(factory="no_colon_here"), seed=0)
-    with pytest.raises(ValueError, match="no function 'nope'"):
+    with pytest.raises(ValueError, match="has no 'nope'"):
         envs.make(EnvConfig(factory="envs.probe:nope"), seed=0)
     with pytest.raises(TypeError, match="spec, reset"):
         envs.make(EnvConfig(factory=f"{__name__}:not_a_vec_env"), seed=0)
