@@ -26,13 +26,17 @@ trainer 0 reports ``done``; the final checkpoint is written on stop.
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from typing import Any
 
 import jax
 import numpy as np
+import zmq
 
 from srljax.comm import Message, ParamsPublisher, SampleReceiver
+from srljax.comm.sockets import context
 from srljax.layout import PARAMS, SAMPLES, TRAINER
 from srljax.learner import Learner
 from srljax.metrics import EpisodeWindow, MetricsLogger, UpdateRecords
@@ -45,6 +49,7 @@ from srljax.types import Trajectory
 REPUBLISH_S = 1.0
 SAMPLE_HWM = 4  # segments queued at the trainer; beyond this actors feel backpressure
 DRAIN_MAX = 64  # segments taken per poll at most, so control and publishing stay timely
+IDLE_POLL_MS = 50  # the longest the loop sleeps when neither a sample nor an update's end wakes it
 
 
 class TrainerWorker(Worker):
@@ -71,6 +76,10 @@ class TrainerWorker(Worker):
         self.codec = ParamsCodec(self.learner.algo)
         self.receiver = SampleReceiver(bind_address(cfg), self.trial, ctx=self.ctx, hwm=SAMPLE_HWM)
         self.register(SAMPLES, self.receiver.address)
+        self.update_end = UpdateEnd(context(self.ctx))
+        self.poller = zmq.Poller()
+        self.poller.register(self.receiver.sock, zmq.POLLIN)
+        self.poller.register(self.update_end.sock, zmq.POLLIN)
         self.publisher = self.logger = None
         if self.primary:
             self.publisher = ParamsPublisher(bind_address(cfg), self.trial, ctx=self.ctx)
@@ -96,7 +105,7 @@ class TrainerWorker(Worker):
         return {"extras_spec": {k: [list(shape), dtype] for k, (shape, dtype) in self.extras_spec.items()}}
 
     def poll(self) -> None:
-        if self.running is not None and _ready(self.running):
+        if self.running is not None and self.update_end.ended():
             self._finish_update()
         if self.primary and self.running is None and time.monotonic() >= self.next_publish:
             self._publish(fresh=self.wire_params is None)  # again: PUB drops, subscribers join late
@@ -106,10 +115,13 @@ class TrainerWorker(Worker):
                 self.tell_controller("done", {"env_steps": self.total_env_steps, "updates": self.learner.version})
             time.sleep(0.05)
             return
-        busy = self.running is not None or self.placed is not None
-        with self.stats.time("wait/samples"):
-            msg = self.receiver.recv(timeout_ms=1 if busy else 50)
+        with self.stats.time("wait/samples_or_update"):
+            # Sleep until a sample arrives or the running update ends (``UpdateEnd`` rings): no
+            # spinning, which on XLA:CPU would take cycles from the update itself.
+            woken = dict(self.poller.poll(IDLE_POLL_MS))
+        if self.receiver.sock in woken:
             taken = 0
+            msg = self.receiver.recv(timeout_ms=0)
             while msg is not None:
                 self._take(msg)
                 taken += 1
@@ -123,6 +135,7 @@ class TrainerWorker(Worker):
         if self.running is None and self.placed is not None:
             with self.stats.time("compute/dispatch"):
                 self.running = self.learner.step(self.placed)
+            self.update_end.watch(self.running)
             self.update_started = time.monotonic()
             self.lags += self.placed_lags.tolist()
             self.placed = None
@@ -242,11 +255,51 @@ class TrainerWorker(Worker):
             jax.block_until_ready(self.running)
         if getattr(self, "learner", None) is not None:
             self.learner.close()  # final checkpoint (cfg.checkpoint.final); a collective in a group
-        for name in ("logger", "receiver", "publisher"):
+        for name in ("logger", "receiver", "publisher", "update_end"):
             thing = getattr(self, name, None)
             if thing is not None:
                 thing.close()
 
 
-def _ready(metrics: dict[str, Any]) -> bool:
-    return all(x.is_ready() for x in jax.tree.leaves(metrics) if isinstance(x, jax.Array))
+class UpdateEnd:
+    """Rings a socket the trainer's poller watches when a dispatched update's outputs are ready.
+
+    One thread blocks on each watched update's arrays (``jax.block_until_ready``) and then writes
+    one byte to an inproc PAIR, so the loop sleeps in ``zmq.Poller`` on samples and the update's
+    end together instead of polling ``is_ready()`` in a tight loop.
+    """
+
+    def __init__(self, ctx: zmq.Context) -> None:
+        address = f"inproc://srljax-update-end-{id(self)}"
+        self.sock = ctx.socket(zmq.PAIR)  # the loop's end
+        self.sock.bind(address)
+        self._ring = ctx.socket(zmq.PAIR)  # the waiter thread's end; only that thread uses it
+        self._ring.connect(address)
+        self._updates: queue.Queue[Any] = queue.Queue()
+        self._thread = threading.Thread(target=self._wait_loop, name="update-end", daemon=True)
+        self._thread.start()
+
+    def watch(self, outputs: Any) -> None:
+        self._updates.put(outputs)
+
+    def ended(self) -> bool:
+        """True once (per watched update) when it has ended; never blocks."""
+        try:
+            self.sock.recv(zmq.NOBLOCK)
+        except zmq.Again:
+            return False
+        return True
+
+    def _wait_loop(self) -> None:
+        while (outputs := self._updates.get()) is not None:
+            try:
+                jax.block_until_ready(outputs)
+            except Exception:  # noqa: BLE001 - rung all the same: the loop's ``device_get`` raises it
+                pass
+            self._ring.send(b"")
+
+    def close(self) -> None:
+        self._updates.put(None)
+        self._thread.join(timeout=10)
+        self._ring.close(linger=0)
+        self.sock.close(linger=0)
