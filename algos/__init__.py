@@ -1,10 +1,17 @@
-"""Algorithms: ``make(cfg, spec) -> Algorithm`` (see ``algos.base`` for the seam)."""
+"""Algorithms: ``make(cfg, spec) -> Algorithm`` (see ``algos.base`` for the seam).
+
+A user's algorithm plugs in without touching this package: its config dataclass (in ``cfg.algo``)
+carries ``factory = "package.module:make_fn"`` and ``make`` calls ``make_fn(cfg, spec)``, which
+returns an ``Algorithm`` (``examples/reinforce.py``; ``docs/architecture.md``).
+"""
 
 from __future__ import annotations
 
 from algos.base import Algorithm, TrainState
+from algos.impala import make_impala
 from algos.ppo import make_ppo
-from srljax.config import Experiment, PPOConfig
+from srljax.config import Experiment, IMPALAConfig, PPOConfig
+from srljax.objects import load_object
 from srljax.types import EnvSpec
 
 __all__ = ["Algorithm", "TrainState", "make"]
@@ -15,5 +22,13 @@ def make(cfg: Experiment, spec: EnvSpec) -> Algorithm:
     match cfg.algo:
         case PPOConfig():
             return make_ppo(cfg, spec)
+        case IMPALAConfig():
+            return make_impala(cfg, spec)
+        case other if isinstance(getattr(other, "factory", None), str):
+            algo = load_object(other.factory, "algo.factory")(cfg, spec)
+            if not isinstance(algo, Algorithm):
+                raise TypeError(f"algo.factory={other.factory!r} returned {type(algo).__name__}, not algos.Algorithm")
+            return algo
         case other:
-            raise ValueError(f"unknown algorithm config {type(other).__name__}; known: PPOConfig")
+            raise ValueError(f"unknown algorithm config {type(other).__name__}; known: PPOConfig, IMPALAConfig, "
+                             "or a config with factory='package.module:make_fn'")

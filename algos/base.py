@@ -42,9 +42,14 @@ class Algorithm:
     ``init(rng) -> TrainState``
     ``policy_params(TrainState) -> Params``: the pytree actors need (network params and
       observation-normaliser stats); this is what gets published to actors.
-    ``initial_actor_state(B) -> ActorState``: ``()`` for feed-forward networks.
-    ``act(policy_params, obs [B, *O], actor_state, rng) -> (action [B, *A], extras, actor_state)``:
-      obs arrive raw (uint8 frames or float32); extras is ``{name: [B, ...]}`` as in ``extras_spec``.
+    ``initial_actor_state(B) -> ActorState``: ``()`` for feed-forward networks; a recurrent policy's
+      carry (leaves ``[B, ...]``, one row per env).
+    ``act(policy_params, obs [B, *O], actor_state, first [B] bool, rng) -> (action [B, *A], extras, actor_state)``:
+      obs arrive raw (uint8 frames or float32); ``first`` marks rows that start an episode (the env's
+      reset row: its previous row was done, or it is the env's first row), where a recurrent policy
+      resets its carry (``algos.recurrent``); shells pass None when ``initial_actor_state`` has no
+      leaves (feed-forward: nothing to reset, one argument less per call); extras is
+      ``{name: [B, ...]}`` as in ``extras_spec``.
     ``update(TrainState, Trajectory [T+1, B]) -> (TrainState, metrics {name: scalar})``.
     ``extras_spec``: ``{name: (per-env shape, numpy dtype name)}`` so shells can allocate storage.
     """
@@ -52,6 +57,6 @@ class Algorithm:
     init: Callable[[Array], TrainState]
     policy_params: Callable[[TrainState], Params]
     initial_actor_state: Callable[[int], ActorState]
-    act: Callable[[Params, Array, ActorState, Array], tuple[Array, dict[str, Array], ActorState]]
+    act: Callable[[Params, Array, ActorState, Array, Array], tuple[Array, dict[str, Array], ActorState]]
     update: Callable[[TrainState, Trajectory], tuple[TrainState, Metrics]]
     extras_spec: dict[str, tuple[tuple[int, ...], str]]

@@ -4,7 +4,8 @@ Shape letters: B batch (any leading dims), ``*O`` observation shape, A actions /
 
 ``ActorCritic(obs [B, *O]) -> (policy params, value [B])`` where policy params are
 ``logits [B, A]`` (discrete) or ``(mean [B, A], log_std [B, A])`` (continuous), matching
-``algos.distributions``.
+``algos.distributions``. ``RecurrentActorCritic(carry, obs [T, B, *O], first [T, B])`` adds an LSTM
+between torso and heads (used through ``algos.recurrent.Recurrent``).
 """
 
 from __future__ import annotations
@@ -105,3 +106,82 @@ class ActorCritic(nn.Module):
         mean = _dense(self.action_dim, 0.01, name="policy_head")(pi_h)
         log_std = self.param("log_std", nn.initializers.constant(self.init_log_std), (self.action_dim,))
         return (mean, jnp.broadcast_to(log_std, mean.shape)), value
+
+
+def make_actor_critic(cfg: Any, spec: Any) -> ActorCritic:
+    """The ``ActorCritic`` an actor-critic algorithm config asks for (PPO, IMPALA), sized for ``spec``.
+
+    ``cfg`` needs ``network``, ``hidden_sizes``, ``activation``, ``init_log_std`` and ``normalize_obs``
+    (``srljax.config.PPOConfig`` / ``IMPALAConfig``); ``spec`` is an ``srljax.types.EnvSpec``.
+    """
+    torso = cfg.network if cfg.network != "auto" else ("cnn" if len(spec.obs_shape) == 3 else "mlp")
+    discrete = spec.action_kind == "discrete"
+    return ActorCritic(
+        action_kind=spec.action_kind,
+        action_dim=spec.num_actions if discrete else int(spec.action_shape[0]),
+        obs_ndim=len(spec.obs_shape),
+        torso=torso,
+        hidden_sizes=tuple(cfg.hidden_sizes),
+        activation=cfg.activation,
+        init_log_std=cfg.init_log_std,
+        # normalised observations are already unit-scale; raw frames are bytes
+        pixel_scale=1.0 if cfg.normalize_obs else 1.0 / 255.0,
+    )
+
+
+def reset_carry(carry: Any, first: Array) -> Any:
+    """Zero the carry rows whose episode starts here: ``first [B]`` bool, carry leaves ``[B, H]``."""
+    return jax.tree.map(lambda z: jnp.where(first[:, None], jnp.zeros_like(z), z), carry)
+
+
+class _ResetLSTMStep(nn.Module):
+    """One time step: ``((c, h) [B, H], (x [B, D], first [B])) -> ((c, h), h [B, H])``, carry reset first."""
+
+    features: int
+
+    @nn.compact
+    def __call__(self, carry: Any, inputs: tuple[Array, Array]) -> tuple[Any, Array]:
+        x, first = inputs
+        return nn.OptimizedLSTMCell(self.features, name="cell")(reset_carry(carry, first), x)
+
+
+class RecurrentActorCritic(nn.Module):
+    """``(carry, obs [T, B, *O], first [T, B]) -> (carry, (policy params [T, B, ...], value [T, B]))``.
+
+    A torso (one shared Nature CNN or MLP, as ``ActorCritic``'s ``torso``) feeds an LSTM
+    (``flax.linen.OptimizedLSTMCell``, ``lstm_size`` units) unrolled over T with ``nn.scan``; the
+    carry ``(c, h)`` (``[B, lstm_size]`` each) is zeroed before every row whose ``first`` is set, so
+    one call covers a segment that crosses episode boundaries. Acting is the case ``T = 1``. Heads as
+    ``ActorCritic`` (policy orthogonal(0.01), value orthogonal(1.0), state-independent ``log_std``).
+    """
+
+    action_kind: Literal["discrete", "continuous"]
+    action_dim: int
+    obs_ndim: int
+    lstm_size: int = 128
+    torso: Literal["cnn", "mlp"] = "mlp"
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    activation: Literal["tanh", "relu"] = "tanh"
+    pixel_scale: float = 1.0 / 255.0
+    init_log_std: float = 0.0
+
+    def initial_carry(self, batch: int) -> tuple[Array, Array]:
+        """Zeros ``(c, h)``, each ``[batch, lstm_size]`` float32 (callable unbound)."""
+        zeros = jnp.zeros((batch, self.lstm_size), jnp.float32)
+        return zeros, zeros
+
+    @nn.compact
+    def __call__(self, carry: Any, obs: Array, first: Array) -> tuple[Any, tuple[Any, Array]]:
+        if self.torso == "cnn":
+            x = NatureCNN(self.pixel_scale, name="torso")(obs)
+        else:
+            x = obs.reshape((*obs.shape[: obs.ndim - self.obs_ndim], -1)).astype(jnp.float32)
+            x = MLP(self.hidden_sizes, self.activation, name="torso")(x)
+        scan = nn.scan(_ResetLSTMStep, variable_broadcast="params", split_rngs={"params": False}, in_axes=0, out_axes=0)
+        carry, h = scan(self.lstm_size, name="lstm")(carry, (x, first))
+        value = _dense(1, 1.0, name="value_head")(h)[..., 0]
+        if self.action_kind == "discrete":
+            return carry, (_dense(self.action_dim, 0.01, name="policy_head")(h), value)
+        mean = _dense(self.action_dim, 0.01, name="policy_head")(h)
+        log_std = self.param("log_std", nn.initializers.constant(self.init_log_std), (self.action_dim,))
+        return carry, ((mean, jnp.broadcast_to(log_std, mean.shape)), value)

@@ -29,12 +29,14 @@ import jax.numpy as jnp
 import optax
 from jax import lax
 
+from algos import actor_critic
+from algos.actor_critic import ActorCriticPolicy
 from algos.base import Algorithm, Metrics, Params, TrainState
-from algos.distributions import CATEGORICAL, DIAG_GAUSSIAN, Distribution
-from algos.networks import ActorCritic
-from algos.normalizers import init_norm, normalize, rms_update, scale_rewards
+from algos.distributions import Distribution
+from algos.normalizers import init_norm, rms_update, scale_rewards
 from algos.parallel import split_samples
-from algos.returns import gae, valid_mask
+from algos.recurrent import Recurrent, episode_starts, segment_carry
+from algos.returns import gae, valid_mask, vtrace
 from srljax.config import Experiment, PPOConfig
 from srljax.types import EnvSpec, Trajectory
 
@@ -113,34 +115,18 @@ def explained_variance(pred: Array, target: Array, mask: Array) -> Array:
     return jnp.where(var_y == 0, jnp.nan, 1.0 - var(target - pred) / jnp.where(var_y == 0, 1.0, var_y))
 
 
-def _network(cfg: PPOConfig, spec: EnvSpec) -> ActorCritic:
-    torso = cfg.network if cfg.network != "auto" else ("cnn" if len(spec.obs_shape) == 3 else "mlp")
-    discrete = spec.action_kind == "discrete"
-    return ActorCritic(
-        action_kind=spec.action_kind,
-        action_dim=spec.num_actions if discrete else int(spec.action_shape[0]),
-        obs_ndim=len(spec.obs_shape),
-        torso=torso,
-        hidden_sizes=tuple(cfg.hidden_sizes),
-        activation=cfg.activation,
-        init_log_std=cfg.init_log_std,
-        # normalised observations are already unit-scale; raw frames are bytes
-        pixel_scale=1.0 if cfg.normalize_obs else 1.0 / 255.0,
-    )
-
-
 def make_ppo(cfg: Experiment, spec: EnvSpec, *, loop: LoopForm | None = None) -> Algorithm:
     """Build PPO for ``spec``; ``loop`` picks the compiled minibatch loop (default: by network)."""
     a, t = cfg.algo, cfg.trainer
     assert isinstance(a, PPOConfig)
-    net = _network(a, spec)
+    ac = ActorCriticPolicy.build(a, spec, value_extra=True)
+    net, rec, dist, prep = ac.net, ac.rec, ac.dist, ac.prep
     loop = loop or ("unroll" if net.torso == "cnn" else "scan")
-    dist = CATEGORICAL if spec.action_kind == "discrete" else DIAG_GAUSSIAN
     # plain Python numbers captured by the closures below
     epochs, num_mb = t.update_epochs, t.num_minibatches
     steps_per_update = epochs * num_mb
     gamma, lam = a.gamma, a.gae_lambda
-    norm_obs, norm_rew, obs_clip, rew_clip = a.normalize_obs, a.normalize_reward, a.obs_clip, a.reward_norm_clip
+    norm_obs, norm_rew, rew_clip = a.normalize_obs, a.normalize_reward, a.reward_norm_clip
     if t.anneal_lr:
         schedule = optax.linear_schedule(t.lr, 0.0, cfg.num_updates * steps_per_update)
     else:
@@ -148,7 +134,7 @@ def make_ppo(cfg: Experiment, spec: EnvSpec, *, loop: LoopForm | None = None) ->
     tx = optax.chain(optax.clip_by_global_norm(t.max_grad_norm), optax.adam(schedule, eps=t.adam_eps))
     loss_fn = functools.partial(
         ppo_loss,
-        apply_fn=net.apply,
+        apply_fn=net.apply if rec is None else _column_apply(rec),
         dist=dist,
         clip_coef=a.clip_coef,
         clip_vloss=a.clip_vloss,
@@ -156,32 +142,16 @@ def make_ppo(cfg: Experiment, spec: EnvSpec, *, loop: LoopForm | None = None) ->
         vf_coef=a.vf_coef,
         norm_adv=a.norm_adv,
     )
-    grad_fn = jax.value_and_grad(lambda p, mb: loss_fn(p, mb=mb), has_aux=True)
+    sgd_step = actor_critic.sgd_step(jax.value_and_grad(lambda p, mb: loss_fn(p, mb=mb), has_aux=True), tx)
 
     def init(rng: Array) -> TrainState:
         rng, key = jax.random.split(rng)
-        # jit: eager orthogonal init of the CNN dispatches op by op and takes ~2x longer on CPU
-        params = jax.jit(net.init)(key, jnp.zeros((1, *spec.obs_shape), spec.obs_dtype))
+        params = ac.init_params(key)
         norm = init_norm(spec.obs_shape, cfg.batch_envs, obs=norm_obs, reward=norm_rew)
         return TrainState(params=params, opt_state=tx.init(params), norm=norm, step=jnp.zeros((), jnp.int32), rng=rng)
 
     def policy_params(state: TrainState) -> Params:
         return {"params": state.params, "obs_norm": state.norm.obs}
-
-    def prep(obs: Array, obs_norm: Any) -> Array:
-        return normalize(obs, obs_norm, obs_clip) if norm_obs else obs
-
-    def act(pp: Params, obs: Array, actor_state: Any, rng: Array) -> tuple[Array, dict[str, Array], Any]:
-        pi, value = net.apply(pp["params"], prep(obs, pp["obs_norm"]))
-        action = dist.sample(rng, pi)
-        return action, {"logp": dist.log_prob(pi, action), "value": value}, actor_state
-
-    def sgd_step(carry: tuple[Params, Any], mb: dict[str, Array]) -> tuple[tuple[Params, Any], Metrics]:
-        params, opt_state = carry
-        (loss, aux), grads = grad_fn(params, mb)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        aux = {**aux, "loss": loss, "grad_norm": optax.tree.norm(grads)}  # before clipping
-        return (optax.apply_updates(params, updates), opt_state), aux
 
     def minibatches(key: Array, flat: dict[str, Array]) -> dict[str, Array]:
         """flat [N, ...] -> shuffled [M, N // M, ...]; a remainder (N % M) sits out this epoch."""
@@ -203,13 +173,31 @@ def make_ppo(cfg: Experiment, spec: EnvSpec, *, loop: LoopForm | None = None) ->
                 stats.append(aux)
         return carry, jax.tree.map(lambda *xs: jnp.stack(xs), *stats)
 
+    def appo_targets(state: TrainState, traj: Trajectory, r_t: Array) -> tuple[Array, Array, Array]:
+        """APPO (Sample Factory): V-trace on the learner's values and policy before this update, so
+        lagged segments are corrected. -> (values [T+1, B], advantages pg_adv [T, B], targets vs [T, B])."""
+        obs = prep(traj.obs, state.norm.obs)
+        if rec is None:
+            pi, values = net.apply(state.params, obs)
+        else:
+            pi, values = rec.unroll_segment(state.params, obs, traj.terminated, traj.truncated, traj.extras)
+        logp = dist.log_prob(jax.tree.map(lambda x: x[:-1], pi), traj.action[:-1])
+        log_rho = logp - traj.extras["logp"][:-1].astype(jnp.float32)
+        vs, pg_adv = vtrace(values, r_t, traj.terminated[1:], traj.truncated[1:], log_rho, gamma, a.rho_bar, a.c_bar,
+                            lam)
+        return values, pg_adv, vs
+
     def update(state: TrainState, traj: Trajectory) -> tuple[TrainState, Metrics]:
         mask = valid_mask(traj.terminated, traj.truncated)  # [T, B]
         r_t, norm = traj.reward[1:], state.norm
         if norm_rew:
             r_t, norm = scale_rewards(norm, r_t, mask, gamma, rew_clip)
         values = traj.extras["value"].astype(jnp.float32)  # [T+1, B]
-        adv = gae(values, r_t, traj.terminated[1:], traj.truncated[1:], gamma, lam)
+        if a.vtrace:
+            values, adv, ret = appo_targets(state, traj, r_t)
+        else:
+            adv = gae(values, r_t, traj.terminated[1:], traj.truncated[1:], gamma, lam)
+            ret = adv + values[:-1]
         batch = {
             # the stats the actors used, so the first epoch's ratio is exactly 1
             "obs": prep(traj.obs[:-1], state.norm.obs),
@@ -217,10 +205,15 @@ def make_ppo(cfg: Experiment, spec: EnvSpec, *, loop: LoopForm | None = None) ->
             "logp": traj.extras["logp"][:-1].astype(jnp.float32),
             "value": values[:-1],
             "adv": adv,
-            "ret": adv + values[:-1],
+            "ret": ret,
             "mask": mask,
         }
-        flat = jax.tree.map(lambda x: x.reshape((-1, *x.shape[2:])), batch)
+        if rec is None:  # samples: [T, B, ...] -> [N, ...], shuffled one by one
+            flat = jax.tree.map(lambda x: x.reshape((-1, *x.shape[2:])), batch)
+        else:  # whole env columns: batch-major [B, T, ...], each with the carry it starts from
+            starts = episode_starts(traj.terminated, traj.truncated)[:-1]
+            batch["obs"] = {"obs": batch["obs"], "first": starts, "carry": segment_carry(traj.extras)}
+            flat = _batch_major(batch)
         rng, key = jax.random.split(state.rng)
         (params, opt_state), stats = run_epochs((state.params, state.opt_state), flat, jax.random.split(key, epochs))
         if norm_obs:
@@ -234,8 +227,28 @@ def make_ppo(cfg: Experiment, spec: EnvSpec, *, loop: LoopForm | None = None) ->
     return Algorithm(
         init=init,
         policy_params=policy_params,
-        initial_actor_state=lambda batch: (),
-        act=act,
+        initial_actor_state=ac.initial_actor_state,
+        act=ac.act,
         update=update,
-        extras_spec={"logp": ((), "float32"), "value": ((), "float32")},
+        extras_spec=ac.extras_spec,
     )
+
+
+def _batch_major(batch: dict[str, Any]) -> dict[str, Any]:
+    """Recurrent PPO: time-major ``[T, B, ...]`` leaves -> ``[B, T, ...]`` so minibatches take whole
+    columns (the carry ``[B, H]`` is already batch-major)."""
+    carry = batch["obs"]["carry"]
+    swapped = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), {**batch, "obs": {**batch["obs"], "carry": ()}})
+    swapped["obs"]["carry"] = carry
+    return swapped
+
+
+def _column_apply(rec: Recurrent) -> ApplyFn:
+    """``apply_fn`` for ``ppo_loss`` on column minibatches: ``x = {obs [b, T, *O], first [b, T], carry}``
+    -> (policy params [b, T, ...], value [b, T]), unrolled over T from each column's stored carry."""
+
+    def apply(params: Params, x: Any) -> tuple[Any, Array]:
+        pi, value = rec.unroll(params, x["carry"], jnp.swapaxes(x["obs"], 0, 1), jnp.swapaxes(x["first"], 0, 1))
+        return jax.tree.map(lambda y: jnp.swapaxes(y, 0, 1), pi), jnp.swapaxes(value, 0, 1)
+
+    return apply

@@ -63,3 +63,63 @@ def gae(
 
     _, adv = lax.scan(step, jnp.zeros_like(v_t[0]), (delta, decay), reverse=True)
     return adv
+
+
+def vtrace(
+    v_t: Array,
+    r_t: Array,
+    terminated_t: Array,
+    truncated_t: Array,
+    log_rho_t: Array,
+    gamma: float,
+    rho_bar: float = 1.0,
+    c_bar: float = 1.0,
+    lam: float = 1.0,
+) -> tuple[Array, Array]:
+    """V-trace targets and policy-gradient advantages (Espeholt et al. 2018), time-major.
+
+        vs, pg_adv = vtrace(values, r_t, traj.terminated[1:], traj.truncated[1:], logp_target - logp_behaviour, 0.99)
+
+    Args:
+      v_t: [T+1, B] values of rows 0..T under the value function being learnt (row T bootstraps).
+      r_t, terminated_t, truncated_t: [T, B] reward and flags of transition t (Trajectory ``[1:]``).
+      log_rho_t: [T, B] log importance ratio log pi(a_t|x_t) - log mu(a_t|x_t) of transition t
+        (target policy pi, behaviour policy mu).
+      gamma: discount; rho_bar, c_bar: clipping thresholds of the ratios in the TD terms (and the
+        policy gradient) and in the trace (plain floats; 1.0 is the paper's choice); lam: the
+        trace's lambda (the paper's remark 2, rlax's ``lambda_``): ``c_t = lam min(c_bar, rho_t)``.
+
+    Returns:
+      (vs [T, B], pg_adv [T, B]) float32: the value targets v_s and
+      ``min(rho_bar, rho_t) (r_t + gamma vs_{t+1} - V(x_t))``.
+
+    With rho_t' = min(rho_bar, rho_t), c_t = lam min(c_bar, rho_t):
+    ``vs_t = V(x_t) + rho_t' delta_t + gamma c_t (vs_{t+1} - V(x_{t+1}))`` with
+    ``delta_t = r_t + gamma (1 - terminated_t) V(x_{t+1}) - V(x_t)``, and ``vs_T = V(x_T)``. The
+    conventions are ``gae``'s: a termination cuts the bootstrap, a truncation bootstraps from the
+    final observation's value (row t+1), and either cuts the trace, so in the policy-gradient
+    target ``vs_{t+1}`` is replaced by ``V(x_{t+1})`` after a done (row t+1's own v_s belongs to
+    the masked reset step). The reset step's outputs are garbage: mask them with ``valid_mask``.
+    No gradient is stopped here; losses take ``lax.stop_gradient`` of both outputs.
+    """
+    v_t = v_t.astype(jnp.float32)
+    rho = jnp.exp(log_rho_t.astype(jnp.float32))
+    rho_clipped = jnp.minimum(rho_bar, rho)
+    c = lam * jnp.minimum(c_bar, rho)
+    not_term = 1.0 - terminated_t.astype(jnp.float32)
+    not_done = 1.0 - jnp.logical_or(terminated_t, truncated_t).astype(jnp.float32)
+    discount = gamma * not_term
+    delta = rho_clipped * (r_t.astype(jnp.float32) + discount * v_t[1:] - v_t[:-1])
+    decay = gamma * not_done * c
+
+    def step(acc_next: Array, xs: tuple[Array, Array]) -> tuple[Array, Array]:
+        delta_t, decay_t = xs
+        acc_t = delta_t + decay_t * acc_next
+        return acc_t, acc_t
+
+    # acc_t = vs_t - V(x_t)
+    _, acc = lax.scan(step, jnp.zeros_like(v_t[0]), (delta, decay), reverse=True)
+    vs = v_t[:-1] + acc
+    acc_next = jnp.concatenate([acc[1:], jnp.zeros_like(acc[:1])], axis=0) * not_done
+    pg_adv = rho_clipped * (r_t.astype(jnp.float32) + discount * (v_t[1:] + acc_next) - v_t[:-1])
+    return vs, pg_adv

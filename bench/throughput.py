@@ -1,6 +1,7 @@
-"""PPO training throughput next to its parts measured alone, on the same cores, in one run.
+"""Training throughput (PPO, IMPALA) next to its parts measured alone, on the same cores, in one run.
 
     python bench/throughput.py                       # halfcheetah pong cartpole
+    python bench/throughput.py pong pong_impala      # PPO and IMPALA on Pong, both Nature CNN
     python bench/throughput.py halfcheetah --updates 40
     python bench/throughput.py pong env.batch_size=4 # overrides go to every case's config
 
@@ -40,14 +41,15 @@ from machine import describe  # bench/machine.py, next to this script
 
 import envs
 from algos.testing import random_trajectory
+from srljax.acting import jit_act
 from srljax.config import Experiment, apply_overrides, load_file
 from srljax.learner import Learner
-from srljax.system.common import jit_act
 from srljax.train import PHASES, train
 
 CASES = {
     "halfcheetah": "configs/mujoco_ppo.py",
     "pong": "configs/atari_ppo.py",
+    "pong_impala": "configs/atari_impala.py",  # 128 envs x 20 steps, one pass of 4 optimiser steps
     "cartpole": "configs/cartpole_ppo.py",
 }
 QUIET = ["log.wandb=disabled", "log.progress=lines", "checkpoint.final=false", "checkpoint.every_updates=0"]
@@ -82,12 +84,13 @@ def act_obs_per_s(learner: Learner, obs: np.ndarray, seconds: float) -> float:
     act = jit_act(learner.algo)
     params = learner.policy_params()
     state = learner.algo.initial_actor_state(len(obs))
+    first = np.zeros(len(obs), bool) if jax.tree.leaves(state) else None
     key = jax.random.PRNGKey(0)
     for _ in range(3):
-        jax.device_get(act(params, obs, state, key)[:2])
+        jax.device_get(act(params, obs, state, first, key)[:2])
     calls, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
-        action, extras, _, key = act(params, obs, state, key)
+        action, extras, _, key = act(params, obs, state, first, key)
         jax.device_get((action, extras))
         calls += 1
     return calls * len(obs) / (time.perf_counter() - start)
@@ -183,7 +186,7 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown case(s) {unknown}; choose from {list(CASES)}")
     print("machine:", describe(), flush=True)
-    default_updates = {"halfcheetah": 40, "pong": 4}
+    default_updates = {"halfcheetah": 40, "pong": 4, "pong_impala": 4}
     for name in cases:
         if name == "cartpole":
             cartpole_case(overrides)

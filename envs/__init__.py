@@ -22,7 +22,17 @@ __all__ = ["make", "problems", "VecEnv", "ConstantRewardTimeLimit", "TerminalRew
 
 
 def make(cfg: EnvConfig, seed: int) -> VecEnv:
-    """Build the VecEnv that ``cfg`` describes: ``cfg.factory`` if set, else envpool ``cfg.id``."""
+    """Build the VecEnv that ``cfg`` describes: ``cfg.factory`` if set, else envpool ``cfg.id``;
+    observations masked to ``cfg.obs_mask`` if set (``envs/obs_mask.py``)."""
+    env = _make(cfg, seed)
+    if cfg.obs_mask:
+        from envs.obs_mask import ObsMask
+
+        return ObsMask(env, cfg.obs_mask)
+    return env
+
+
+def _make(cfg: EnvConfig, seed: int) -> VecEnv:
     match cfg.factory:
         case "":
             from envs.envpool_env import EnvpoolVecEnv  # imported here: envpool is slow to load

@@ -12,6 +12,7 @@ From a config (``max_episode_steps`` is the horizon / length)::
 
     EnvConfig(factory="envs.probe:make_constant_reward", max_episode_steps=10)
     EnvConfig(factory="envs.probe:make_terminal_reward", max_episode_steps=5)
+    EnvConfig(factory="envs.probe:make_cue_memory", max_episode_steps=4)   # needs memory
 """
 
 from __future__ import annotations
@@ -112,6 +113,48 @@ class TerminalReward(PythonLoopVecEnv):
         return self._one_hot(int(self._elapsed[index])), 1.0 if done else 0.0, done, False
 
 
+class CueMemory(PythonLoopVecEnv):
+    """Needs memory: a cue shown only at the first step decides the reward of every step.
+
+    Each episode draws a cue, 0 or 1, shown as the observation ``[+1, 1]`` or ``[-1, 1]`` at its
+    first step and never again (``[0, 0]`` afterwards); it lasts ``length`` steps and every action
+    equal to the cue earns 1 (2 discrete actions). A feed-forward policy can only answer the first
+    step right and guess the others: expected return ``1 + (length - 1) / 2``. A policy that
+    remembers the cue earns ``length``, and its value at later steps is the remaining steps, where
+    a memoryless value can only average over the two cues.
+    """
+
+    def __init__(self, num_envs: int, length: int, seed: int = 0, batch_size: int | None = None):
+        if length < 1:
+            raise ValueError(f"length={length} must be >= 1")
+        super().__init__(
+            EnvSpec(
+                id="CueMemory",
+                obs_shape=(2,),
+                obs_dtype="float32",
+                action_kind="discrete",
+                num_actions=2,
+                num_envs=num_envs,
+                batch_size=batch_size or num_envs,
+                max_episode_steps=length,
+            )
+        )
+        self.length = length
+        self._rng = np.random.default_rng(seed)
+        self.cue = np.zeros(num_envs, np.int64)
+        self._elapsed = np.zeros(num_envs, np.int64)
+
+    def _reset_env(self, index: int) -> np.ndarray:
+        self._elapsed[index] = 0
+        self.cue[index] = self._rng.integers(2)
+        return np.array([1.0 if self.cue[index] else -1.0, 1.0], np.float32)
+
+    def _step_env(self, index: int, action: Any) -> tuple[np.ndarray, float, bool, bool]:
+        self._elapsed[index] += 1
+        reward = 1.0 if int(action) == self.cue[index] else 0.0
+        return np.zeros(2, np.float32), reward, bool(self._elapsed[index] >= self.length), False
+
+
 def _steps_from(cfg: EnvConfig, what: str) -> int:
     if cfg.max_episode_steps < 1:
         raise ValueError(f"this probe env reads its {what} from env.max_episode_steps; set it >= 1 (e.g. 10)")
@@ -126,3 +169,8 @@ def make_constant_reward(cfg: EnvConfig, seed: int) -> ConstantRewardTimeLimit:
 def make_terminal_reward(cfg: EnvConfig, seed: int) -> TerminalReward:
     """Factory for ``EnvConfig(factory="envs.probe:make_terminal_reward", max_episode_steps=L)``."""
     return TerminalReward(cfg.num_envs, _steps_from(cfg, "length"), batch_size=cfg.envs_per_recv)
+
+
+def make_cue_memory(cfg: EnvConfig, seed: int) -> CueMemory:
+    """Factory for ``EnvConfig(factory="envs.probe:make_cue_memory", max_episode_steps=L)``."""
+    return CueMemory(cfg.num_envs, _steps_from(cfg, "length"), seed=seed, batch_size=cfg.envs_per_recv)

@@ -8,7 +8,9 @@
     act = jit_act(algo, packing)               # a policy worker: packed rows for many actors at once
 
 ``Acting`` keeps one actor state per env row (recurrent policies carry it across batches of an
-async env ring) and the act key; the jitted call splits the key inside the compiled program (an
+async env ring), whether each env's next row starts an episode (``first``: its previous row was
+done, or the env has not reported since this ``Acting`` was made, so a restarted actor starts
+fresh carries), and the act key; the jitted call splits the key inside the compiled program (an
 eager ``jax.random.split`` per batch costs about as much as the small policy networks themselves)
 and the action and extras come back in one ``device_get``.
 """
@@ -24,15 +26,15 @@ from srljax.types import EnvSpec, TimeStep
 
 
 def jit_act(algo: Any, packing: Any = None) -> Any:
-    """``act(params, obs, actor_state, key) -> (action, extras, actor_state, next_key)``, jitted.
+    """``act(params, obs, actor_state, first, key) -> (action, extras, actor_state, next_key)``, jitted.
 
     With a ``ReplyPacking`` it returns ``(rows, actor_state, next_key)`` instead, ``rows`` the
     action and extras packed into one uint8 array (what a policy worker sends back).
     """
 
-    def act(params: Any, obs: Any, actor_state: Any, key: Any) -> Any:
+    def act(params: Any, obs: Any, actor_state: Any, first: Any, key: Any) -> Any:
         key, act_key = jax.random.split(key)
-        action, extras, actor_state = algo.act(params, obs, actor_state, act_key)
+        action, extras, actor_state = algo.act(params, obs, actor_state, first, act_key)
         if packing is not None:
             return packing.pack(action, extras), actor_state, key
         return action, extras, actor_state, key
@@ -48,7 +50,9 @@ def warm_up(act: Any, algo: Any, params: Any, spec: EnvSpec, batch_sizes: list[i
     params = jax.device_put(params)
     for n in batch_sizes:
         obs = np.zeros((n, *spec.obs_shape), spec.obs_dtype)
-        jax.block_until_ready(act(params, obs, algo.initial_actor_state(n), jax.random.PRNGKey(0)))
+        state = algo.initial_actor_state(n)
+        first = np.ones(n, bool) if jax.tree.leaves(state) else None
+        jax.block_until_ready(act(params, obs, state, first, jax.random.PRNGKey(0)))
 
 
 class Acting:
@@ -58,17 +62,27 @@ class Acting:
         self.algo = algo
         self.jitted = jit_act(algo)
         self.key = key
-        self.actor_state = algo.initial_actor_state(num_envs)
+        # host (numpy) copies: a recurrent carry's rows are gathered and stored with numpy and fetched in
+        # the same ``device_get`` as the action (eager jax gathers/scatters cost ~1 ms per call on CPU)
+        self.actor_state = jax.tree.map(np.array, algo.initial_actor_state(num_envs))
+        self.first = np.ones(num_envs, bool)  # every env's next row is its first
+        # a stateless policy has nothing to reset: None keeps its jitted call one argument lighter
+        self.stateless = not jax.tree.leaves(self.actor_state)
 
     def warm_up(self, params: Any, spec: EnvSpec) -> None:
         warm_up(self.jitted, self.algo, params, spec, [spec.batch_size])
 
     def act(self, params: Any, ts: TimeStep) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Action and extras for the rows of ``ts`` (numpy), with the actor state of those envs."""
+        if self.stateless:
+            action, extras, _, self.key = self.jitted(params, ts.obs, self.actor_state, None, self.key)
+            return jax.device_get((action, extras))
         ids = ts.env_id
+        first = self.first[ids]
+        self.first[ids] = ts.terminated | ts.truncated  # envpool's next row for a done env is its reset row
         rows_state = jax.tree.map(lambda x: x[ids], self.actor_state)
-        action, extras, rows_state, self.key = self.jitted(params, ts.obs, rows_state, self.key)
-        action, extras = jax.device_get((action, extras))
-        if jax.tree.leaves(rows_state):
-            self.actor_state = jax.tree.map(lambda x, y: x.at[ids].set(y), self.actor_state, rows_state)
+        action, extras, rows_state, self.key = self.jitted(params, ts.obs, rows_state, first, self.key)
+        action, extras, rows_state = jax.device_get((action, extras, rows_state))
+        for store, rows in zip(jax.tree.leaves(self.actor_state), jax.tree.leaves(rows_state)):
+            store[ids] = rows
         return action, extras

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from srljax.algo_config import IMPALAConfig, PPOConfig
+from srljax.objects import load_object
 from srljax.slurm_config import SlurmConfig, SlurmGroup  # noqa: F401  (re-exported)
 
 THREE_DAYS_SECONDS = 3 * 24 * 3600
@@ -55,6 +57,9 @@ class EnvConfig:
     factory: str = ""
     """user-defined env: ``"package.module:make_fn"``, called as ``make_fn(env_config, seed)``
     and returning an object with the VecEnv interface (see ``envs/base.py``)."""
+    obs_mask: tuple[int, ...] = ()
+    """keep only these indices of the flattened observation (any env), e.g. ``(0, 2)``: CartPole without
+    its velocities, a partially observable task; ``()`` keeps everything."""
 
     @property
     def envs_per_recv(self) -> int:
@@ -65,35 +70,25 @@ class EnvConfig:
         return self.envs_per_recv < self.num_envs
 
 
-@dataclass(frozen=True)
-class PPOConfig:
-    """PPO loss, rollout and network settings (CleanRL names)."""
-
-    name: Literal["ppo"] = "ppo"
-    num_steps: int = 128
-    """rollout length T per environment per update."""
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    norm_adv: bool = True
-    clip_coef: float = 0.1
-    clip_vloss: bool = True
-    ent_coef: float = 0.01
-    vf_coef: float = 0.5
-    network: Literal["auto", "mlp", "cnn"] = "auto"
-    """``auto``: Nature CNN for image observations, MLP otherwise."""
-    hidden_sizes: tuple[int, ...] = (64, 64)
-    activation: Literal["tanh", "relu"] = "tanh"
-    init_log_std: float = 0.0
-    """initial log standard deviation of a continuous (Gaussian) policy; 0.0 is CleanRL's."""
-    normalize_obs: bool = False
-    """running mean/std observation normalisation (continuous control)."""
-    normalize_reward: bool = False
-    """scale rewards by the running std of the discounted return (continuous control)."""
-    obs_clip: float = 10.0
-    reward_norm_clip: float = 10.0
+AlgoConfig = PPOConfig | IMPALAConfig  # or a user's config dataclass (``algo_config_class``)
+ALGO_CONFIGS: dict[str, type] = {"ppo": PPOConfig, "impala": IMPALAConfig}
 
 
-AlgoConfig = PPOConfig  # a union as more algorithms land: PPOConfig | DQNConfig | ...
+def algo_config_class(name: str, key: str = "algo") -> type:
+    """The algo config class ``name`` picks: ``ppo``, ``impala`` or a user's ``"package.module:Class"``
+    (a frozen dataclass whose ``name`` field defaults to that same path; see ``algo_config.py``)."""
+    if name in ALGO_CONFIGS:
+        return ALGO_CONFIGS[name]
+    if ":" not in name:
+        raise ConfigError([f"{key}={name!r}: unknown algorithm; known: {', '.join(ALGO_CONFIGS)}, "
+                           "or a user config class 'package.module:Class'"])
+    try:
+        cls = load_object(name, key)
+    except ValueError as error:
+        raise ConfigError([str(error)]) from None
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        raise ConfigError([f"{key}={name!r} names {cls!r}, not an algo config dataclass"])
+    return cls
 
 
 @dataclass(frozen=True)
@@ -169,6 +164,10 @@ class LayoutConfig:
     custom_roles: tuple[str, ...] = ()
     """user-defined worker roles, ``"package.module:WorkerClass"`` (``*N`` for N workers), run by every
     backend beside the built-in ones (see ``srljax/system/worker.py``)."""
+    auth: Literal["auto", "on", "off"] = "auto"
+    """distributed: ZeroMQ CURVE on every socket, with a key pair per role written to the run folder
+    (``keys/``, owner-only) or, in threads, kept in memory; ``auto``: on for Slurm and multi-host
+    trainers (``trainer.num_hosts`` > 1), off for loopback runs on one machine (see docs/architecture.md)."""
 
 
 @dataclass(frozen=True)
@@ -279,12 +278,8 @@ def problems(cfg: Experiment) -> list[str]:
         )
     if not 0.0 <= e.repeat_action_probability <= 1.0:
         out.append(f"env.repeat_action_probability={e.repeat_action_probability} must be in [0, 1]")
-    if not 0.0 < a.gamma <= 1.0:
-        out.append(f"algo.gamma={a.gamma} must be in (0, 1]")
-    if not 0.0 <= a.gae_lambda <= 1.0:
-        out.append(f"algo.gae_lambda={a.gae_lambda} must be in [0, 1]")
-    if a.clip_coef <= 0:
-        out.append(f"algo.clip_coef={a.clip_coef} must be > 0")
+    if callable(getattr(a, "problems", None)):
+        out.extend(a.problems(cfg))  # the algo config's own checks (PPOConfig, IMPALAConfig, a user's)
     if t.lr <= 0:
         out.append(f"trainer.lr={t.lr} must be > 0")
     for key, value in [("trainer.memory_fraction", t.memory_fraction), ("layout.memory_fraction", lay.memory_fraction)]:
@@ -321,6 +316,8 @@ def problems(cfg: Experiment) -> list[str]:
                 f"total_env_steps={cfg.total_env_steps} is less than one update's batch {batch} ({how}); "
                 f"raise total_env_steps or shrink the batch"
             )
+    if e.obs_mask and (min(e.obs_mask) < 0 or len(set(e.obs_mask)) != len(e.obs_mask)):
+        out.append(f"env.obs_mask={e.obs_mask} must list distinct indices >= 0 of the flat observation")
     if t.max_policy_lag < 0:
         out.append(f"trainer.max_policy_lag={t.max_policy_lag} must be >= 0")
     if lay.mode == "single" and t.num_hosts != 1:
@@ -436,6 +433,8 @@ def _set(node: Any, path: list[str], text: str, full_key: str) -> Any:
         close = difflib.get_close_matches(head, names, n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else f"; fields here: {', '.join(names)}"
         raise ConfigError([f"unknown config key {full_key!r}{hint}"])
+    if len(path) == 1 and isinstance(node, Experiment) and head == "algo":
+        return dataclasses.replace(node, algo=algo_config_class(text, full_key)())  # algo=impala
     if len(path) == 1:
         return dataclasses.replace(node, **{head: _parse_value(text, hints[head], full_key)})
     child = getattr(node, head)
@@ -478,6 +477,8 @@ def from_dict(data: dict[str, Any], cls: type = Experiment) -> Any:
         if f.name not in data:
             continue
         value, hint = data[f.name], hints[f.name]
+        if cls is Experiment and f.name == "algo":
+            hint = algo_config_class(value.get("name", "ppo"))
         if dataclasses.is_dataclass(hint):
             value = from_dict(value, hint)
         elif typing.get_origin(hint) is tuple:

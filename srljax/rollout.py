@@ -4,7 +4,7 @@ Used by the single-process loop and by ActorWorker alike::
 
     builder = SegmentBuilder(spec, num_steps=128, extras_spec=algo.extras_spec)
     ts = env.recv()
-    action, extras, _ = act(params, ts.obs, (), key)
+    action, extras, _ = act(params, ts.obs, (), None, key)   # a feed-forward act (``srljax.acting`` does this)
     env.send(action, ts.env_id)
     builder.add(ts, action, extras, version)
     if builder.ready(batch_envs):

@@ -69,7 +69,7 @@ def rollout(act, policy_params, spec: EnvSpec, seed: int = 0) -> Trajectory:
     rng = np.random.default_rng(seed)
     B = spec.num_envs
     obs = (rng.normal(size=(T + 1, B, *spec.obs_shape)) * 3 + 1).astype(np.float32)
-    action, extras, _ = act(policy_params, obs.reshape(-1, *spec.obs_shape), (), jax.random.PRNGKey(seed))
+    action, extras, _ = act(policy_params, obs.reshape(-1, *spec.obs_shape), (), None, jax.random.PRNGKey(seed))
     term = rng.random((T + 1, B)) < 0.1
     trunc = (rng.random((T + 1, B)) < 0.05) & ~term
     reshape = lambda x: np.asarray(x).reshape((T + 1, B, *x.shape[1:]))  # noqa: E731
@@ -267,7 +267,7 @@ def test_act_shapes_and_dtypes(spec):
     B = 3
     obs = jnp.zeros((B, *spec.obs_shape), spec.obs_dtype)
     assert algo.initial_actor_state(B) == ()
-    action, extras, actor_state = act(pp, obs, (), jax.random.PRNGKey(1))
+    action, extras, actor_state = act(pp, obs, (), jnp.zeros(B, bool), jax.random.PRNGKey(1))
     assert action.shape == (B, *spec.action_shape) and action.dtype == np.dtype(spec.action_dtype)
     assert set(extras) == set(algo.extras_spec) and actor_state == ()
     for name, (shape, dtype) in algo.extras_spec.items():

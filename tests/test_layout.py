@@ -88,10 +88,12 @@ def imported_modules(path: Path) -> set[str]:
 def test_imports_point_down():
     """``srljax.config`` does not import the layout; ``algos`` imports nothing of srljax above types/config."""
     config_imports = {m for m in imported_modules(ROOT / "srljax" / "config.py") if m.startswith("srljax")}
-    assert config_imports <= {"srljax.slurm_config"}, config_imports
+    assert config_imports <= {"srljax.slurm_config", "srljax.algo_config", "srljax.objects"}, config_imports
+    for leaf in ("slurm_config.py", "algo_config.py", "objects.py"):  # config's own imports import nothing of srljax
+        assert not {m for m in imported_modules(ROOT / "srljax" / leaf) if m.startswith("srljax")}, leaf
     for path in (ROOT / "algos").glob("*.py"):
         from_srljax = {m for m in imported_modules(path) if m.split(".")[0] == "srljax"}
-        assert from_srljax <= {"srljax.types", "srljax.config"}, (path.name, from_srljax)
+        assert from_srljax <= {"srljax.types", "srljax.config", "srljax.objects"}, (path.name, from_srljax)
 
 
 def test_role_names_are_spelled_in_one_module():

@@ -44,7 +44,7 @@ def probe_value(tmp_path, name: str) -> float:
     result = train(cfg)
     learner_algo = algos.make(cfg, envs.make(cfg.env, 0).spec)
     params = learner_algo.policy_params(result.state)
-    _, extras, _ = learner_algo.act(params, jnp.ones((1, 1), jnp.float32), (), jax.random.PRNGKey(0))  # the probe observes 1.0
+    _, extras, _ = learner_algo.act(params, jnp.ones((1, 1), jnp.float32), (), jnp.zeros(1, bool), jax.random.PRNGKey(0))  # the probe observes 1.0
     return float(extras["value"][0])
 
 

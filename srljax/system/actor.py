@@ -9,7 +9,9 @@ while inference runs. Each recv'd batch is acted on
 
 * inline: ``srljax.acting.Acting`` in this process (the single-process loop's own acting code),
   with the newest params the trainer's PUB delivered; or
-* remote: a request to the policy workers (``PolicyClient``), up to ``ring_size`` in flight.
+* remote: a request to the policy workers (``PolicyClient``), up to ``ring_size`` in flight. A
+  recurrent policy's carries live in the policy worker; this actor then talks to one of them only
+  (``index % num_policy_workers``) and tags each row (``srljax/system/carries.py``).
 
 Rows go into a ``SegmentBuilder`` (per-env columns, exact under async envs); a full segment
 ``[T+1, env.num_envs]`` tagged with its oldest policy version is pushed to the sample sinks
@@ -57,6 +59,7 @@ from srljax.layout import (
     segments_ahead,
 )
 from srljax.rollout import SegmentBuilder
+from srljax.system.carries import RowTags
 from srljax.system.common import episode_meta
 from srljax.system.params import ParamsCodec, ParamsFollower
 from srljax.system.policy_client import PolicyClient
@@ -97,12 +100,15 @@ class ActorWorker(Worker):
         self.blocked = ""  # why the last poll did not step ("" when it did)
         codec = ParamsCodec(self.algo)
         if self.remote:
-            if jax.tree.leaves(self.algo.initial_actor_state(1)):
-                raise ValueError("remote inference supports feed-forward policies only; use layout.inference=inline")
             client = InferenceClient(None, self.trial, ctx=self.ctx)
-            for address in self.peers_of(POLICY, INFERENCE):
+            servers = self.peers_of(POLICY, INFERENCE)
+            recurrent = bool(jax.tree.leaves(self.algo.initial_actor_state(1)))
+            if recurrent and servers:  # the carries of this actor's envs live in one policy worker
+                servers = [servers[self.index % len(servers)]]
+            for address in servers:
                 client.connect(address)
-            self.inference = PolicyClient(client, self.spec, self.algo.extras_spec, self.stats)
+            tags = RowTags(self.spec.num_envs, actor=self.index) if recurrent else None
+            self.inference = PolicyClient(client, self.spec, self.algo.extras_spec, self.stats, tags=tags)
             self.stepping = cfg.layout.ring_size  # batches inside envpool
         else:
             key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 1000 + self.index)

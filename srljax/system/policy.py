@@ -10,7 +10,12 @@ instead of one per batch size), acted on, and the rows are split back into one r
 (action and extras packed into one byte row per env, ``ReplyPacking``), stamped with the params
 version used. New params (trainer PUB) are swapped in by version. A
 request with zero rows is a version probe and is answered at once.
-Only feed-forward policies: every call starts from ``algo.initial_actor_state``.
+
+Feed-forward policies act from ``algo.initial_actor_state`` every call. A recurrent policy's carries
+live here, one per ``(actor, env)`` row (``CarryStore``, ``srljax/system/carries.py``): each actor
+sends all its requests to one policy worker, tagged per row with env id, episode start and a
+sequence number; the rows' carries are gathered before ``act`` (which resets them at episode
+starts) and stored back after it.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import algos
 from srljax.acting import jit_act, warm_up
 from srljax.comm import InferenceServer, Request
 from srljax.layout import INFERENCE, PARAMS, POLICY, TRAINER, actor_envs_per_recv
+from srljax.system.carries import CarryStore, checked_tags
 from srljax.system.common import bind_address, checked_obs
 from srljax.system.packing import ReplyPacking
 from srljax.system.params import ParamsCodec, ParamsFollower
@@ -64,6 +70,8 @@ class PolicyWorker(Worker):
         codec = ParamsCodec(self.algo)
         warm_up(self.act, self.algo, codec.zeros(), self.spec, self.buckets)
         self.follower = ParamsFollower(self.trial, self.peers_of(TRAINER, PARAMS), codec, self.stats, self.ctx)
+        self.recurrent = bool(jax.tree.leaves(self.algo.initial_actor_state(1)))
+        self.carries = CarryStore(self.algo.initial_actor_state, cfg.env.num_envs, cfg.layout.num_actors) if self.recurrent else None
         self.pending: list[tuple[Request, np.ndarray]] = []
         self.pending_rows = 0
         self.oldest = 0.0
@@ -84,6 +92,8 @@ class PolicyWorker(Worker):
             obs = request.tree.get("obs") if isinstance(request.tree, dict) else None
             try:
                 obs = checked_obs(obs, self.spec, self.max_rows)
+                if self.recurrent and len(obs):
+                    checked_tags(request.tree, len(obs), self.spec.num_envs, self.cfg.layout.num_actors)
             except ValueError:
                 self.stats.add("requests_invalid")
                 continue
@@ -113,9 +123,24 @@ class PolicyWorker(Worker):
         obs = np.concatenate([o for _, o in batch])
         if size > rows:
             obs = np.concatenate([obs, np.zeros((size - rows, *obs.shape[1:]), obs.dtype)])
+        first = None if self.carries is None else np.zeros(size, bool)
+        if self.carries is None:
+            state = self.algo.initial_actor_state(size)
+        else:
+            tags = [checked_tags(r.tree, len(o), self.spec.num_envs, self.cfg.layout.num_actors) for r, o in batch]
+            parts = [self.carries.gather(actor, ids, seq) for actor, ids, seq, _ in tags]
+            pad = jax.tree.map(np.asarray, self.algo.initial_actor_state(size - rows))
+            state = jax.tree.map(lambda *xs: np.concatenate(xs), *parts, pad)
+            first[:rows] = np.concatenate([f for *_, f in tags])
         with self.stats.time("compute/act"):
-            packed, _, self.key = self.act(self.follower.params, obs, self.algo.initial_actor_state(size), self.key)
+            packed, state, self.key = self.act(self.follower.params, obs, state, first, self.key)
             packed = np.asarray(packed)
+        if self.carries is not None:
+            state, start = jax.device_get(state), 0
+            for actor, ids, seq, _ in tags:
+                self.carries.scatter(actor, ids, seq, jax.tree.map(lambda x: x[start:start + len(ids)], state))
+                start += len(ids)
+            self.stats.gauge("carries/resent_rows", self.carries.resent_rows)
         start = 0
         for request, o in batch:
             self.server.reply(request, {"rows": packed[start:start + len(o)]}, version=self.follower.version)

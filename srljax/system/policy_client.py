@@ -1,6 +1,7 @@
 """The actor's side of remote inference: request ids, requests in flight, retries, version probes.
 
     policy = PolicyClient(client, spec, algo.extras_spec, stats)     # client: a connected InferenceClient
+    policy = PolicyClient(client, spec, algo.extras_spec, stats, tags=RowTags(spec.num_envs, actor=i))  # recurrent
     policy.request(ts)                                  # one env batch; id = a counter
     for ts, action, extras, version in policy.replies(timeout_ms=50):
         env.send(action, ts.env_id)                     # replies come in any order, matched by id
@@ -11,6 +12,10 @@ Replies carry the action and extras packed into one byte row per env (``ReplyPac
 does not fit the batch it answers is counted and its request stays in flight; a request
 unanswered for ``REQUEST_RETRY_S`` is sent again (a reply dropped at a full socket must not stall
 the env ring) and the late duplicate is counted and ignored.
+
+A recurrent policy's carries live in the policy worker (``srljax/system/carries.py``): with ``tags``
+every request also says, per row, the env id, whether the row starts an episode and its sequence
+number (so a resend does not step a carry twice), and the actor's index.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from srljax.comm import InferenceClient
+from srljax.system.carries import RowTags
 from srljax.system.packing import ReplyPacking
 from srljax.system.stats import WorkerStats
 from srljax.types import EnvSpec, TimeStep
@@ -31,8 +37,10 @@ PROBE_EVERY_S = 0.01  # while waiting for newer params: a lag of 10 ms costs not
 
 
 class PolicyClient:
-    def __init__(self, client: InferenceClient, spec: EnvSpec, extras_spec: dict[str, Any], stats: WorkerStats):
-        self.client, self.spec, self.stats = client, spec, stats
+    def __init__(self, client: InferenceClient, spec: EnvSpec, extras_spec: dict[str, Any], stats: WorkerStats,
+                 tags: RowTags | None = None):
+        self.client, self.spec, self.stats, self.tags = client, spec, stats, tags
+        self.trees: dict[int, dict[str, np.ndarray]] = {}  # id -> the request as sent (resends send it again)
         self.packing = ReplyPacking(spec, extras_spec)
         self.in_flight: dict[int, tuple[TimeStep, float, float]] = {}  # id -> (batch, sent at, retry at)
         self.next_id = 0
@@ -47,6 +55,7 @@ class PolicyClient:
     def request(self, ts: TimeStep) -> None:
         rid = self._new_id()
         self.in_flight[rid] = (ts, 0.0, 0.0)
+        self.trees[rid] = {"obs": ts.obs, **(self.tags.tag(ts) if self.tags is not None else {})}
         self._send(rid)
 
     def probe(self) -> None:
@@ -62,7 +71,7 @@ class PolicyClient:
     def _send(self, rid: int) -> None:
         ts = self.in_flight[rid][0]
         with self.stats.time("wait/request_send"):
-            ok = self.client.send(rid, {"obs": ts.obs}, timeout_ms=100)
+            ok = self.client.send(rid, self.trees[rid], timeout_ms=100)
         now = time.monotonic()
         # unsent (no policy worker took it within 100 ms): try again soon, not after the full retry time
         self.in_flight[rid] = (ts, now, now + (REQUEST_RETRY_S if ok else 0.1))
@@ -89,6 +98,7 @@ class PolicyClient:
                 self.stats.add("replies_invalid")  # stays in flight: the resend asks again
             else:
                 ts, sent, _ = self.in_flight.pop(reply.request_id)
+                del self.trees[reply.request_id]
                 self.stats.sample("latency/inference_ms", (time.monotonic() - sent) * 1000)
                 self.newest_version = max(self.newest_version, reply.version)
                 self.stats.gauge("policy_version", self.newest_version)

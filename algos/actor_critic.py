@@ -1,0 +1,95 @@
+"""The half PPO, APPO and IMPALA share: the actor-critic network (feed-forward or LSTM), observation
+preparation, ``act``, and one optimiser step.
+
+    ac = ActorCriticPolicy.build(cfg.algo, spec, value_extra=True)   # PPO keeps the actor's value
+    params = ac.init_params(key)
+    action, extras, actor_state = ac.act(policy_params, obs, actor_state, first, rng)
+    step = sgd_step(grad_fn, tx)                                      # (params, opt_state), mb -> ..., aux
+
+``cfg`` needs ``network``, ``hidden_sizes``, ``activation``, ``init_log_std``, ``normalize_obs``,
+``obs_clip`` and ``lstm_size`` (``PPOConfig``, ``IMPALAConfig``). Published params are
+``{"params", "obs_norm"}`` for both algorithms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from algos.base import Metrics, Params
+from algos.distributions import CATEGORICAL, DIAG_GAUSSIAN, Distribution
+from algos.networks import ActorCritic, make_actor_critic
+from algos.normalizers import normalize
+from algos.recurrent import Recurrent, carry_extras, carry_extras_spec
+from srljax.types import EnvSpec
+
+Array = jax.Array
+
+
+@dataclass(frozen=True)
+class ActorCriticPolicy:
+    net: ActorCritic
+    rec: Recurrent | None  # set when ``lstm_size > 0``
+    dist: Distribution
+    spec: EnvSpec
+    norm_obs: bool
+    obs_clip: float
+    value_extra: bool  # store the actor's value in the extras (PPO's GAE uses it; IMPALA does not)
+
+    @staticmethod
+    def build(cfg: Any, spec: EnvSpec, *, value_extra: bool) -> ActorCriticPolicy:
+        net = make_actor_critic(cfg, spec)
+        rec = Recurrent.from_feedforward(net, cfg.lstm_size) if cfg.lstm_size else None
+        dist = CATEGORICAL if spec.action_kind == "discrete" else DIAG_GAUSSIAN
+        return ActorCriticPolicy(net, rec, dist, spec, cfg.normalize_obs, cfg.obs_clip, value_extra)
+
+    def init_params(self, key: Array) -> Params:
+        # jit: eager orthogonal init of the CNN dispatches op by op and takes ~2x longer on CPU
+        if self.rec is None:
+            return jax.jit(self.net.init)(key, jnp.zeros((1, *self.spec.obs_shape), self.spec.obs_dtype))
+        return jax.jit(lambda k: self.rec.init(k, self.spec))(key)
+
+    def prep(self, obs: Array, obs_norm: Any) -> Array:
+        return normalize(obs, obs_norm, self.obs_clip) if self.norm_obs else obs
+
+    def initial_actor_state(self, batch: int) -> Any:
+        return () if self.rec is None else self.rec.initial_state(batch)
+
+    def act(self, pp: Params, obs: Array, actor_state: Any, first: Array, rng: Array) -> tuple[Array, dict[str, Array], Any]:
+        obs = self.prep(obs, pp["obs_norm"])
+        if self.rec is None:  # feed-forward: no state, ``first`` unused
+            pi, value = self.net.apply(pp["params"], obs)
+            extras: dict[str, Array] = {}
+        else:
+            pi, value, carry_in, actor_state = self.rec.step(pp["params"], obs, actor_state, first)
+            extras = carry_extras(carry_in)
+        action = self.dist.sample(rng, pi)
+        extras = {"logp": self.dist.log_prob(pi, action), **({"value": value} if self.value_extra else {}), **extras}
+        return action, extras, actor_state
+
+    @property
+    def extras_spec(self) -> dict[str, tuple[tuple[int, ...], str]]:
+        out = {"logp": ((), "float32")}
+        if self.value_extra:
+            out["value"] = ((), "float32")
+        if self.rec is not None:
+            out |= carry_extras_spec(self.rec.lstm_size)
+        return out
+
+
+def sgd_step(grad_fn: Callable, tx: optax.GradientTransformation) -> Callable:
+    """One optimiser step on a minibatch: ``((params, opt_state), mb) -> ((params, opt_state), aux)``;
+    ``aux`` gains ``loss`` and ``grad_norm`` (before clipping)."""
+
+    def step(carry: tuple[Params, Any], mb: dict[str, Array]) -> tuple[tuple[Params, Any], Metrics]:
+        params, opt_state = carry
+        (loss, aux), grads = grad_fn(params, mb)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        aux = {**aux, "loss": loss, "grad_norm": optax.tree.norm(grads)}
+        return (optax.apply_updates(params, updates), opt_state), aux
+
+    return step

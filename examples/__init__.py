@@ -1,0 +1,1 @@
+"""Worked examples of extending srljax from outside its packages (see docs/architecture.md)."""
