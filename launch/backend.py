@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from srljax.comm import NameResolver
+from srljax.comm.security import KeyRing
 from srljax.config import Experiment
 from srljax.layout import Layout
 from srljax.system.controller import Controller, TrialResult
@@ -40,11 +41,14 @@ class Backend(Protocol):
 
 
 def run_trial(cfg: Experiment, backend: Backend, names: NameResolver, layout: Layout, *, verbose: bool = True,
-              started: Callable[[], None] | None = None) -> tuple[TrialResult | None, list[str], Controller]:
+              started: Callable[[], None] | None = None,
+              keys: KeyRing | None = None) -> tuple[TrialResult | None, list[str], Controller]:
     """Start every worker of ``layout`` through ``backend``, run the controller to the trial's end,
     shut the backend down. Returns (result, killed, controller); result None if interrupted before
-    the controller ran. ``started()`` is called once every worker has been started."""
-    controller = Controller(cfg, names, layout, exited=backend.exited, log_tail=backend.tail, verbose=verbose)
+    the controller ran. ``started()`` is called once every worker has been started. ``keys``: the
+    trial's CURVE keys (``srljax.system.auth``), the controller's among them; None: auth off."""
+    controller = Controller(cfg, names, layout, exited=backend.exited, log_tail=backend.tail, verbose=verbose,
+                            keys=keys)
     result: TrialResult | None = None
     try:
         for role, index in layout.workers():

@@ -35,6 +35,7 @@ from srljax.comm import DirectoryNames
 from srljax.config import ConfigError, Experiment, write_json
 from srljax.devices import PlacementError, apply_env, process_env, visible_gpus
 from srljax.layout import Layout, build_layout, validate
+from srljax.system import auth
 
 KILL_GRACE_S = 5.0  # after the controller's stop: SIGTERM, this long, then SIGKILL
 TAIL_LINES = 20
@@ -134,12 +135,14 @@ def run_distributed(cfg: Experiment) -> int:
     """Run ``cfg`` as local processes; return the exit code (0 done, 1 failed, 2 bad config, 130 interrupted)."""
     try:
         validate(cfg)
+        cfg = auth.resolved(cfg, slurm=False)
         layout = build_layout(cfg)
         envs = worker_envs(cfg, layout)
         run_dir = run_folder.claim(cfg).absolute()
     except (ConfigError, PlacementError) as err:
         print(err, file=sys.stderr)
         return 2
+    keys = auth.prepare(cfg, run_dir)  # RUN_DIR/keys, owner-only, before any worker starts
     write_json(cfg, run_dir / "config.json")
     names = DirectoryNames(run_dir / "names")
     procs = WorkerProcesses(run_dir, envs)
@@ -149,9 +152,11 @@ def run_distributed(cfg: Experiment) -> int:
         for name, log in procs.logs.items():
             print(f"  {name:<10} log: {log}", flush=True)
         print(f"  metrics: {run_dir / 'metrics.jsonl'}; per worker: {run_dir / 'workers'}", flush=True)
+        print(f"  sockets: CURVE, keys in {run_dir / auth.KEYS_DIR}" if keys is not None
+              else "  sockets: not authenticated (layout.auth=off)", flush=True)
 
     with sigterm_as_interrupt():
-        result, killed, _ = run_trial(cfg, procs, names, layout, started=started)
+        result, killed, _ = run_trial(cfg, procs, names, layout, started=started, keys=keys)
     if killed:
         print(f"killed after the grace period: {', '.join(killed)}", flush=True)
     if result is None:

@@ -23,10 +23,12 @@ from typing import Any
 
 from launch.backend import run_trial
 from srljax.comm import MemoryNames, NameResolver
+from srljax.comm.security import KeyRing
 from srljax.config import ConfigError, Experiment, write_json
 from srljax.devices import threads_problems
 from srljax.layout import build_layout, validate
 from srljax.run_dir import claim
+from srljax.system import auth
 from srljax.system.roles import make_worker
 from srljax.system.worker import Worker
 
@@ -54,10 +56,11 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 class ThreadWorkers:
-    """The backend: ``start`` runs a worker's ``run()`` in a daemon thread; ``tail`` is its traceback."""
+    """The backend: ``start`` runs a worker's ``run()`` in a daemon thread; ``tail`` is its traceback.
+    ``keys``: the trial's CURVE keys, in memory (None: auth off)."""
 
-    def __init__(self, cfg: Experiment, names: NameResolver):
-        self.cfg, self.names = cfg, names
+    def __init__(self, cfg: Experiment, names: NameResolver, keys: KeyRing | None = None):
+        self.cfg, self.names, self.keys = cfg, names, keys
         self.workers: list[Worker] = []
         self.threads: list[threading.Thread] = []
         self._codes: dict[str, int] = {}
@@ -65,7 +68,7 @@ class ThreadWorkers:
         self._lock = threading.Lock()
 
     def start(self, role: str, index: int) -> None:
-        worker = make_worker(role, self.cfg, index, self.names)
+        worker = make_worker(role, self.cfg, index, self.names, keys=self.keys)
         thread = threading.Thread(target=self._body, args=(worker,), name=worker.name, daemon=True)
         self.workers.append(worker)
         self.threads.append(thread)
@@ -98,9 +101,15 @@ class ThreadWorkers:
         return [t.name for t in self.threads if t.is_alive()]
 
 
-def run_threads(cfg: Experiment, names: NameResolver | None = None, verbose: bool = False) -> SystemResult:
-    """Run ``cfg`` (``layout.mode=distributed``) with one thread per worker; return when the trial ends."""
+def run_threads(cfg: Experiment, names: NameResolver | None = None, verbose: bool = False,
+                keys: KeyRing | None = None) -> SystemResult:
+    """Run ``cfg`` (``layout.mode=distributed``) with one thread per worker; return when the trial ends.
+
+    ``layout.auth=on`` (``auto`` is off here, unless ``trainer.num_hosts`` > 1) gives every worker its
+    role's CURVE key pair, generated in memory (or ``keys``, e.g. a test's that also plays a peer).
+    """
     validate(cfg)
+    cfg = auth.resolved(cfg, slurm=False)
     if found := threads_problems(cfg):
         raise ConfigError(found)
     if cfg.layout.mode != "distributed":
@@ -108,8 +117,9 @@ def run_threads(cfg: Experiment, names: NameResolver | None = None, verbose: boo
     claim(cfg)  # refuses a run folder an earlier run left files in
     write_json(cfg, Path(cfg.run_dir) / "config.json")
     names = names or MemoryNames()
-    workers = ThreadWorkers(cfg, names)
-    trial, stuck, controller = run_trial(cfg, workers, names, build_layout(cfg), verbose=verbose)
+    keys = keys or auth.prepare(cfg)  # memory only: every worker is in this process
+    workers = ThreadWorkers(cfg, names, keys)
+    trial, stuck, controller = run_trial(cfg, workers, names, build_layout(cfg), verbose=verbose, keys=keys)
     if trial is None:
         raise KeyboardInterrupt
     message = trial.message + (f"; threads still running: {stuck}" if stuck else "")

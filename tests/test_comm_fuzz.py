@@ -1,5 +1,6 @@
 """Fuzz every receiving socket: 1,000 bad messages each are dropped and counted by reason, and a
-valid message sent afterwards still arrives intact."""
+valid message sent afterwards still arrives intact. With CURVE on too: the fuzzer then holds the
+trial's keys (an authenticated peer gone bad), and the checks after the handshake still hold."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import zmq
 
 from srljax.comm import ControlServer, InferenceServer, ParamsSubscriber, SampleReceiver, bind, make_socket
 from srljax.comm.codec import SCHEMA_VERSION, encode
+from srljax.comm.security import KeyRing, WireContext, WireRules
 
 TRIAL = "exp/t0"
 N_BAD = 1000
@@ -65,10 +67,16 @@ def _make(name: str, ctx: zmq.Context, address: str) -> Stream:
         good = encode("heartbeat", TRIAL, None, meta={"worker": "exp/t0/actor/0", "payload": {"step": 1}})
         breakers = [{}, {"worker": 3, "payload": {}}, {"worker": "w"}, {"worker": "w", "payload": [1]}]
     sock, peer_ipc = make_socket(ctx, peer), ""
+    rules = getattr(ctx, "rules", None)  # CURVE: the raw peer uses the same identity's keys
     if name == "params":  # the publisher binds, the subscriber connects
+        if rules is not None:
+            rules.secure_server(sock, "params")
         rx.connect(peer_address := bind(sock, address))
         peer_ipc = peer_address.removeprefix("ipc://") if peer_address.startswith("ipc://") else ""
     else:
+        if rules is not None:
+            rules.peer_roles[rx.address] = rules.identity
+            rules.secure_client(sock, rx.stream, rx.address)
         sock.connect(rx.address)
     return Stream(rx, sock, receive, [bytes(f) for f in good], breakers, peer_ipc)
 
@@ -151,11 +159,18 @@ def _sync_subscription(s: Stream) -> None:
     s.receiver.counts.clear()
 
 
-@pytest.fixture
-def ctx() -> Iterator[zmq.Context]:
-    ctx = zmq.Context()
-    yield ctx
-    ctx.destroy(linger=0)
+@pytest.fixture(params=["plain", "curve"])
+def ctx(request: pytest.FixtureRequest) -> Iterator[zmq.Context]:
+    if request.param == "plain":
+        ctx = zmq.Context()
+        yield ctx
+        ctx.destroy(linger=0)
+        return
+    # one identity on both ends, pinned for every stream; "actor" matches the control messages' worker key
+    rules = WireRules(keys=KeyRing.generate(["actor"]), identity="actor", pinned={"control": "actor", "params": "actor"})
+    wire = WireContext(rules)
+    yield wire
+    wire.close()
 
 
 @pytest.mark.parametrize("address", ["tcp://127.0.0.1:*", "ipc://*"])

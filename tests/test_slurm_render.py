@@ -218,8 +218,11 @@ def test_custom_roles_take_slurm_custom(monkeypatch: pytest.MonkeyPatch) -> None
                                                (signal.SIGTERM, 0, "stopped")])
 def test_controller_signals(tmp_path: Path, sig: signal.Signals, code: int, reason: str) -> None:
     """Slurm's time-limit warning fails the trial (non-zero: it did not finish); ``stop`` (SIGTERM) does not."""
-    cfg = cartpole(f"log.run_root={tmp_path}")
+    from srljax.system import auth
+
+    cfg = auth.resolved(cartpole(f"log.run_root={tmp_path}"), slurm=True)  # as submit writes it: auth on
     trial = Trial(Path(cfg.run_dir))
+    auth.prepare(cfg, trial.run_dir)  # RUN_DIR/keys, which the controller loads
     RunFiles(trial).write_config(cfg)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
     proc = subprocess.Popen([sys.executable, "-m", "launch.slurm.controller", str(trial.run_dir)], cwd=ROOT,

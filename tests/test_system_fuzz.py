@@ -6,6 +6,8 @@ subscriber connects to it as to any publisher). Bad means random bytes, truncate
 headers, foreign trials and schemas, wrong kinds, missing or extra frames, and - for the data
 streams - well-formed messages whose contents do not fit (wrong shapes, dtypes, fields). Every
 one must be dropped and counted, by the socket (``drop.<reason>``) or by the worker (``*_invalid``).
+With ``layout.auth=on`` the fuzzer holds the trial's keys (an insider: the actor's to connect, the
+trainer's to publish), so the same checks are tested behind the CURVE handshake.
 """
 
 from __future__ import annotations
@@ -17,15 +19,19 @@ from pathlib import Path
 
 import msgpack
 import numpy as np
+import pytest
 import zmq
 
 from launch.threads import run_threads
 from srljax.comm import MemoryNames
 from srljax.comm.codec import SCHEMA_VERSION, encode
+from srljax.comm.security import KeyRing
 from srljax.config import apply_overrides, load_file
-from srljax.layout import CONTROLLER
+from srljax.layout import CONTROLLER, POLICY, TRAINER
+from srljax.system import auth
 from srljax.system.common import stream_key, trial_name
 from srljax.system.params import ParamsFollower
+from srljax.system.trainer import TrainerWorker
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "cartpole_ppo_distributed.py"
 N_BAD = 1000
@@ -71,15 +77,30 @@ def blast(sock: zmq.Socket, make: Callable[[int], list[bytes]], pace_every: int 
             time.sleep(0.02)  # PUB drops at its high-water mark: let the subscriber keep up
 
 
-def test_fuzzed_sockets_drop_and_count_and_the_run_completes(tmp_path, monkeypatch):
+def curve(sock: zmq.Socket, keys: KeyRing | None, me: str, server: str | None = None) -> zmq.Socket:
+    """Give a raw socket ``me``'s key pair: as a server (``server`` None) or a client pinning ``server``."""
+    if keys is not None:
+        sock.curve_secretkey = keys.secret(me)
+        if server is None:
+            sock.curve_server = True
+        else:
+            sock.curve_publickey, sock.curve_serverkey = keys.public(me), keys.public(server)
+    return sock
+
+
+@pytest.mark.parametrize("auth_mode", ["off", "on"])
+def test_fuzzed_sockets_drop_and_count_and_the_run_completes(tmp_path, monkeypatch, auth_mode):
     cfg = apply_overrides(load_file(CONFIG), [
         f"log.run_root={tmp_path}", "log.wandb=disabled", "log.progress=lines", "trial=fuzz",
         "algo.num_steps=32", "trainer.num_minibatches=2", "trainer.update_epochs=1", f"total_env_steps={8 * 32 * 25}",
+        f"layout.auth={auth_mode}",
     ])
     trial = trial_name(cfg)
     names = MemoryNames()
+    keys = KeyRing.generate(auth.identities(cfg)) if auth_mode == "on" else None
     ctx = zmq.Context()
-    rogue = ctx.socket(zmq.PUB)
+    # XPUB: a PUB that hears its subscribers, so the blast waits for the policy worker's subscription
+    rogue = curve(ctx.socket(zmq.XPUB), keys, TRAINER)  # with auth on, subscribers only follow the trainer's key
     rogue.setsockopt(zmq.SNDHWM, 10_000)
     rogue_address = f"tcp://127.0.0.1:{rogue.bind_to_random_port('tcp://127.0.0.1')}"
     original_follower = ParamsFollower.__init__
@@ -90,6 +111,16 @@ def test_fuzzed_sockets_drop_and_count_and_the_run_completes(tmp_path, monkeypat
     monkeypatch.setattr(ParamsFollower, "__init__", follow_the_rogue_too)
     rng = np.random.default_rng(7)
     done = threading.Event()
+    done_at: list[float] = []
+    original_cut = TrainerWorker._cut_batch
+
+    def last_update_after_the_fuzz(self):  # on a loaded machine the run could end before the blasts are read
+        last = self.learner.version + (self.running is not None) + 1 >= self.cfg.num_updates
+        if last and not (done_at and time.monotonic() - done_at[0] > 2.0):
+            return None
+        return original_cut(self)
+
+    monkeypatch.setattr(TrainerWorker, "_cut_batch", last_update_after_the_fuzz)
     errors: list[BaseException] = []
 
     def fuzz() -> None:
@@ -106,10 +137,10 @@ def test_fuzzed_sockets_drop_and_count_and_the_run_completes(tmp_path, monkeypat
                 "params": [bytes(f) for f in encode("params", trial, [np.zeros(3, np.float32)], version=10**9)],
             }
             time.sleep(1.0)  # the subscriber connects during the policy worker's setup
-            for name, address, kind, meta in [("control", control, zmq.DEALER, None),
-                                              ("inference", inference, zmq.DEALER, {"rid": 5}),
-                                              ("samples", samples, zmq.PUSH, {})]:
-                sock = ctx.socket(kind)
+            for name, address, kind, meta, server in [("control", control, zmq.DEALER, None, CONTROLLER),
+                                                      ("inference", inference, zmq.DEALER, {"rid": 5}, POLICY),
+                                                      ("samples", samples, zmq.PUSH, {}, TRAINER)]:
+                sock = curve(ctx.socket(kind), keys, "actor", server)
                 sock.connect(address)
                 if meta is None:  # control: only codec garbage; a well-formed message from a stranger is ignored
                     blast(sock, lambda i, g=good[name]: codec_garbage(rng, g))
@@ -118,15 +149,18 @@ def test_fuzzed_sockets_drop_and_count_and_the_run_completes(tmp_path, monkeypat
                     blast(sock, lambda i, g=good[name], k=kind_name, m=meta:
                           codec_garbage(rng, g) if i % 2 else fits_not(rng, k, trial, m))
                 sock.close(linger=5000)
+            assert rogue.poll(120_000), "the policy worker never subscribed to the rogue publisher"
+            rogue.recv()
             blast(rogue, lambda i: codec_garbage(rng, good["params"]), pace_every=25)
         except BaseException as err:  # surfaced by the assertion below
             errors.append(err)
         finally:
+            done_at.append(time.monotonic())
             done.set()
 
     fuzzer = threading.Thread(target=fuzz, daemon=True)
     fuzzer.start()
-    result = run_threads(cfg, names=names)
+    result = run_threads(cfg, names=names, keys=keys)
     fuzzer.join(timeout=30)
     rogue.close(linger=0)
     ctx.term()

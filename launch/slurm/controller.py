@@ -94,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     from srljax.comm import DirectoryNames
     from srljax.config import from_dict
     from srljax.layout import build_layout
+    from srljax.system import auth
     from srljax.system.controller import Controller, TrialEnded, TrialResult, write_status
 
     cfg = from_dict(json.loads((run_dir / "config.json").read_text()))
@@ -101,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     steps = GroupSteps(run_dir, {g.role: g.count for g in layout.groups if g.count})
     print(f"[slurm_controller] {cfg.name}/{cfg.trial}: job {os.environ.get('SLURM_JOB_ID', '?')} on node "
           f"{os.environ.get('SLURMD_NODENAME', '?')}, binding {os.environ[BIND_HOST_ENV]}", flush=True)
-    controller = Controller(cfg, DirectoryNames(run_dir / "names"), layout, exited=steps.exited, log_tail=steps.tail)
+    controller = Controller(cfg, DirectoryNames(run_dir / "names"), layout, exited=steps.exited, log_tail=steps.tail,
+                            keys=auth.load(cfg, run_dir, slurm=True))  # RUN_DIR/keys, written at submit
     try:
         for sig in REASONS:
             signal.signal(sig, on_signal)

@@ -30,6 +30,7 @@ from srljax.config import ConfigError, Experiment
 from srljax.layout import POLICY
 from srljax.run_dir import RunFolderInUse
 from srljax.run_dir import problems as run_folder_problems
+from srljax.system import auth
 
 PROG = "python -m launch.slurm"
 
@@ -68,8 +69,12 @@ def submit(cfg: Experiment) -> int:
     if refusal := _refusal(cfg, trial):
         print(f"{PROG}: {refusal}\nnothing was submitted.", file=sys.stderr)
         return 1
+    cfg = auth.resolved(cfg, slurm=True)
+    if cfg.layout.auth == "off":
+        print(f"{PROG}: layout.auth=off: the trial's sockets accept anyone who reaches the nodes", file=sys.stderr)
     files = RunFiles(trial)
     with files.transaction():  # sbatch refuses: the run folder is left as it was (missing or empty)
+        auth.prepare(cfg, trial.run_dir)  # RUN_DIR/keys (0700, files 0600) before any task can start
         files.write_config(cfg)
         files.write(trial.script, render(cfg))
         (trial.run_dir / "logs").mkdir(parents=True, exist_ok=True)

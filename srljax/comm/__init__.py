@@ -20,6 +20,8 @@ control    ControlServer (ROUTER)          ControlClient (DEALER)             sm
 
 Every receive path decodes with ``codec.decode``; bad, foreign-trial or wrong-schema messages
 are dropped and counted per reason (``endpoint.drops``, ``endpoint.counters()``), never raised.
+Sockets made from a ``security.WireContext`` follow its rules: CURVE on bind and connect (keys
+per identity, a ZAP handler admitting only the trial's), and ``ZMQ_MAXMSGSIZE`` per receiver.
 """
 
 from srljax.comm.codec import (

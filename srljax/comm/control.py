@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import zmq
 
 from srljax.comm.codec import MALFORMED, DecodeError, Message
-from srljax.comm.sockets import Endpoint, context, make_socket
+from srljax.comm.sockets import SENDER, Endpoint, context, make_socket, sender_identity
 
 TO_CONTROLLER = frozenset({"register", "heartbeat", "status", "done"})
 TO_WORKER = frozenset({"configure", "start", "pause", "stop", "status"})
@@ -42,20 +42,40 @@ def _unpack(msg: Message) -> ControlMessage:
     return ControlMessage(msg.kind, worker, payload)
 
 
+def worker_role(worker: str) -> str:
+    """``worker_role("exp/t0/actor/3") == "actor"``: the role a worker key names."""
+    parts = worker.rsplit("/", 2)
+    return parts[-2] if len(parts) == 3 else ""
+
+
 class ControlServer(Endpoint):
-    """ROUTER, bound. One thread only. ``last_seen[worker]``: ``time.monotonic()`` of its last message."""
+    """ROUTER, bound. One thread only. ``last_seen[worker]``: ``time.monotonic()`` of its last message.
+
+    With CURVE on (a ``WireContext`` with keys) a message naming worker ``exp/t0/actor/3`` must come
+    from the ``actor`` key, so no worker can speak for another role (``done`` is the trainer's).
+    """
+
+    stream, receives = "control", "control"
+    queue_in_bytes = True
 
     def __init__(self, address: str, trial: str, *, ctx: zmq.Context | None = None,
-                 kinds: Collection[str] = TO_CONTROLLER) -> None:
+                 kinds: Collection[str] = TO_CONTROLLER, max_bytes: int | None = None) -> None:
         sock = make_socket(context(ctx), zmq.ROUTER, sndhwm=10_000, rcvhwm=10_000)
         sock.setsockopt(zmq.ROUTER_MANDATORY, 1)  # unroutable sends raise, so send() can say False
-        super().__init__(sock, trial, kinds)
+        super().__init__(sock, trial, kinds, max_bytes=max_bytes)
         self.bind(address)
         self.routes: dict[str, bytes] = {}  # worker key -> ROUTER peer id
         self.last_seen: dict[str, float] = {}
 
     def _validate(self, msg: Message) -> None:
         _unpack(msg)
+
+    def _check_sender(self, frame: Any, msg: Message) -> None:
+        if self.rules is None or self.rules.keys is None:
+            return
+        sender, role = sender_identity(frame), worker_role(_unpack(msg).worker)
+        if sender != role:
+            raise DecodeError(SENDER, f"{role!r} message from the {sender!r} key")
 
     def poll(self, timeout_ms: int | None = 0) -> list[ControlMessage]:
         """Wait up to ``timeout_ms`` for a message, then return it and all others already queued."""
@@ -86,10 +106,13 @@ class ControlServer(Endpoint):
 class ControlClient(Endpoint):
     """DEALER, connected. One thread only. Messages sent before the controller is up wait in the queue."""
 
+    stream, receives = "control", "commands"
+    queue_in_bytes = True
+
     def __init__(self, address: str | None, trial: str, worker: str, *, ctx: zmq.Context | None = None,
-                 kinds: Collection[str] = TO_WORKER) -> None:
+                 kinds: Collection[str] = TO_WORKER, max_bytes: int | None = None) -> None:
         sock = make_socket(context(ctx), zmq.DEALER, sndhwm=10_000, rcvhwm=10_000)
-        super().__init__(sock, trial, kinds)
+        super().__init__(sock, trial, kinds, max_bytes=max_bytes)
         self.worker = worker
         if address:
             self.connect(address)

@@ -48,13 +48,20 @@ def _request_id(msg: Message) -> int:
 
 
 class InferenceServer(Endpoint):
-    """ROUTER, bound. One thread only. ``counters()``: received, sent, reply_dropped, drop.*."""
+    """ROUTER, bound. One thread only. ``counters()``: received, sent, reply_dropped, drop.*.
+
+    Queued requests are bounded per actor in messages (``rcvhwm``) and bytes: with ``max_bytes``
+    (or the context's limit for ``requests``) the queue holds at most ``queue_bytes // max_bytes``.
+    """
+
+    stream, receives = "inference", "requests"
+    queue_in_bytes = True
 
     def __init__(self, address: str, trial: str, *, ctx: zmq.Context | None = None,
-                 sndhwm: int = 1000, rcvhwm: int = 1000) -> None:
+                 sndhwm: int = 1000, rcvhwm: int = 1000, max_bytes: int | None = None) -> None:
         sock = make_socket(context(ctx), zmq.ROUTER, sndhwm=sndhwm, rcvhwm=rcvhwm)
         sock.setsockopt(zmq.ROUTER_MANDATORY, 1)  # an unroutable reply raises instead of vanishing
-        super().__init__(sock, trial, {KIND_REQUEST})
+        super().__init__(sock, trial, {KIND_REQUEST}, max_bytes=max_bytes)
         self.bind(address)
 
     def _validate(self, msg: Message) -> None:
@@ -82,11 +89,14 @@ class InferenceServer(Endpoint):
 class InferenceClient(Endpoint):
     """DEALER, connected. One thread only. ``counters()``: sent, send_timeouts, received, drop.*."""
 
+    stream, receives = "inference", "replies"
+    queue_in_bytes = True
+
     def __init__(self, address: str | None, trial: str, *, ctx: zmq.Context | None = None,
-                 sndhwm: int = 1000, rcvhwm: int = 1000) -> None:
+                 sndhwm: int = 1000, rcvhwm: int = 1000, max_bytes: int | None = None) -> None:
         sock = make_socket(context(ctx), zmq.DEALER, sndhwm=sndhwm, rcvhwm=rcvhwm)
         sock.setsockopt(zmq.IMMEDIATE, 1)  # queue only to live servers, so a dead one gets nothing
-        super().__init__(sock, trial, {KIND_REPLY})
+        super().__init__(sock, trial, {KIND_REPLY}, max_bytes=max_bytes)
         if address:
             self.connect(address)
 

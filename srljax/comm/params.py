@@ -21,6 +21,7 @@ import zmq
 from srljax.comm.sockets import Endpoint, context, make_socket
 
 KIND_PARAMS = "params"
+VERSION = "version"  # drop reason: a params version outside 0..max_version
 REFILL_MS = 2  # grace for the I/O thread to move more queued bytes into a drained full pipe
 REFILL_ROUNDS = 32
 
@@ -33,6 +34,8 @@ class Params(NamedTuple):
 class ParamsPublisher(Endpoint):
     """PUB, bound. One thread only. ``counters()``: sent."""
 
+    stream, receives = "params", "subscriptions"
+
     def __init__(self, address: str, trial: str, *, ctx: zmq.Context | None = None, hwm: int = 2) -> None:
         sock = make_socket(context(ctx), zmq.PUB, sndhwm=hwm)
         super().__init__(sock, trial, None)
@@ -44,18 +47,29 @@ class ParamsPublisher(Endpoint):
 
 
 class ParamsSubscriber(Endpoint):
-    """SUB, connected. One thread only. ``counters()``: received, superseded, drop.*."""
+    """SUB, connected. One thread only. ``counters()``: received, superseded, drop.*.
 
-    def __init__(self, address: str | None, trial: str, *, ctx: zmq.Context | None = None, hwm: int = 2) -> None:
+    ``max_bytes``: the largest frame accepted (the biggest params leaf, with headroom); larger ones
+    cost the publisher its connection before they are allocated.
+    """
+
+    stream, receives = "params", "params"
+
+    def __init__(self, address: str | None, trial: str, *, ctx: zmq.Context | None = None, hwm: int = 2,
+                 max_bytes: int | None = None) -> None:
         sock = make_socket(context(ctx), zmq.SUB, rcvhwm=hwm)
         sock.setsockopt(zmq.SUBSCRIBE, b"")  # the trial is checked on decode, not by topic
-        super().__init__(sock, trial, {KIND_PARAMS})
-        self.hwm = hwm
+        super().__init__(sock, trial, {KIND_PARAMS}, max_bytes=max_bytes)
+        self.hwm = sock.getsockopt(zmq.RCVHWM)  # the byte bound may have lowered it
         if address:
             self.connect(address)
 
-    def poll_newest(self, timeout_ms: int | None = 0) -> Params | None:
-        """Wait up to ``timeout_ms`` for params, drain the queue, return the highest version seen."""
+    def poll_newest(self, timeout_ms: int | None = 0, max_version: int | None = None) -> Params | None:
+        """Wait up to ``timeout_ms`` for params, drain the queue, return the highest version seen.
+
+        Versions below 0 or above ``max_version`` (the trial's last update) are dropped and counted
+        (``drop.version``): one such message must not outrank every real version after it.
+        """
         got = batch = self._drain_valid(timeout_ms)
         if not got:
             return None
@@ -66,6 +80,13 @@ class ParamsSubscriber(Endpoint):
                 break
             batch = self._drain_valid(REFILL_MS)
             got = got + batch
+        if max_version is not None:
+            fit = [(env, msg) for env, msg in got if 0 <= msg.version <= max_version]
+            self.drops.add(VERSION, len(got) - len(fit))
+            self.counts["received"] -= len(got) - len(fit)
+            got = fit
+            if not got:
+                return None
         newest = max((msg for _, msg in got), key=lambda m: m.version)  # ties: max keeps the first
         self.counts["superseded"] += len(got) - 1
         return Params(newest.version, newest.tree)

@@ -28,6 +28,8 @@ KIND_SAMPLE = "sample"
 class SampleSender(Endpoint):
     """PUSH, connected. One thread only. ``counters()``: sent, send_timeouts."""
 
+    stream, receives = "samples", "subscriptions"  # a PUSH takes nothing in; its bound stays small
+
     def __init__(self, address: str | None, trial: str, *, ctx: zmq.Context | None = None, hwm: int = 4) -> None:
         sock = make_socket(context(ctx), zmq.PUSH, sndhwm=hwm)
         # queue only towards connected receivers: before the first connection (or with none
@@ -46,9 +48,12 @@ class SampleSender(Endpoint):
 class SampleReceiver(Endpoint):
     """PULL, bound. One thread only. ``counters()``: received, drop.*."""
 
-    def __init__(self, address: str, trial: str, *, ctx: zmq.Context | None = None, hwm: int = 4) -> None:
+    stream, receives = "samples", "samples"
+
+    def __init__(self, address: str, trial: str, *, ctx: zmq.Context | None = None, hwm: int = 4,
+                 max_bytes: int | None = None) -> None:
         sock = make_socket(context(ctx), zmq.PULL, rcvhwm=hwm)
-        super().__init__(sock, trial, {KIND_SAMPLE})
+        super().__init__(sock, trial, {KIND_SAMPLE}, max_bytes=max_bytes)
         self.bind(address)
 
     def recv(self, timeout_ms: int | None = None) -> Message | None:

@@ -17,15 +17,20 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Collection
-from typing import Any
+from typing import Any, ClassVar
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from srljax.comm.codec import FRAMES, DecodeError, DropCounter, Message, decode, encode
+from srljax.comm.security import MIN_HWM, rules_of
 
 LINGER_MS = 200  # close() waits at most this long for unsent messages, so shutdown never hangs
 IPC_PATH_MAX = 100  # sun_path is 108 bytes on Linux; keep a margin
 LATE_DRAIN = 10_000  # past its deadline a receive still skips this many queued bad messages, then gives up
+HANDSHAKE_EVENTS = {zmq.EVENT_HANDSHAKE_FAILED_AUTH: "auth_refused",  # ZAP said no (either side sees it)
+                    zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: "handshake_failed",  # e.g. a server key that is not the pinned one
+                    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "handshake_failed"}
 
 
 def make_socket(ctx: zmq.Context, socket_type: int, *, sndhwm: int | None = None,
@@ -62,9 +67,20 @@ def bind_random(sock: zmq.Socket, host: str = "127.0.0.1") -> str:
 
 
 class Endpoint:
-    """One socket plus counters; the streams derive from this."""
+    """One socket plus counters; the streams derive from this.
 
-    def __init__(self, sock: zmq.Socket, trial: str, kinds: Collection[str] | None) -> None:
+    A socket made from a ``WireContext`` follows its rules (``srljax/comm/security.py``): CURVE on
+    bind and connect, ``ZMQ_MAXMSGSIZE`` = ``max_bytes`` or the rules' limit for what this endpoint
+    ``receives``, and (ROUTER/DEALER streams, whose HWMs are large) its receive queue capped in
+    bytes as well as in messages. Samples and params keep their few-message HWMs.
+    """
+
+    stream: ClassVar[str] = ""  # control, samples, params, inference: the ZAP domain, and which server key to pin
+    receives: ClassVar[str] = ""  # the key of ``WireRules.limits`` bounding what this endpoint receives
+    queue_in_bytes: ClassVar[bool] = False  # cap RCVHWM at ``queue_bytes // max_bytes`` (large message HWMs)
+
+    def __init__(self, sock: zmq.Socket, trial: str, kinds: Collection[str] | None, *,
+                 max_bytes: int | None = None) -> None:
         self.sock = sock
         self.trial = trial
         self.kinds = None if kinds is None else frozenset(kinds)
@@ -72,23 +88,51 @@ class Endpoint:
         self._made_up_ipc = ""
         self.drops = DropCounter()
         self.counts: Counter[str] = Counter()  # sent, received, send_timeouts, ...
+        self.rules = rules_of(sock)
+        if max_bytes is None and self.rules is not None:
+            max_bytes = self.rules.limits.get(self.receives)
+        self.max_bytes = max_bytes
+        if max_bytes:
+            sock.setsockopt(zmq.MAXMSGSIZE, max_bytes)
+            queue_bytes = self.rules.queue_bytes if self.rules is not None and self.queue_in_bytes else 0
+            hwm, cap = sock.getsockopt(zmq.RCVHWM), max(MIN_HWM, queue_bytes // max_bytes)
+            if queue_bytes and (hwm == 0 or hwm > cap):
+                sock.setsockopt(zmq.RCVHWM, cap)
+        self._monitor = None  # handshake failures, counted when CURVE is on
+        if self.rules is not None and self.rules.keys is not None:
+            self._monitor = sock.get_monitor_socket(sum(HANDSHAKE_EVENTS))
 
     def counters(self) -> dict[str, int]:
         """Flat counters for metrics: ``{"sent": .., "received": .., "drop.<reason>": ..}``."""
+        self._count_handshakes()
         return {**self.counts, **{f"drop.{reason}": n for reason, n in self.drops.items()}}
+
+    def _count_handshakes(self) -> None:
+        while self._monitor is not None and self._monitor.poll(0):
+            event = recv_monitor_message(self._monitor)["event"]
+            self.counts[HANDSHAKE_EVENTS.get(event, "handshake_other")] += 1
 
     def connect(self, address: str) -> None:
         """Connect to one more peer (PUSH/DEALER round-robin over them; SUB hears them all)."""
+        if self.rules is not None:
+            self.rules.secure_client(self.sock, self.stream, address)  # pins this server's key
         self.sock.connect(address)
 
     def bind(self, address: str) -> str:
         """Bind (see ``bind``), remember the real address in ``self.address`` and return it."""
+        if self.rules is not None:
+            self.rules.secure_server(self.sock, self.stream)
         self.address = bind(self.sock, address)
         if address == "ipc://*":
             self._made_up_ipc = self.address.removeprefix("ipc://")
         return self.address
 
     def close(self) -> None:
+        if self._monitor is not None:
+            self._count_handshakes()
+            self.sock.disable_monitor()
+            self._monitor.close(linger=0)
+            self._monitor = None
         self.sock.close(linger=LINGER_MS)
         if self._made_up_ipc:  # nobody else can be bound to a fresh random path
             with contextlib.suppress(OSError):
@@ -170,6 +214,7 @@ class Endpoint:
                 raise DecodeError(FRAMES, "no body after the envelope")
             msg = decode(frames[envelope:], self.trial, self.kinds)
             self._validate(msg)
+            self._check_sender(frames[envelope], msg)
         except DecodeError as err:
             self.drops.add(err)
             return None
@@ -178,6 +223,20 @@ class Endpoint:
 
     def _validate(self, msg: Message) -> None:
         """Stream-specific checks on a decoded message; raise DecodeError to drop it."""
+
+    def _check_sender(self, frame: Any, msg: Message) -> None:
+        """Checks on who sent it (``sender_identity(frame)``); raise DecodeError to drop it."""
+
+
+SENDER = "sender"  # drop reason: an authenticated peer sent what its identity may not send
+
+
+def sender_identity(frame: Any) -> str | None:
+    """The CURVE identity the context's ZAP handler admitted the sender as; None without CURVE."""
+    try:
+        return frame.get("User-Id") or None
+    except (zmq.ZMQError, AttributeError):  # NULL mechanism, or a copied frame
+        return None
 
 
 def context(ctx: zmq.Context | None) -> zmq.Context:

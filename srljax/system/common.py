@@ -7,7 +7,8 @@
     traj = checked_trajectory(msg.tree, spec, num_steps, extras_spec)   # ValueError if it does not fit
 
 A message that passes the codec can still carry a tree of the wrong shape (a foreign or buggy
-peer); the checks here turn that into a counted drop instead of a crash inside ``jit``.
+peer); the checks here turn that into a counted drop instead of a crash inside ``jit``. Floats
+must be finite: one NaN in a batch would turn the params into NaN at the next update.
 """
 
 from __future__ import annotations
@@ -82,6 +83,8 @@ def check_array(name: str, x: Any, shape: tuple[int, ...], dtype: str) -> np.nda
         raise ValueError(f"{name} is {type(x).__name__}, not an array")
     if x.shape != shape or x.dtype != np.dtype(dtype):
         raise ValueError(f"{name} is {x.dtype}{list(x.shape)}, expected {dtype}{list(shape)}")
+    if x.dtype.kind == "f" and not np.isfinite(x).all():
+        raise ValueError(f"{name} holds NaN or infinity")
     return x
 
 

@@ -40,8 +40,10 @@ from typing import Any
 import zmq
 
 from srljax.comm import ControlServer, NameResolver, worker_key
+from srljax.comm.security import KeyRing, WireContext
 from srljax.config import Experiment
 from srljax.layout import CONTROLLER, TRAINER, Layout, build_layout
+from srljax.system.auth import worker_context
 from srljax.system.common import bind_address, env_spec, spec_to_wire, trial_name
 from srljax.types import EnvSpec
 
@@ -79,11 +81,15 @@ def write_status(run_dir: str | Path, result: TrialResult) -> Path:
 class Controller:
     def __init__(self, cfg: Experiment, names: NameResolver, layout: Layout | None = None, *,
                  ctx: zmq.Context | None = None, exited: Callable[[], dict[str, int]] | None = None,
-                 log_tail: Callable[[str], str] | None = None, verbose: bool = True, spec: EnvSpec | None = None):
+                 log_tail: Callable[[str], str] | None = None, verbose: bool = True, spec: EnvSpec | None = None,
+                 keys: KeyRing | None = None):
         self.cfg, self.names = cfg, names
         self.layout = layout or build_layout(cfg)
         self.spec = spec or env_spec(cfg)
-        self.server = ControlServer(bind_address(cfg), trial_name(cfg), ctx=ctx)
+        # its own context: the controller's key (``keys``; None: layout.auth off) and receive bounds
+        self._own_ctx = ctx is None
+        self.ctx = worker_context(cfg, keys, CONTROLLER) if ctx is None else ctx
+        self.server = ControlServer(bind_address(cfg), trial_name(cfg), ctx=self.ctx)
         names.add(worker_key(cfg.name, cfg.trial, CONTROLLER, 0), self.server.address)
         self.expected = {worker_key(cfg.name, cfg.trial, role, i): f"{role}/{i}" for role, i in self.layout.workers()}
         self.roles = {key: name.split("/")[0] for key, name in self.expected.items()}
@@ -288,3 +294,5 @@ class Controller:
     def close(self) -> None:
         self.names.delete(worker_key(self.cfg.name, self.cfg.trial, CONTROLLER, 0))
         self.server.close()
+        if self._own_ctx and isinstance(self.ctx, WireContext):
+            self.ctx.close()

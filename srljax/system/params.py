@@ -16,9 +16,12 @@ import jax
 import numpy as np
 
 from srljax.comm import ParamsSubscriber
+from srljax.system.bounds import params_limit
 from srljax.system.common import check_array
 
 CHECK_PARAMS_S = 0.005  # at most this often a poll looks at the socket
+FOLLOW_DOWN_S = 3.0  # a publisher that keeps sending versions below ours this long is followed back down
+FOLLOW_DOWN_POLLS = 3
 
 
 class ParamsCodec:
@@ -60,26 +63,41 @@ class ParamsFollower:
         follower = ParamsFollower(trial, worker.peers_of(TRAINER, PARAMS), ParamsCodec(algo), stats)
         if follower.poll(timeout_ms=0):      # True when a newer version arrived
             params, version = follower.params, follower.version
+
+    One bad message must not freeze it (a follower ignores versions at or below its own): a
+    version above the trial's last update (``ctx.rules.max_params_version``) is refused and
+    counted (the subscriber's ``drop.version``), and if the publisher keeps sending versions below
+    the one held for ``FOLLOW_DOWN_S`` (the trainer republishes every second), the held one was
+    not the trainer's (or the trainer restarted): the follower takes the publisher's again
+    (``params_version_reset``). Frames larger than the biggest params leaf are refused unread.
     """
 
     def __init__(self, trial: str, addresses: list[str], codec: ParamsCodec, stats: Any, ctx: Any = None):
         if not addresses:
             raise RuntimeError("no params publisher: the configure message named no trainer params address")
-        self.sub = ParamsSubscriber(None, trial, ctx=ctx)
+        self.sub = ParamsSubscriber(None, trial, ctx=ctx, max_bytes=params_limit(codec.specs))
         for address in addresses:
             self.sub.connect(address)
         self.codec, self.stats = codec, stats
+        rules = getattr(ctx, "rules", None)
+        self.max_version = getattr(rules, "max_params_version", None)
         self.params: Any = None
         self.version = -1
         self._next_check = 0.0
+        self._below: tuple[float, int] | None = None  # (since when, polls) versions below ours keep arriving
 
     def poll(self, timeout_ms: int = 0) -> bool:
         now = time.monotonic()
         if self.params is not None and timeout_ms == 0 and now < self._next_check:
             return False  # callers poll per env batch; a syscall each time is not worth it
         self._next_check = now + CHECK_PARAMS_S
-        got = self.sub.poll_newest(timeout_ms=timeout_ms)
-        if got is None or got.version <= self.version:
+        got = self.sub.poll_newest(timeout_ms=timeout_ms, max_version=self.max_version)
+        if got is None:
+            return False
+        if got.version < self.version and not self._follow_down(now):
+            return False
+        if got.version == self.version:
+            self._below = None
             return False
         try:
             params = self.codec.from_wire(got.tree)
@@ -87,8 +105,17 @@ class ParamsFollower:
             self.stats.add("params_invalid")
             return False
         self.params, self.version = jax.device_put(params), got.version
+        self._below = None
         self.stats.gauge("policy_version", got.version)
         return True
+
+    def _follow_down(self, now: float) -> bool:
+        since, polls = self._below or (now, 0)
+        self._below = (since, polls + 1)
+        if polls + 1 >= FOLLOW_DOWN_POLLS and now - since >= FOLLOW_DOWN_S:
+            self.stats.add("params_version_reset")
+            return True
+        return False
 
     def close(self) -> None:
         self.sub.close()

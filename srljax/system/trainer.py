@@ -41,6 +41,7 @@ from srljax.layout import PARAMS, SAMPLES, TRAINER
 from srljax.learner import Learner
 from srljax.metrics import EpisodeWindow, MetricsLogger, UpdateRecords
 from srljax.rollout import concat_segments, split_segments, zeros_trajectory
+from srljax.system.bounds import stream_limits
 from srljax.system.common import bind_address, bind_host, checked_trajectory, episodes_from_meta
 from srljax.system.params import ParamsCodec
 from srljax.system.worker import Worker
@@ -74,7 +75,8 @@ class TrainerWorker(Worker):
         self.learner.compile(zeros_trajectory(self.spec, cfg.algo.num_steps, self.learner.algo.extras_spec, self.share))
         self.extras_spec = self.learner.algo.extras_spec
         self.codec = ParamsCodec(self.learner.algo)
-        self.receiver = SampleReceiver(bind_address(cfg), self.trial, ctx=self.ctx, hwm=SAMPLE_HWM)
+        self.receiver = SampleReceiver(bind_address(cfg), self.trial, ctx=self.ctx, hwm=SAMPLE_HWM,
+                                       max_bytes=stream_limits(cfg, self.spec, self.extras_spec)["samples"])
         self.register(SAMPLES, self.receiver.address)
         self.update_end = UpdateEnd(context(self.ctx))
         self.poller = zmq.Poller()

@@ -4,7 +4,8 @@
         role = "echo"          # a user-defined role: name it in layout.custom_roles ("pkg.mod:EchoWorker")
         serves = ()            # streams it binds (``self.register``); clients get the addresses
         placement = "cpu"      # srljax.devices rule for its process
-        def setup(self): ...   # bind servers (``self.register``), connect to peers (``self.peers_of``)
+        def setup(self): ...   # bind servers (``self.register``), connect to peers (``self.peers_of``);
+                               # make every socket with ``ctx=self.ctx``: it carries auth keys and bounds
         def poll(self): ...    # one short slice of work (return within ~0.1 s)
         def close(self): ...   # release sockets, envs; final checkpoint
 
@@ -44,8 +45,11 @@ from typing import Any, ClassVar
 import zmq
 
 from srljax.comm import ControlClient, ControlMessage, NameResolver, worker_key
+from srljax.comm.security import KeyRing, WireContext
 from srljax.config import Experiment
 from srljax.layout import CONTROLLER
+from srljax.system.auth import worker_context
+from srljax.system.bounds import stream_limits
 from srljax.system.common import spec_from_wire, stream_key, trial_name
 from srljax.system.stats import WorkerStats
 from srljax.types import EnvSpec
@@ -61,8 +65,14 @@ class Worker:
     placement: ClassVar[str] = "cpu"
 
     def __init__(self, cfg: Experiment, index: int, names: NameResolver, *, ctx: zmq.Context | None = None,
-                 parent_pid: int | None = None):
-        self.cfg, self.index, self.names, self.ctx = cfg, index, names, ctx
+                 parent_pid: int | None = None, keys: KeyRing | None = None):
+        # Every socket of the worker comes from ``self.ctx``: its own context, whose rules give it this
+        # role's CURVE keys (``keys``; None: layout.auth off) and receive bounds (srljax/system/auth.py).
+        self._own_ctx = ctx is None
+        self.ctx: zmq.Context = worker_context(cfg, keys, self.role) if ctx is None else ctx
+        if keys is not None and not isinstance(self.ctx, WireContext):
+            raise TypeError("keys need the worker's own context: pass keys or ctx, not both")
+        self.cfg, self.index, self.names = cfg, index, names
         self.trial = trial_name(cfg)
         self.key = worker_key(cfg.name, cfg.trial, self.role, index)
         self.name = f"{self.role}/{index}"
@@ -173,6 +183,8 @@ class Worker:
             self.log(f"{self.state}" + (f" ({self._stop_reason})" if self._stop_reason else ""))
             self._control_done.set()
             control.join(timeout=5.0)
+            if self._own_ctx and isinstance(self.ctx, WireContext):
+                self.ctx.close()
         return code
 
     def _report_error(self, where: str, text: str) -> None:
@@ -219,6 +231,12 @@ class Worker:
         if isinstance(peers, dict):
             self.peers = {str(role): {int(i): dict(streams) for i, streams in by_index.items()}
                           for role, by_index in peers.items()}
+        rules = getattr(self.ctx, "rules", None)
+        if rules is not None:  # the keys to pin when connecting to these addresses, and the receive bounds
+            rules.peer_roles.update({address: role for role, by_index in self.peers.items()
+                                     for streams in by_index.values() for address in streams.values()})
+            if self.spec is not None:
+                rules.limits.update(stream_limits(self.cfg, self.spec, self.extras_spec))
 
     # -- control thread ---------------------------------------------------------------------
     def _identity(self) -> dict[str, Any]:
