@@ -246,3 +246,20 @@ def test_masked_cartpole_lstm_learns_with_remote_inference(tmp_path):
     assert final >= 400
     policy = result.worker_metrics("policy", 0)[-1]
     assert policy["rows"] > 0 and "carries/resent_rows" in policy
+
+
+@pytest.mark.slow
+def test_memory_probe_needs_the_lstm_with_impala(tmp_path):
+    """The same probe with IMPALA (V-trace on the re-unrolled LSTM): 4 with memory, ~2.5 without."""
+    def run(lstm_size: int) -> float:
+        cfg = Experiment(
+            name="cue_impala", trial=f"lstm{lstm_size}",
+            env=EnvConfig(factory="envs.probe:make_cue_memory", num_envs=8, max_episode_steps=4),
+            algo=IMPALAConfig(num_steps=16, lstm_size=lstm_size, hidden_sizes=(32,), ent_coef=0.01, gamma=0.9,
+                              optimizer="adam"),
+            trainer=TrainerConfig(lr=3e-3, anneal_lr=False, num_minibatches=2, update_epochs=1, max_grad_norm=40.0),
+            total_env_steps=8 * 16 * 150, log=dataclasses.replace(QUIET, run_root=str(tmp_path)))
+        return train(cfg).metrics[-1]["episode_return"]
+
+    assert run(32) >= 3.7
+    assert run(0) <= 3.0
