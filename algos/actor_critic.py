@@ -2,7 +2,7 @@
 preparation, ``act``, and one optimiser step.
 
     ac = ActorCriticPolicy.build(cfg.algo, spec, value_extra=True)   # PPO keeps the actor's value
-    params = ac.init_params(key)
+    state = ac.init_state(rng, tx, cfg.batch_envs, reward_norm=False)
     action, extras, actor_state = ac.act(policy_params, obs, actor_state, first, rng)
     step = sgd_step(grad_fn, tx)                                      # (params, opt_state), mb -> ..., aux
 
@@ -20,10 +20,10 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from algos.base import Metrics, Params
+from algos.base import Metrics, Params, TrainState
 from algos.distributions import CATEGORICAL, DIAG_GAUSSIAN, Distribution
 from algos.networks import ActorCritic, make_actor_critic
-from algos.normalizers import normalize
+from algos.normalizers import init_norm, normalize
 from algos.recurrent import Recurrent, carry_extras, carry_extras_spec
 from srljax.types import EnvSpec
 
@@ -52,6 +52,18 @@ class ActorCriticPolicy:
         if self.rec is None:
             return jax.jit(self.net.init)(key, jnp.zeros((1, *self.spec.obs_shape), self.spec.obs_dtype))
         return jax.jit(lambda k: self.rec.init(k, self.spec))(key)
+
+    def init_state(self, rng: Array, tx: optax.GradientTransformation, batch_envs: int, reward_norm: bool) -> TrainState:
+        """A fresh ``TrainState``: network params, ``tx``'s state, normaliser stats for ``batch_envs`` columns."""
+        rng, key = jax.random.split(rng)
+        params = self.init_params(key)
+        norm = init_norm(self.spec.obs_shape, batch_envs, obs=self.norm_obs, reward=reward_norm)
+        return TrainState(params=params, opt_state=tx.init(params), norm=norm, step=jnp.zeros((), jnp.int32), rng=rng)
+
+    @staticmethod
+    def policy_params(state: TrainState) -> Params:
+        """What actors need: the network params and the observation-normaliser stats."""
+        return {"params": state.params, "obs_norm": state.norm.obs}
 
     def prep(self, obs: Array, obs_norm: Any) -> Array:
         return normalize(obs, obs_norm, self.obs_clip) if self.norm_obs else obs

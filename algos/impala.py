@@ -31,7 +31,7 @@ from algos import actor_critic
 from algos.actor_critic import ActorCriticPolicy
 from algos.base import Algorithm, Metrics, Params, TrainState
 from algos.distributions import Distribution
-from algos.normalizers import init_norm, rms_update
+from algos.normalizers import rms_update
 from algos.parallel import split_samples
 from algos.ppo import explained_variance
 from algos.recurrent import Recurrent, episode_starts, segment_carry
@@ -114,15 +114,6 @@ def make_impala(cfg: Experiment, spec: EnvSpec) -> Algorithm:
                                 gamma=a.gamma, rho_bar=a.rho_bar, c_bar=a.c_bar, ent_coef=a.ent_coef, vf_coef=a.vf_coef)
     sgd_step = actor_critic.sgd_step(jax.value_and_grad(lambda p, mb: loss_fn(p, mb=mb), has_aux=True), tx)
 
-    def init(rng: Array) -> TrainState:
-        rng, key = jax.random.split(rng)
-        params = ac.init_params(key)
-        norm = init_norm(spec.obs_shape, cfg.batch_envs, obs=norm_obs, reward=False)
-        return TrainState(params=params, opt_state=tx.init(params), norm=norm, step=jnp.zeros((), jnp.int32), rng=rng)
-
-    def policy_params(state: TrainState) -> Params:
-        return {"params": state.params, "obs_norm": state.norm.obs}
-
     def update(state: TrainState, traj: Trajectory) -> tuple[TrainState, Metrics]:
         mask = valid_mask(traj.terminated, traj.truncated)  # [T, B]
         batch = {
@@ -156,8 +147,8 @@ def make_impala(cfg: Experiment, spec: EnvSpec) -> Algorithm:
         return new_state, metrics
 
     return Algorithm(
-        init=init,
-        policy_params=policy_params,
+        init=lambda rng: ac.init_state(rng, tx, cfg.batch_envs, reward_norm=False),
+        policy_params=ac.policy_params,
         initial_actor_state=ac.initial_actor_state,
         act=ac.act,
         update=update,

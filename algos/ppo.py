@@ -33,7 +33,7 @@ from algos import actor_critic
 from algos.actor_critic import ActorCriticPolicy
 from algos.base import Algorithm, Metrics, Params, TrainState
 from algos.distributions import Distribution
-from algos.normalizers import init_norm, rms_update, scale_rewards
+from algos.normalizers import rms_update, scale_rewards
 from algos.parallel import split_samples
 from algos.recurrent import Recurrent, episode_starts, segment_carry
 from algos.returns import gae, valid_mask, vtrace
@@ -144,15 +144,6 @@ def make_ppo(cfg: Experiment, spec: EnvSpec, *, loop: LoopForm | None = None) ->
     )
     sgd_step = actor_critic.sgd_step(jax.value_and_grad(lambda p, mb: loss_fn(p, mb=mb), has_aux=True), tx)
 
-    def init(rng: Array) -> TrainState:
-        rng, key = jax.random.split(rng)
-        params = ac.init_params(key)
-        norm = init_norm(spec.obs_shape, cfg.batch_envs, obs=norm_obs, reward=norm_rew)
-        return TrainState(params=params, opt_state=tx.init(params), norm=norm, step=jnp.zeros((), jnp.int32), rng=rng)
-
-    def policy_params(state: TrainState) -> Params:
-        return {"params": state.params, "obs_norm": state.norm.obs}
-
     def minibatches(key: Array, flat: dict[str, Array]) -> dict[str, Array]:
         """flat [N, ...] -> shuffled [M, N // M, ...]; a remainder (N % M) sits out this epoch."""
         n = jax.tree.leaves(flat)[0].shape[0]
@@ -225,8 +216,8 @@ def make_ppo(cfg: Experiment, spec: EnvSpec, *, loop: LoopForm | None = None) ->
         return new_state, metrics
 
     return Algorithm(
-        init=init,
-        policy_params=policy_params,
+        init=lambda rng: ac.init_state(rng, tx, cfg.batch_envs, reward_norm=norm_rew),
+        policy_params=ac.policy_params,
         initial_actor_state=ac.initial_actor_state,
         act=ac.act,
         update=update,
