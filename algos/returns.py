@@ -54,15 +54,19 @@ def gae(
     not_term = 1.0 - terminated_t.astype(jnp.float32)
     not_done = 1.0 - jnp.logical_or(terminated_t, truncated_t).astype(jnp.float32)
     delta = r_t.astype(jnp.float32) + gamma * not_term * v_t[1:] - v_t[:-1]
-    decay = gamma * lam * not_done
+    return _reverse_accumulate(delta, gamma * lam * not_done)
 
-    def step(a_next: Array, xs: tuple[Array, Array]) -> tuple[Array, Array]:
+
+def _reverse_accumulate(delta: Array, decay: Array) -> Array:
+    """``acc_t = delta_t + decay_t acc_{t+1}`` over [T, B], ``acc_T = 0`` (GAE's and V-trace's recursion)."""
+
+    def step(acc_next: Array, xs: tuple[Array, Array]) -> tuple[Array, Array]:
         delta_t, decay_t = xs
-        a_t = delta_t + decay_t * a_next
-        return a_t, a_t
+        acc_t = delta_t + decay_t * acc_next
+        return acc_t, acc_t
 
-    _, adv = lax.scan(step, jnp.zeros_like(v_t[0]), (delta, decay), reverse=True)
-    return adv
+    _, acc = lax.scan(step, jnp.zeros_like(delta[0]), (delta, decay), reverse=True)
+    return acc
 
 
 def vtrace(
@@ -110,15 +114,7 @@ def vtrace(
     not_done = 1.0 - jnp.logical_or(terminated_t, truncated_t).astype(jnp.float32)
     discount = gamma * not_term
     delta = rho_clipped * (r_t.astype(jnp.float32) + discount * v_t[1:] - v_t[:-1])
-    decay = gamma * not_done * c
-
-    def step(acc_next: Array, xs: tuple[Array, Array]) -> tuple[Array, Array]:
-        delta_t, decay_t = xs
-        acc_t = delta_t + decay_t * acc_next
-        return acc_t, acc_t
-
-    # acc_t = vs_t - V(x_t)
-    _, acc = lax.scan(step, jnp.zeros_like(v_t[0]), (delta, decay), reverse=True)
+    acc = _reverse_accumulate(delta, gamma * not_done * c)  # acc_t = vs_t - V(x_t)
     vs = v_t[:-1] + acc
     acc_next = jnp.concatenate([acc[1:], jnp.zeros_like(acc[:1])], axis=0) * not_done
     pg_adv = rho_clipped * (r_t.astype(jnp.float32) + discount * (v_t[1:] + acc_next) - v_t[:-1])
