@@ -8,9 +8,10 @@ returns an ``Algorithm`` (``examples/reinforce.py``; ``docs/architecture.md``).
 from __future__ import annotations
 
 from algos.base import Algorithm, TrainState
+from algos.dqn import make_dqn
 from algos.impala import make_impala
 from algos.ppo import make_ppo
-from srljax.config import Experiment, IMPALAConfig, PPOConfig
+from srljax.config import DQNConfig, Experiment, IMPALAConfig, PPOConfig
 from srljax.objects import load_object
 from srljax.types import EnvSpec
 
@@ -24,6 +25,8 @@ def make(cfg: Experiment, spec: EnvSpec) -> Algorithm:
             return make_ppo(cfg, spec)
         case IMPALAConfig():
             return make_impala(cfg, spec)
+        case DQNConfig():
+            return make_dqn(cfg, spec)
         case other if isinstance(getattr(other, "factory", None), str):
             algo = load_object(other.factory, "algo.factory")(cfg, spec)
             if not isinstance(algo, Algorithm):
@@ -31,4 +34,4 @@ def make(cfg: Experiment, spec: EnvSpec) -> Algorithm:
             return algo
         case other:
             raise ValueError(f"unknown algorithm config {type(other).__name__}; known: PPOConfig, IMPALAConfig, "
-                             "or a config with factory='package.module:make_fn'")
+                             "DQNConfig, or a config with factory='package.module:make_fn'")

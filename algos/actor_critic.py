@@ -2,7 +2,7 @@
 preparation, ``act``, and one optimiser step.
 
     ac = ActorCriticPolicy.build(cfg.algo, spec, value_extra=True)   # PPO keeps the actor's value
-    state = ac.init_state(rng, tx, cfg.batch_envs, reward_norm=False)
+    state = ac.init_state(rng, tx, reward_norm=False)
     action, extras, actor_state = ac.act(policy_params, obs, actor_state, first, rng)
     step = sgd_step(grad_fn, tx)                                      # (params, opt_state), mb -> ..., aux
 
@@ -53,11 +53,11 @@ class ActorCriticPolicy:
             return jax.jit(self.net.init)(key, jnp.zeros((1, *self.spec.obs_shape), self.spec.obs_dtype))
         return jax.jit(lambda k: self.rec.init(k, self.spec))(key)
 
-    def init_state(self, rng: Array, tx: optax.GradientTransformation, batch_envs: int, reward_norm: bool) -> TrainState:
-        """A fresh ``TrainState``: network params, ``tx``'s state, normaliser stats for ``batch_envs`` columns."""
+    def init_state(self, rng: Array, tx: optax.GradientTransformation, reward_norm: bool) -> TrainState:
+        """A fresh ``TrainState``: network params, ``tx``'s state, normaliser stats."""
         rng, key = jax.random.split(rng)
         params = self.init_params(key)
-        norm = init_norm(self.spec.obs_shape, batch_envs, obs=self.norm_obs, reward=reward_norm)
+        norm = init_norm(self.spec.obs_shape, obs=self.norm_obs, reward=reward_norm)
         return TrainState(params=params, opt_state=tx.init(params), norm=norm, step=jnp.zeros((), jnp.int32), rng=rng)
 
     @staticmethod

@@ -16,7 +16,7 @@ from typing import Any, Callable
 import flax.struct
 import jax
 
-from srljax.types import Trajectory
+from srljax.types import RETURN_ACC, Trajectory
 
 Array = jax.Array
 Params = Any  # a pytree
@@ -50,8 +50,17 @@ class Algorithm:
       resets its carry (``algos.recurrent``); shells pass None when ``initial_actor_state`` has no
       leaves (feed-forward: nothing to reset, one argument less per call); extras is
       ``{name: [B, ...]}`` as in ``extras_spec``.
-    ``update(TrainState, Trajectory [T+1, B]) -> (TrainState, metrics {name: scalar})``.
+    ``update(TrainState, Trajectory [T+1, B]) -> (TrainState, metrics {name: scalar})``; for a replay
+      algorithm (``consumes="replay"``) ``update(TrainState, ReplayBatch [N]) -> (TrainState, metrics,
+      per_sample {name: [N]})``, where ``per_sample["priority"]`` goes back to the replay that
+      produced the batch (``srljax.replay_loop``).
     ``extras_spec``: ``{name: (per-env shape, numpy dtype name)}`` so shells can allocate storage.
+    ``return_gamma``: set when ``update`` scales rewards by the std of the discounted return (gym's
+      ``NormalizeReward``): the shell that builds segments keeps each env's running discounted
+      return with this gamma and stores it per row as the extra ``RETURN_ACC`` (``segment_extras_spec``),
+      so the accumulator stays with its env however columns are batched (``srljax.rollout``).
+    ``consumes``: ``"segments"`` (fresh ``Trajectory`` batches: PPO, IMPALA) or ``"replay"`` (sampled
+      ``ReplayBatch`` es: DQN); the config class declares the same (``srljax.algo_config.consumes``).
     """
 
     init: Callable[[Array], TrainState]
@@ -60,3 +69,13 @@ class Algorithm:
     act: Callable[[Params, Array, ActorState, Array, Array], tuple[Array, dict[str, Array], ActorState]]
     update: Callable[[TrainState, Trajectory], tuple[TrainState, Metrics]]
     extras_spec: dict[str, tuple[tuple[int, ...], str]]
+    return_gamma: float | None = None
+    consumes: str = "segments"
+
+
+def segment_extras_spec(algo: Algorithm) -> dict[str, tuple[tuple[int, ...], str]]:
+    """The extras a segment carries: ``act``'s extras, plus ``RETURN_ACC`` when the algorithm asks for it."""
+    spec = dict(algo.extras_spec)
+    if getattr(algo, "return_gamma", None) is not None:
+        spec[RETURN_ACC] = ((), "float32")
+    return spec

@@ -147,7 +147,7 @@ def make_impala(cfg: Experiment, spec: EnvSpec) -> Algorithm:
         return new_state, metrics
 
     return Algorithm(
-        init=lambda rng: ac.init_state(rng, tx, cfg.batch_envs, reward_norm=False),
+        init=lambda rng: ac.init_state(rng, tx, reward_norm=False),
         policy_params=ac.policy_params,
         initial_actor_state=ac.initial_actor_state,
         act=ac.act,

@@ -5,7 +5,8 @@ Shape letters: B batch (any leading dims), ``*O`` observation shape, A actions /
 ``ActorCritic(obs [B, *O]) -> (policy params, value [B])`` where policy params are
 ``logits [B, A]`` (discrete) or ``(mean [B, A], log_std [B, A])`` (continuous), matching
 ``algos.distributions``. ``RecurrentActorCritic(carry, obs [T, B, *O], first [T, B])`` adds an LSTM
-between torso and heads (used through ``algos.recurrent.Recurrent``).
+between torso and heads (used through ``algos.recurrent.Recurrent``). ``QNetwork(obs [B, *O]) -> Q [B, A]``
+puts a linear (or dueling) head on the same torsos (DQN).
 """
 
 from __future__ import annotations
@@ -185,3 +186,39 @@ class RecurrentActorCritic(nn.Module):
         mean = _dense(self.action_dim, 0.01, name="policy_head")(h)
         log_std = self.param("log_std", nn.initializers.constant(self.init_log_std), (self.action_dim,))
         return carry, ((mean, jnp.broadcast_to(log_std, mean.shape)), value)
+
+
+class QNetwork(nn.Module):
+    """obs [B, *O] -> Q-values [B, A] for discrete actions: a torso (Nature CNN or MLP) and a linear head,
+    or with ``dueling`` a value and an advantage head combined as ``V + A - mean(A)`` (Wang et al. 2016)."""
+
+    num_actions: int
+    obs_ndim: int
+    torso: Literal["cnn", "mlp"] = "mlp"
+    hidden_sizes: tuple[int, ...] = (120, 84)
+    activation: Literal["tanh", "relu"] = "relu"
+    dueling: bool = False
+    pixel_scale: float = 1.0 / 255.0
+
+    @nn.compact
+    def __call__(self, obs: Array) -> Array:
+        if self.torso == "cnn":
+            h = NatureCNN(self.pixel_scale, name="torso")(obs)
+        else:
+            x = obs.reshape((*obs.shape[: obs.ndim - self.obs_ndim], -1)).astype(jnp.float32)
+            h = MLP(self.hidden_sizes, self.activation, name="torso")(x)
+        if not self.dueling:
+            return _dense(self.num_actions, 1.0, name="q_head")(h)
+        value = _dense(1, 1.0, name="value_head")(h)
+        advantage = _dense(self.num_actions, 1.0, name="advantage_head")(h)
+        return value + advantage - jnp.mean(advantage, axis=-1, keepdims=True)
+
+
+def make_q_network(cfg: Any, spec: Any) -> QNetwork:
+    """The ``QNetwork`` a DQN config (``network``, ``hidden_sizes``, ``activation``, ``dueling``) asks for,
+    sized for ``spec``."""
+    if spec.action_kind != "discrete":
+        raise ValueError(f"DQN needs discrete actions; {spec.id} has continuous actions {spec.action_shape}")
+    torso = cfg.network if cfg.network != "auto" else ("cnn" if len(spec.obs_shape) == 3 else "mlp")
+    return QNetwork(num_actions=spec.num_actions, obs_ndim=len(spec.obs_shape), torso=torso,
+                    hidden_sizes=tuple(cfg.hidden_sizes), activation=cfg.activation, dueling=cfg.dueling)

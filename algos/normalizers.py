@@ -32,7 +32,6 @@ class NormState:
 
     obs: RunningMeanStd | None
     ret: RunningMeanStd | None  # stats of the discounted return (scalar shape)
-    ret_acc: Array | None  # [B] per-env discounted return accumulator, row T of the last batch
 
 
 def rms_init(shape: tuple[int, ...], epsilon: float = 1e-4) -> RunningMeanStd:
@@ -77,7 +76,8 @@ def discounted_returns(ret_acc: Array, r_t: Array, valid_t: Array, gamma: float)
     """Per-env running discounted return, reset at episode boundaries (gym ``NormalizeReward``).
 
     Args:
-      ret_acc: [B] the accumulator at the previous batch's row T (== this batch's row 0).
+      ret_acc: [B] each column's accumulator at its row 0, kept by the shell that built the segment
+        (``srljax.rollout.SegmentBuilder``, per env of each actor, in the segment's ``ret_acc`` extra).
       r_t: [T, B] reward of transition t (Trajectory ``reward[1:]``).
       valid_t: [T, B] ``returns.valid_mask``.
 
@@ -98,22 +98,22 @@ def discounted_returns(ret_acc: Array, r_t: Array, valid_t: Array, gamma: float)
     return ret, acc
 
 
-def scale_rewards(norm: NormState, r_t: Array, valid_t: Array, gamma: float, clip: float) -> tuple[Array, NormState]:
-    """r_t, valid_t [T, B] -> (r_t / std(return) clipped to +-clip [T, B], updated norm).
+def scale_rewards(norm: NormState, r_t: Array, valid_t: Array, ret_acc: Array, gamma: float,
+                  clip: float) -> tuple[Array, NormState]:
+    """r_t, valid_t [T, B], ret_acc [B] (each column's accumulator at row 0) -> (r_t / std(return)
+    clipped to +-clip [T, B], updated norm).
 
     Updates the return stats with the valid transitions' returns (reset steps would add
-    spurious zeros), then divides by the updated std, as gym does (update, then scale).
+    spurious zeros), then divides by the updated std, as gym does (update, then scale). The
+    accumulator lives with the env that produced the column (the segment's ``ret_acc`` extra),
+    not in the learner: columns of an asynchronous or multi-actor batch come in any order.
     """
-    assert norm.ret is not None and norm.ret_acc is not None
-    ret, acc = discounted_returns(norm.ret_acc, r_t, valid_t, gamma)
+    assert norm.ret is not None
+    ret, _ = discounted_returns(ret_acc.astype(jnp.float32), r_t, valid_t, gamma)
     ret_rms = rms_update(norm.ret, ret, valid_t)
     scaled = jnp.clip(r_t.astype(jnp.float32) / jnp.sqrt(ret_rms.var + VAR_EPS), -clip, clip)
-    return scaled, norm.replace(ret=ret_rms, ret_acc=acc)
+    return scaled, norm.replace(ret=ret_rms)
 
 
-def init_norm(obs_shape: tuple[int, ...], num_envs: int, *, obs: bool, reward: bool) -> NormState:
-    return NormState(
-        obs=rms_init(obs_shape) if obs else None,
-        ret=rms_init(()) if reward else None,
-        ret_acc=jnp.zeros((num_envs,), jnp.float32) if reward else None,
-    )
+def init_norm(obs_shape: tuple[int, ...], *, obs: bool, reward: bool) -> NormState:
+    return NormState(obs=rms_init(obs_shape) if obs else None, ret=rms_init(()) if reward else None)

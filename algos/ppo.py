@@ -31,7 +31,7 @@ from jax import lax
 
 from algos import actor_critic
 from algos.actor_critic import ActorCriticPolicy
-from algos.base import Algorithm, Metrics, Params, TrainState
+from algos.base import RETURN_ACC, Algorithm, Metrics, Params, TrainState
 from algos.distributions import Distribution
 from algos.normalizers import rms_update, scale_rewards
 from algos.parallel import split_samples
@@ -182,7 +182,7 @@ def make_ppo(cfg: Experiment, spec: EnvSpec, *, loop: LoopForm | None = None) ->
         mask = valid_mask(traj.terminated, traj.truncated)  # [T, B]
         r_t, norm = traj.reward[1:], state.norm
         if norm_rew:
-            r_t, norm = scale_rewards(norm, r_t, mask, gamma, rew_clip)
+            r_t, norm = scale_rewards(norm, r_t, mask, traj.extras[RETURN_ACC][0], gamma, rew_clip)
         values = traj.extras["value"].astype(jnp.float32)  # [T+1, B]
         if a.vtrace:
             values, adv, ret = appo_targets(state, traj, r_t)
@@ -216,12 +216,13 @@ def make_ppo(cfg: Experiment, spec: EnvSpec, *, loop: LoopForm | None = None) ->
         return new_state, metrics
 
     return Algorithm(
-        init=lambda rng: ac.init_state(rng, tx, cfg.batch_envs, reward_norm=norm_rew),
+        init=lambda rng: ac.init_state(rng, tx, reward_norm=norm_rew),
         policy_params=ac.policy_params,
         initial_actor_state=ac.initial_actor_state,
         act=ac.act,
         update=update,
         extras_spec=ac.extras_spec,
+        return_gamma=gamma if norm_rew else None,
     )
 
 

@@ -119,3 +119,40 @@ def vtrace(
     acc_next = jnp.concatenate([acc[1:], jnp.zeros_like(acc[:1])], axis=0) * not_done
     pg_adv = rho_clipped * (r_t.astype(jnp.float32) + discount * (v_t[1:] + acc_next) - v_t[:-1])
     return vs, pg_adv
+
+
+def n_step_return(
+    r_t: Array,
+    terminated_t: Array,
+    truncated_t: Array,
+    v_bootstrap: Array,
+    gamma: float,
+) -> Array:
+    """n-step bootstrapped return of the first transition of each window, time-major, truncation-aware.
+
+        g = n_step_return(batch.reward.T, batch.terminated.T, batch.truncated.T, q_next, 0.99)   # [N]
+
+    Args:
+      r_t: [n, B] rewards of the window's transitions 0..n-1 (transition j leads to row j+1).
+      terminated_t, truncated_t: [n, B] flags of the same transitions.
+      v_bootstrap: [B] value of the bootstrap row: the row after the window's first done
+        transition k, or after its last (k = n-1) when nothing ends.
+      gamma: discount (a plain float).
+
+    Returns:
+      [B] float32: ``sum_{j<=k} gamma^j r_j + gamma^(k+1) (1 - terminated_k) v_bootstrap``.
+
+    Transitions after the first done belong to the next episode and are ignored. A truncation
+    (time limit) bootstraps from ``v_bootstrap``, the value of the final observation envpool returns
+    on the done step; a termination does not. With no flags set this is rlax's
+    ``n_step_bootstrapped_returns`` with ``discount_t = gamma``.
+    """
+    r_t = r_t.astype(jnp.float32)
+    done = jnp.logical_or(terminated_t, truncated_t).astype(jnp.float32)
+    # alive_j = 1 while no earlier transition of the window ended: transitions 0..k count
+    alive = jnp.cumprod(jnp.concatenate([jnp.ones_like(done[:1]), 1.0 - done[:-1]], axis=0), axis=0)
+    powers = gamma ** jnp.arange(r_t.shape[0], dtype=jnp.float32)[:, None]
+    rewards = jnp.sum(alive * powers * r_t, axis=0)
+    steps = jnp.sum(alive, axis=0)  # k + 1
+    not_term = 1.0 - jnp.sum(alive * terminated_t.astype(jnp.float32), axis=0)
+    return rewards + gamma**steps * not_term * v_bootstrap.astype(jnp.float32)

@@ -23,6 +23,8 @@ def random_trajectory(spec: EnvSpec, t: int, b: int, seed: int = 0) -> Trajector
         reward=rng.normal(size=(t + 1, b)).astype(np.float32),
         terminated=rng.random((t + 1, b)) < 0.02,
         truncated=rng.random((t + 1, b)) < 0.01,
-        extras={"logp": np.full((t + 1, b), -0.7, np.float32), "value": rng.normal(size=(t + 1, b)).astype(np.float32)},
+        extras={"logp": np.full((t + 1, b), -0.7, np.float32), "value": rng.normal(size=(t + 1, b)).astype(np.float32),
+                # the running return a SegmentBuilder keeps for reward normalisation (ignored without it)
+                "ret_acc": rng.normal(size=(t + 1, b)).astype(np.float32)},
         policy_version=np.zeros((b,), np.int32),
     )

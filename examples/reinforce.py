@@ -81,7 +81,7 @@ def make_reinforce(cfg: Any, spec: Any) -> Algorithm:
         rng, key = jax.random.split(rng)
         params = net.init(key, jnp.zeros((1, *spec.obs_shape), spec.obs_dtype))
         # no normalisation here, but TrainState carries a NormState: the empty one
-        norm = init_norm(spec.obs_shape, cfg.batch_envs, obs=False, reward=False)
+        norm = init_norm(spec.obs_shape, obs=False, reward=False)
         return TrainState(params=params, opt_state=tx.init(params), norm=norm, step=jnp.zeros((), jnp.int32), rng=rng)
 
     def act(params: Any, obs: Array, actor_state: Any, first: Array, rng: Array) -> tuple[Array, dict, Any]:

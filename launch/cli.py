@@ -26,6 +26,12 @@ def make_parser(prog: str, description: str) -> argparse.ArgumentParser:
     parser.add_argument("-e", "--experiment", help="experiment name (default: the config file's stem)")
     parser.add_argument("-f", "--trial", help="trial name (default: a timestamp and a random suffix); "
                         "its run folder must be new or empty")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue trial -f from its newest checkpoint (same config; total_env_steps, "
+                        "timeout_seconds and log.* may change)")
+    parser.add_argument("--show", action="store_true",
+                        help="print the resolved config (every key, its type and meaning) and the derived sizes, "
+                        "then exit; creates nothing (launch/show.py)")
     parser.add_argument("overrides", nargs="*", help="dotted.key=value, e.g. total_env_steps=50000 trainer.lr=1e-4")
     return parser
 
@@ -37,7 +43,10 @@ def resolve(args: argparse.Namespace) -> Experiment:
     cfg = apply_overrides(cfg, args.overrides)
     names = {"name": args.experiment or cfg.name, "trial": args.trial or run_dir.new_trial_name()}
     cfg = dataclasses.replace(cfg, **names)
-    found, in_use = problems(cfg) + envs.problems(cfg.env), run_dir.problems(cfg)
+    resume = getattr(args, "resume", False)
+    if resume and not args.trial:
+        raise ConfigError(["--resume needs the trial to continue: add -f TRIAL"])
+    found, in_use = problems(cfg) + envs.problems(cfg.env), run_dir.problems(cfg, resume)
     if found:
         raise ConfigError(found + in_use)
     if in_use:
@@ -51,10 +60,15 @@ def parse(argv: list[str] | None = None, prog: str = "launch", description: str 
 
 
 def run_cli(main, argv: list[str] | None, prog: str, description: str) -> int:
-    """Parse, report config errors as one clear message (exit 2), else call ``main(cfg)``."""
+    """Parse, report config errors as one clear message (exit 2), else call ``main(cfg, resume)``."""
+    args = make_parser(prog, description).parse_intermixed_args(argv)
+    if args.show:
+        from launch.show import show_config
+
+        return show_config(args, prog)
     try:
-        cfg = parse(argv, prog, description)
+        cfg = resolve(args)
     except ConfigError as err:
         print(f"{prog}: {err}", file=sys.stderr)
         return 2
-    return main(cfg)
+    return main(cfg, resume=args.resume)

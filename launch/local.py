@@ -1,11 +1,14 @@
-"""``python -m launch.local CFG.py [-e NAME] [-f TRIAL] [key=value ...]``: run on this machine.
+"""``python -m launch.local CFG.py [-e NAME] [-f TRIAL] [--resume] [key=value ...]``: run on this machine.
 
 A config whose ``layout.mode`` is ``single`` trains in this process (``srljax.train``);
-``distributed`` layouts start one process per worker.
+``distributed`` layouts start one process per worker. ``-f TRIAL --resume`` continues that trial
+from its newest checkpoint (``srljax.run_dir`` says what may change). SIGTERM stops a run as
+Ctrl-C does: the final checkpoint is written (``checkpoint.final``) and the exit code is 130.
 """
 
 from __future__ import annotations
 
+import signal
 import sys
 
 from launch.cli import run_cli
@@ -13,13 +16,19 @@ from srljax.config import Experiment
 from srljax.layout import describe_batch
 
 
-def main(cfg: Experiment) -> int:
+def main(cfg: Experiment, resume: bool = False) -> int:
     print(f"run folder: {cfg.run_dir}  (config.json, metrics.jsonl, checkpoints/)", flush=True)
     print(describe_batch(cfg), flush=True)
     if cfg.layout.mode == "single":
         from srljax.train import train
 
-        result = train(cfg)
+        signal.signal(signal.SIGTERM, _interrupt)  # a scheduler's stop: end as Ctrl-C does, checkpoint kept
+        try:
+            result = train(cfg, resume=resume)
+        except KeyboardInterrupt:
+            print(f"interrupted; the final checkpoint is in {cfg.run_dir / 'checkpoints'}: continue with "
+                  f"-f {cfg.trial} --resume", flush=True)
+            return 130
         last = result.metrics[-1] if result.metrics else {}
         ret = last.get("episode_return", float("nan"))
         print(
@@ -30,7 +39,11 @@ def main(cfg: Experiment) -> int:
         return 0
     from launch.processes import run_distributed
 
-    return run_distributed(cfg)
+    return run_distributed(cfg, resume=resume)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

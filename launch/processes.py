@@ -59,7 +59,9 @@ def worker_envs(cfg: Experiment, layout: Layout) -> dict[tuple[str, int], dict[s
 
 class WorkerProcesses:
     """The backend (``launch/backend.py``): ``start`` one process per worker with its environment from
-    ``envs``; ``exited()`` and ``tail(name)`` for the controller, ``shutdown()`` at the end."""
+    ``envs``; ``exited()`` and ``tail(name)`` for the controller, ``shutdown()`` at the end. ``kill``
+    (before a restart) SIGKILLs the worker's process group and reaps it; the successor appends to
+    the same log."""
 
     def __init__(self, run_dir: Path, envs: Mapping[tuple[str, int], dict[str, str]]):
         self.run_dir = run_dir
@@ -74,11 +76,25 @@ class WorkerProcesses:
         log.parent.mkdir(parents=True, exist_ok=True)
         out = log.open("ab")
         self._files.append(out)
+        if name in self.procs:  # a restart: mark where the newcomer's lines begin
+            out.write(f"----- {name} restarted by the controller at {time.strftime('%H:%M:%S')} -----\n".encode())
+            out.flush()
         cmd = [sys.executable, "-m", "srljax.system.run", str(self.run_dir), role, str(index),
                "--parent-pid", str(os.getpid())]
         self.procs[name] = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                             env=self.envs[role, index], start_new_session=True)
         self.logs[name] = log
+
+    def kill(self, name: str, wait_s: float = KILL_GRACE_S) -> None:
+        """SIGKILL ``name``'s whole process group (a stopped or hung one too) and wait until it is gone."""
+        proc = self.procs.get(name)
+        if proc is None:
+            return
+        self._signal_group(proc, signal.SIGKILL)
+        try:
+            proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:  # uninterruptible sleep: the successor starts regardless
+            pass
 
     def exited(self) -> dict[str, int]:
         return {name: code for name, p in self.procs.items() if (code := p.poll()) is not None}
@@ -131,20 +147,22 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def run_distributed(cfg: Experiment) -> int:
-    """Run ``cfg`` as local processes; return the exit code (0 done, 1 failed, 2 bad config, 130 interrupted)."""
+def run_distributed(cfg: Experiment, resume: bool = False) -> int:
+    """Run ``cfg`` as local processes; return the exit code (0 done, 1 failed, 2 bad config, 130 interrupted).
+    ``resume``: continue the trial from its newest checkpoint."""
     try:
         validate(cfg)
         cfg = auth.resolved(cfg, slurm=False)
         layout = build_layout(cfg)
         envs = worker_envs(cfg, layout)
-        run_dir = run_folder.claim(cfg).absolute()
+        run_dir = run_folder.claim(cfg, resume).absolute()
     except (ConfigError, PlacementError) as err:
         print(err, file=sys.stderr)
         return 2
     keys = auth.prepare(cfg, run_dir)  # RUN_DIR/keys, owner-only, before any worker starts
     write_json(cfg, run_dir / "config.json")
     names = DirectoryNames(run_dir / "names")
+    names.clear("")  # an earlier launch's addresses (resume): every worker registers afresh
     procs = WorkerProcesses(run_dir, envs)
 
     def started() -> None:
@@ -156,7 +174,7 @@ def run_distributed(cfg: Experiment) -> int:
               else "  sockets: not authenticated (layout.auth=off)", flush=True)
 
     with sigterm_as_interrupt():
-        result, killed, _ = run_trial(cfg, procs, names, layout, started=started, keys=keys)
+        result, killed, _ = run_trial(cfg, procs, names, layout, started=started, keys=keys, resume=resume)
     if killed:
         print(f"killed after the grace period: {', '.join(killed)}", flush=True)
     if result is None:

@@ -44,6 +44,7 @@ class SystemResult:
     metrics: list[dict[str, Any]] = field(default_factory=list)
     pids: dict[str, int] = field(default_factory=dict)  # worker name -> pid it registered with
     controller_counters: dict[str, int] = field(default_factory=dict)  # received, drop.<reason>, unknown_worker
+    restarts: dict[str, Any] = field(default_factory=dict)  # as in status.json: total, by_worker, events
 
     def worker_metrics(self, role: str, index: int) -> list[dict[str, Any]]:
         return read_jsonl(self.run_dir / "workers" / f"{role}-{index}.jsonl")
@@ -57,12 +58,18 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 class ThreadWorkers:
     """The backend: ``start`` runs a worker's ``run()`` in a daemon thread; ``tail`` is its traceback.
-    ``keys``: the trial's CURVE keys, in memory (None: auth off)."""
+    ``keys``: the trial's CURVE keys, in memory (None: auth off).
+
+    A thread cannot be killed: ``kill`` asks the worker to stop and abandons it. Its exit no longer
+    counts, and the controller ignores its messages (they carry the old ``incarnation``); a thread
+    hung for good (an env that never returns) stays behind as a daemon until the process ends.
+    """
 
     def __init__(self, cfg: Experiment, names: NameResolver, keys: KeyRing | None = None):
         self.cfg, self.names, self.keys = cfg, names, keys
-        self.workers: list[Worker] = []
-        self.threads: list[threading.Thread] = []
+        self.workers: dict[str, Worker] = {}  # name -> the worker now serving it
+        self.threads: dict[str, threading.Thread] = {}
+        self.abandoned: list[tuple[Worker, threading.Thread]] = []  # killed for a restart
         self._codes: dict[str, int] = {}
         self._errors: dict[str, str] = {}
         self._lock = threading.Lock()
@@ -70,9 +77,19 @@ class ThreadWorkers:
     def start(self, role: str, index: int) -> None:
         worker = make_worker(role, self.cfg, index, self.names, keys=self.keys)
         thread = threading.Thread(target=self._body, args=(worker,), name=worker.name, daemon=True)
-        self.workers.append(worker)
-        self.threads.append(thread)
+        with self._lock:
+            self.workers[worker.name] = worker
+            self.threads[worker.name] = thread
+            self._codes.pop(worker.name, None)
         thread.start()
+
+    def kill(self, name: str) -> None:
+        with self._lock:
+            worker, thread = self.workers.pop(name, None), self.threads.pop(name, None)
+            self._codes.pop(name, None)
+        if worker is not None and thread is not None:
+            worker.request_stop("replaced by a restart")
+            self.abandoned.append((worker, thread))
 
     def _body(self, worker: Worker) -> None:
         try:
@@ -82,7 +99,8 @@ class ThreadWorkers:
             with self._lock:
                 self._errors[worker.name] = traceback.format_exc()
         with self._lock:
-            self._codes[worker.name] = code
+            if self.workers.get(worker.name) is worker:  # an abandoned one's exit is no news
+                self._codes[worker.name] = code
 
     def exited(self) -> dict[str, int]:
         with self._lock:
@@ -93,16 +111,19 @@ class ThreadWorkers:
             return self._errors.get(name, "")
 
     def shutdown(self, grace_s: float = JOIN_S) -> list[str]:
-        """Ask every worker to stop (whoever the controller could not reach), join; return the stuck ones."""
-        for worker in self.workers:
+        """Ask every worker to stop (whoever the controller could not reach), join; return the stuck ones
+        (abandoned threads only get a moment: they were replaced and nobody waits for them)."""
+        for worker in [*self.workers.values(), *(w for w, _ in self.abandoned)]:
             worker.request_stop("trial ended")
-        for thread in self.threads:
+        for thread in self.threads.values():
             thread.join(timeout=grace_s)
-        return [t.name for t in self.threads if t.is_alive()]
+        for _, thread in self.abandoned:
+            thread.join(timeout=1.0)
+        return [t.name for t in self.threads.values() if t.is_alive()]
 
 
 def run_threads(cfg: Experiment, names: NameResolver | None = None, verbose: bool = False,
-                keys: KeyRing | None = None) -> SystemResult:
+                keys: KeyRing | None = None, resume: bool = False) -> SystemResult:
     """Run ``cfg`` (``layout.mode=distributed``) with one thread per worker; return when the trial ends.
 
     ``layout.auth=on`` (``auto`` is off here, unless ``trainer.num_hosts`` > 1) gives every worker its
@@ -114,16 +135,18 @@ def run_threads(cfg: Experiment, names: NameResolver | None = None, verbose: boo
         raise ConfigError(found)
     if cfg.layout.mode != "distributed":
         raise ValueError("run_threads needs layout.mode=distributed; use srljax.train for single")
-    claim(cfg)  # refuses a run folder an earlier run left files in
+    claim(cfg, resume)  # refuses a run folder an earlier run left files in (unless resuming it)
     write_json(cfg, Path(cfg.run_dir) / "config.json")
     names = names or MemoryNames()
     keys = keys or auth.prepare(cfg)  # memory only: every worker is in this process
     workers = ThreadWorkers(cfg, names, keys)
-    trial, stuck, controller = run_trial(cfg, workers, names, build_layout(cfg), verbose=verbose, keys=keys)
+    trial, stuck, controller = run_trial(cfg, workers, names, build_layout(cfg), verbose=verbose, keys=keys,
+                                           resume=resume)
     if trial is None:
         raise KeyboardInterrupt
     message = trial.message + (f"; threads still running: {stuck}" if stuck else "")
     pids = {controller.expected[k]: int(v.get("pid", -1)) for k, v in controller.info.items()}
     run_dir = Path(cfg.run_dir)
     return SystemResult(trial.exit_code or (1 if stuck else 0), trial.reason, message, run_dir,
-                        read_jsonl(run_dir / "metrics.jsonl"), pids, controller.server.counters())
+                        read_jsonl(run_dir / "metrics.jsonl"), pids, controller.server.counters(),
+                        controller.restarts.summary())

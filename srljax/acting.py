@@ -69,6 +69,18 @@ class Acting:
         # a stateless policy has nothing to reset: None keeps its jitted call one argument lighter
         self.stateless = not jax.tree.leaves(self.actor_state)
 
+    def state(self) -> dict[str, np.ndarray]:
+        """The act key, per-env actor states and ``first`` flags as numpy arrays (a run's checkpoint)."""
+        out = {"key": np.asarray(jax.device_get(self.key)), "first": self.first.copy()}
+        out |= {f"actor_state/{i}": np.array(x) for i, x in enumerate(jax.tree.leaves(self.actor_state))}
+        return out
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        self.key = jax.numpy.asarray(state["key"])
+        self.first[...] = state["first"]
+        for i, store in enumerate(jax.tree.leaves(self.actor_state)):
+            store[...] = state[f"actor_state/{i}"]
+
     def warm_up(self, params: Any, spec: EnvSpec) -> None:
         warm_up(self.jitted, self.algo, params, spec, [spec.batch_size])
 

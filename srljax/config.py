@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from srljax.algo_config import IMPALAConfig, PPOConfig
+from srljax.algo_config import DQNConfig, IMPALAConfig, PPOConfig, ReplayConfig, consumes  # noqa: F401  (re-exported)
 from srljax.objects import load_object
 from srljax.slurm_config import SlurmConfig, SlurmGroup  # noqa: F401  (re-exported)
 
@@ -70,12 +70,12 @@ class EnvConfig:
         return self.envs_per_recv < self.num_envs
 
 
-AlgoConfig = PPOConfig | IMPALAConfig  # or a user's config dataclass (``algo_config_class``)
-ALGO_CONFIGS: dict[str, type] = {"ppo": PPOConfig, "impala": IMPALAConfig}
+AlgoConfig = PPOConfig | IMPALAConfig | DQNConfig  # or a user's config dataclass (``algo_config_class``)
+ALGO_CONFIGS: dict[str, type] = {"ppo": PPOConfig, "impala": IMPALAConfig, "dqn": DQNConfig}
 
 
 def algo_config_class(name: str, key: str = "algo") -> type:
-    """The algo config class ``name`` picks: ``ppo``, ``impala`` or a user's ``"package.module:Class"``
+    """The algo config class ``name`` picks: ``ppo``, ``impala``, ``dqn`` or a user's ``"package.module:Class"``
     (a frozen dataclass whose ``name`` field defaults to that same path; see ``algo_config.py``)."""
     if name in ALGO_CONFIGS:
         return ALGO_CONFIGS[name]
@@ -157,6 +157,14 @@ class LayoutConfig:
     stall_seconds: float = 300.0
     """distributed: a trial whose trainer made no update for this long after start is stalled: it ends
     as failed, naming the roles that wait and on what."""
+    max_restarts: int = 3
+    """distributed: how often the controller restarts one lost actor, policy, buffer or custom-role
+    worker (its process exited, it fell silent, hung or reported an error) with the same role and
+    index before a further loss ends the trial; 0: the first loss ends it. A lost trainer ends the
+    trial (see ``srljax/system/controller.py``)."""
+    restart_backoff_seconds: float = 1.0
+    """distributed: wait before restarting a lost worker: this x 2^(n-1) for its n-th restart in a row
+    (a worker that ran 60 s since it came back counts from 1 again), at most 60 s."""
     max_segments_ahead: int = 0
     """distributed actors: segments an actor may push beyond its share of the batches trained so far
     (``batch_envs / num_actors`` columns per params version it has seen) before it waits for a newer
@@ -226,6 +234,8 @@ class Experiment:
 
     @property
     def num_updates(self) -> int:
+        if callable(getattr(self.algo, "num_updates", None)):  # replay algorithms: set by the replay ratio
+            return self.algo.num_updates(self)
         return max(1, self.total_env_steps // self.env_steps_per_update)
 
     @property
@@ -287,7 +297,8 @@ def problems(cfg: Experiment) -> list[str]:
             out.append(f"{key}={value} must be in [0, 1) (0: no limit set)")
     if cfg.timeout_seconds <= 0:
         out.append(f"timeout_seconds={cfg.timeout_seconds} must be > 0 (default 3 days = {THREE_DAYS_SECONDS})")
-    if min(e.num_envs, a.num_steps, t.num_minibatches, t.devices, t.num_hosts) >= 1:
+    # segment batches only: a replay algorithm's batch is algo.batch_size samples (its own problems check it)
+    if min(e.num_envs, a.num_steps, t.num_minibatches, t.devices, t.num_hosts) >= 1 and consumes(a) == "segments":
         batch = cfg.env_steps_per_update
         how = f"{cfg.batch_envs} envs x {a.num_steps} steps"
         if batch % t.num_minibatches:
@@ -332,6 +343,9 @@ def problems(cfg: Experiment) -> list[str]:
     if lay.mode == "distributed":
         if lay.num_buffer_workers < 0 or lay.num_policy_workers < 0 or lay.max_segments_ahead < 0:
             out.append("layout.num_buffer_workers, layout.num_policy_workers and layout.max_segments_ahead must be >= 0")
+        if lay.max_restarts < 0 or lay.restart_backoff_seconds < 0:
+            out.append(f"layout.max_restarts={lay.max_restarts} and layout.restart_backoff_seconds="
+                       f"{lay.restart_backoff_seconds} must be >= 0 (0 restarts: a lost worker ends the trial)")
         for key, value in [("layout.heartbeat_timeout_seconds", lay.heartbeat_timeout_seconds),
                            ("layout.hang_seconds", lay.hang_seconds), ("layout.stall_seconds", lay.stall_seconds)]:
             if value <= 0:

@@ -23,9 +23,10 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from srljax.config import ConfigError, Experiment
+from srljax.config import ConfigError, Experiment, consumes
 from srljax.config import problems as config_problems
 from srljax.objects import load_object
+from srljax.replay import config_memory_problems
 
 TRAINER, BUFFER, POLICY, ACTOR = "trainer", "buffer", "policy", "actor"
 CONTROLLER = "controller"
@@ -221,8 +222,12 @@ def layout_problems(cfg: Experiment) -> list[str]:
 
 
 def problems(cfg: Experiment) -> list[str]:
-    """Everything wrong with ``cfg``: the config tree (``srljax.config.problems``) and its worker graph."""
-    return config_problems(cfg) + layout_problems(cfg)
+    """Everything wrong with ``cfg``: the config tree (``srljax.config.problems``), its worker graph and, for a
+    replay algorithm, whether the replay fits in this machine's memory (``srljax.replay``)."""
+    found = config_problems(cfg) + layout_problems(cfg)
+    if consumes(cfg.algo) == "replay" and not any(p.startswith("algo.replay.capacity") for p in found):
+        found += config_memory_problems(cfg)
+    return found
 
 
 def validate(cfg: Experiment) -> Experiment:
@@ -235,6 +240,8 @@ def validate(cfg: Experiment) -> Experiment:
 
 def describe_batch(cfg: Experiment) -> str:
     """One line with the training batch and where its columns come from (launchers print it at start)."""
+    if callable(getattr(cfg.algo, "describe_batch", None)):  # a replay algorithm: sampled batches, not segments
+        return cfg.algo.describe_batch(cfg)
     batch = f"batch {cfg.batch_envs} env columns x {cfg.algo.num_steps} steps = {cfg.env_steps_per_update:,} samples per update"
     if cfg.layout.mode != "distributed":
         return f"{batch} ({cfg.env.num_envs} envs in this process), {cfg.num_updates:,} updates"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import secrets
 import sys
 import time
 from collections import deque
@@ -39,6 +40,17 @@ class EpisodeWindow:
             self.lengths.append(int(n))
             self.count += 1
 
+    def state(self) -> dict[str, Any]:
+        """JSON-able contents, for a run's checkpoint."""
+        return {"returns": list(self.returns), "lengths": list(self.lengths), "count": self.count}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.returns.clear()
+        self.lengths.clear()
+        self.returns.extend(float(x) for x in state.get("returns", []))
+        self.lengths.extend(int(x) for x in state.get("lengths", []))
+        self.count = int(state.get("count", len(self.returns)))
+
     def summary(self) -> dict[str, float]:
         if not self.returns:
             return {}
@@ -56,8 +68,8 @@ class UpdateRecords:
         logger.write(records.record(update, env_steps, window.summary(), train_metrics, **extra))
     """
 
-    def __init__(self) -> None:
-        self._last = (time.monotonic(), 0)
+    def __init__(self, env_steps: int = 0) -> None:
+        self._last = (time.monotonic(), env_steps)  # a resumed run's first sps counts from its checkpoint
 
     def record(self, update: int, env_steps: int, episodes: dict[str, float], train_metrics: dict[str, Any],
                **extra: Any) -> dict[str, Any]:
@@ -78,14 +90,20 @@ def _plain(value: Any) -> Any:
 
 
 class MetricsLogger:
-    def __init__(self, cfg: Experiment, total: int, role: str = TRAINER):
+    """``elapsed``: seconds the run had already trained (a resumed run's ``time`` continues from there);
+    ``wandb_id``: the wandb run to continue (a resumed run logs into the same one); ``self.wandb_id``
+    is the id this logger uses, for the run's checkpoint."""
+
+    def __init__(self, cfg: Experiment, total: int, role: str = TRAINER, *, elapsed: float = 0.0,
+                 wandb_id: str | None = None):
         self.cfg = cfg
         self.total = total
         self.run_dir = Path(cfg.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.run_dir / "metrics.jsonl"
         self._file = self.path.open("a")
-        self._start = time.time()
+        self._start = time.time() - elapsed
+        self.wandb_id = wandb_id or secrets.token_hex(4)
         self._progress = None
         mode = cfg.log.progress
         if mode == "bar" or (mode == "auto" and sys.stdout.isatty()):
@@ -102,7 +120,7 @@ class MetricsLogger:
             self._progress.start()
         self._wandb = None
         if cfg.log.wandb != "disabled":
-            self._wandb = _start_wandb(cfg, role)
+            self._wandb = _start_wandb(cfg, role, self.wandb_id)
         self._prometheus = _PrometheusGauges(cfg.log.prometheus_port) if cfg.log.prometheus_port else None
 
     def write(self, record: dict[str, Any]) -> None:
@@ -123,6 +141,11 @@ class MetricsLogger:
                 if isinstance(value, (int, float)):
                     self._prometheus.set(key, value)
 
+    @property
+    def elapsed(self) -> float:
+        """Seconds this run has trained, over all its launches."""
+        return time.time() - self._start
+
     def close(self) -> None:
         if self._progress is not None:
             self._progress.stop()
@@ -132,7 +155,7 @@ class MetricsLogger:
             self._wandb = None
 
 
-def _start_wandb(cfg: Experiment, role: str) -> Any:
+def _start_wandb(cfg: Experiment, role: str, run_id: str) -> Any:
     import wandb
 
     wandb_dir = Path(cfg.run_dir).absolute()
@@ -145,6 +168,8 @@ def _start_wandb(cfg: Experiment, role: str) -> Any:
         dir=str(wandb_dir),
         config=to_dict(cfg),
         reinit="create_new",
+        id=f"{run_id}-{role}",
+        resume="allow",  # a resumed trial continues the same wandb run
     )
 
 

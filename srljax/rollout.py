@@ -13,6 +13,16 @@ Used by the single-process loop and by ActorWorker alike::
 Each environment fills its own column; when a column holds ``T + 1`` rows it becomes a finished
 segment and its last row starts the next one (the bootstrap row is shared). This is exact for
 envpool's async mode, where a ``recv`` returns whichever environments are ready.
+
+With ``return_gamma`` (an algorithm that normalises rewards, ``Algorithm.return_gamma``) the
+builder also keeps each env's running discounted return, reset after a done row, and stores it
+per row as the extra ``ret_acc``: the learner starts each column's return from its row 0, so
+the accumulator belongs to the env (of this actor) and not to a batch column.
+
+``state()`` / ``load_state()`` save and restore everything the builder holds (the rows of the
+segments being built, finished columns not yet popped, the accumulators) as a dict of numpy
+arrays, for a run's checkpoint; ``cut_episodes()`` after a restore marks each env's last row as
+truncated when the env is recreated (its episode in progress is gone, see docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -21,7 +31,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from srljax.types import EnvSpec, TimeStep, Trajectory
+from srljax.types import RETURN_ACC, EnvSpec, TimeStep, Trajectory
 
 FIELDS = ("obs", "action", "reward", "terminated", "truncated")
 
@@ -44,10 +54,17 @@ def zeros_trajectory(spec: EnvSpec, num_steps: int, extras_spec: Mapping[str, tu
 class SegmentBuilder:
     """Per-env column storage of ``T + 1`` rows; finished columns queue up as segments."""
 
-    def __init__(self, spec: EnvSpec, num_steps: int, extras_spec: Mapping[str, tuple[tuple[int, ...], str]]):
+    def __init__(self, spec: EnvSpec, num_steps: int, extras_spec: Mapping[str, tuple[tuple[int, ...], str]],
+                 return_gamma: float | None = None):
         self.spec = spec
         self.num_steps = num_steps
         n = spec.num_envs
+        self._gamma = None if return_gamma is None else np.float32(return_gamma)
+        if self._gamma is not None:
+            extras_spec = {**extras_spec, RETURN_ACC: ((), "float32")}
+        self.extras_spec = dict(extras_spec)
+        self._acc = np.zeros(n, np.float32)  # each env's discounted return so far (return_gamma)
+        self._after_done = np.ones(n, bool)  # the env's next row starts an episode
         store = zeros_trajectory(spec, num_steps, extras_spec, n)
         self._fields: dict[str, np.ndarray] = {k: getattr(store, k) for k in FIELDS}
         self._extras = dict(store.extras)
@@ -65,6 +82,11 @@ class SegmentBuilder:
         self._fields["reward"][rows, ids] = ts.reward
         self._fields["terminated"][rows, ids] = ts.terminated
         self._fields["truncated"][rows, ids] = ts.truncated
+        if self._gamma is not None:
+            acc = np.where(self._after_done[ids], np.float32(0), self._acc[ids] * self._gamma + ts.reward)
+            self._acc[ids] = acc
+            extras = {**extras, RETURN_ACC: acc}
+        self._after_done[ids] = np.logical_or(ts.terminated, ts.truncated)
         for key, store in self._extras.items():
             store[rows, ids] = extras[key]
         self._oldest_version[ids] = np.minimum(self._oldest_version[ids], version)
@@ -91,6 +113,55 @@ class SegmentBuilder:
             store[0, ids] = store[self.num_steps, ids]
         self._pos[ids] = 1
         self._oldest_version[ids] = version
+
+    # -- run state ---------------------------------------------------------------------------------
+    def state(self) -> dict[str, np.ndarray]:
+        """Everything the builder holds, as fixed-shape numpy arrays (finished columns padded to
+        ``num_envs``, with their count): a checkpoint's shell state."""
+        n = self.spec.num_envs
+        done = zeros_trajectory(self.spec, self.num_steps, self.extras_spec, n)
+        if self._done_envs:
+            merged = concat_segments(self._done)
+            done = _put_columns(done, merged)
+        out = {f"rows/{k}": v.copy() for k, v in self._fields.items()}
+        out |= {f"rows/extras/{k}": v.copy() for k, v in self._extras.items()}
+        out |= {f"done/{k}": getattr(done, k) for k in FIELDS} | {f"done/extras/{k}": v for k, v in done.extras.items()}
+        out |= {"done/policy_version": done.policy_version, "done/count": np.asarray(self._done_envs, np.int64),
+                "pos": self._pos.copy(), "oldest_version": self._oldest_version.copy(), "acc": self._acc.copy(),
+                "after_done": self._after_done.copy()}
+        return out
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        """Restore what ``state()`` returned (from a builder of the same spec and config)."""
+        for k, store in self._fields.items():
+            store[...] = state[f"rows/{k}"]
+        for k, store in self._extras.items():
+            store[...] = state[f"rows/extras/{k}"]
+        self._pos[...] = state["pos"]
+        self._oldest_version[...] = state["oldest_version"]
+        self._acc[...] = state["acc"]
+        self._after_done[...] = state["after_done"]
+        count = int(state["done/count"])
+        self._done, self._done_envs = [], count
+        if count:
+            self._done.append(Trajectory(
+                **{k: np.array(state[f"done/{k}"][:, :count]) for k in FIELDS},
+                extras={k: np.array(state[f"done/extras/{k}"][:, :count]) for k in self._extras},
+                policy_version=np.array(state["done/policy_version"][:count])))
+
+    def cut_episodes(self) -> np.ndarray:
+        """The envs were recreated: end each env's episode in progress at its last stored row, as a
+        time limit does (truncated: the learner bootstraps from that row's value and masks the step
+        into the new env's reset row). Returns the env ids whose episode was cut."""
+        ids = np.arange(self.spec.num_envs)
+        last = self._pos - 1
+        has_row = last >= 0
+        live = has_row & ~self._fields["terminated"][np.maximum(last, 0), ids] & ~self._fields["truncated"][
+            np.maximum(last, 0), ids]
+        cut = ids[live]
+        self._fields["truncated"][last[cut], cut] = True
+        self._after_done[:] = True
+        return cut
 
     @property
     def rows_filled(self) -> tuple[int, int]:
@@ -129,6 +200,17 @@ def concat_segments(segments: list[Trajectory]) -> Trajectory:
         extras={k: np.concatenate([s.extras[k] for s in segments], axis=1) for k in segments[0].extras},
         policy_version=np.concatenate([s.policy_version for s in segments]),
     )
+
+
+def _put_columns(store: Trajectory, traj: Trajectory) -> Trajectory:
+    """``store`` with its first columns overwritten by ``traj``'s (same rows)."""
+    b = traj.reward.shape[1]
+    for k in FIELDS:
+        getattr(store, k)[:, :b] = getattr(traj, k)
+    for k, v in traj.extras.items():
+        store.extras[k][:, :b] = v
+    store.policy_version[:b] = traj.policy_version
+    return store
 
 
 def split_segments(traj: Trajectory, n: int) -> tuple[Trajectory, Trajectory]:

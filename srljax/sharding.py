@@ -129,3 +129,8 @@ def needs_sync(mesh: Mesh) -> bool:
     runs on fake CPU devices here; blocking every ~10 steps avoided it. Accelerators stream.
     """
     return mesh.devices.size > 1 and mesh.devices.flat[0].platform == "cpu"
+
+
+def sample_sharding(mesh: Mesh, batch: Any) -> Any:
+    """A tree of shardings for a batch of independent samples (``ReplayBatch``): every leaf split on axis 0."""
+    return jax.tree.map(lambda _: batch_axis_sharding(mesh, 0), batch)

@@ -55,6 +55,10 @@ class SlurmConfig:
     """"": ``timeout_seconds`` (default 3 days) as ``D-HH:MM:SS``; else any Slurm time (``1-12:00:00``)."""
     signal_seconds: int = 300
     """SIGUSR1 this long before the time limit (``--signal=B:USR1@N``): the controller stops cleanly."""
+    requeue: bool = False
+    """let Slurm requeue the job (``--requeue``: preemption, node failure, ``scontrol requeue``) and requeue
+    it at the time-limit warning; every start after the first resumes the trial from its newest
+    checkpoint. False: ``--no-requeue``, a stopped trial is continued by hand with ``--resume``."""
     setup: tuple[str, ...] = ()
     """shell lines run first on every node, e.g. ``("module load cuda/12.4", "source .venv/bin/activate")``."""
     python: str = ""

@@ -21,6 +21,17 @@ action on the host), ``time_update`` (``update`` until the new params are ready)
 ``time_store`` (rollout storage and episode stats), in seconds. With async envpool the envs step
 while the loop acts and updates, so ``time_env`` is only the part not hidden behind them; with
 overlapped collection the phases run at once and may add up to more than the wall time.
+
+Every checkpoint holds the whole run (``Learner.save``): the train state, and from this loop the
+act key, per-env actor states, the rows of the segments being built with each env's reward
+accumulator, the env-step and episode counters, the episode window, the wandb run id and the
+elapsed time. ``train(cfg, resume=True)`` continues the trial from its newest checkpoint. The
+envs are recreated, so each env's episode in progress at the checkpoint ends there, as if cut by
+a time limit (``SegmentBuilder.cut_episodes``): the resumed run is the uninterrupted one exactly
+when every env had just finished an episode at the checkpoint and the env's resets do not depend
+on its history; otherwise it differs from the env side only. With ``overlap_collection`` the
+collector runs ahead of the checkpoint, so only the learner and the counters are kept and the
+collection starts afresh (a new act key folded from the checkpoint's update).
 """
 
 from __future__ import annotations
@@ -70,6 +81,7 @@ class Batch:
     env_steps: int
     episodes: dict[str, float]
     phases: dict[str, float]
+    window: dict[str, Any] = field(default_factory=dict)  # the episode window's contents (a checkpoint's)
 
 
 class Collector:
@@ -78,10 +90,29 @@ class Collector:
     def __init__(self, cfg: Experiment, env: envs.VecEnv, algo: Any):
         self.cfg, self.env, self.algo = cfg, env, algo
         self.acting = Acting(algo, env.spec.num_envs, jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 1))
-        self.builder = SegmentBuilder(env.spec, cfg.algo.num_steps, algo.extras_spec)
+        self.builder = SegmentBuilder(env.spec, cfg.algo.num_steps, algo.extras_spec, algo.return_gamma)
         self.episodes = EpisodeWindow(cfg.log.window)
         self.env_steps = 0
         self.started = False
+
+    def state(self) -> dict[str, Any]:
+        """Acting's and the builder's arrays, for the run's checkpoint (see the module docstring)."""
+        return {**{f"acting/{k}": v for k, v in self.acting.state().items()},
+                **{f"builder/{k}": v for k, v in self.builder.state().items()}}
+
+    def load_state(self, shell: dict[str, Any] | None, meta: dict[str, Any]) -> None:
+        """Continue from a checkpoint: counters and episode window always; acting and builder arrays
+        when ``shell`` holds them (else a fresh act key folded from the checkpoint's update)."""
+        self.env_steps = int(meta.get("env_steps", 0))
+        self.episodes.load_state(meta.get("episodes", {}))
+        if shell:
+            self.acting.load_state({k.removeprefix("acting/"): v for k, v in shell.items() if k.startswith("acting/")})
+            self.builder.load_state({k.removeprefix("builder/"): v for k, v in shell.items()
+                                     if k.startswith("builder/")})
+        else:
+            self.acting.key = jax.random.fold_in(self.acting.key, int(meta.get("version", 0)))
+        self.builder.cut_episodes()  # the envs are new: episodes in progress end here
+        self.acting.first[:] = True
 
     def collect(self, params: Any, version: int, deadline: float, stop: threading.Event | None = None) -> Batch | None:
         """The next batch acted with ``params`` (tagged ``version``); None past ``deadline`` or on ``stop``."""
@@ -110,15 +141,16 @@ class Collector:
         t4 = clock()
         traj = self.builder.pop(self.cfg.batch_envs)
         phases["time_store"] += clock() - t4
-        return Batch(traj, self.env_steps, self.episodes.summary(), phases)
+        return Batch(traj, self.env_steps, self.episodes.summary(), phases, self.episodes.state())
 
 
 class _LaggedCollection:
     """A collector thread one update behind the learner: batch k is acted with params version k-1."""
 
-    def __init__(self, collector: Collector, params: Any, num_batches: int, deadline: float):
+    def __init__(self, collector: Collector, params: Any, num_batches: int, deadline: float, first_version: int = 0):
         self._collector, self._num_batches, self._deadline = collector, num_batches, deadline
-        self._params: dict[int, Any] = {0: params}
+        self._first = first_version  # the params version of ``params`` (a resumed run's checkpoint)
+        self._params: dict[int, Any] = {first_version: params}
         self._cond = threading.Condition()
         self._batches: queue.Queue[Batch] = queue.Queue(maxsize=1)
         self._stop = threading.Event()
@@ -157,7 +189,7 @@ class _LaggedCollection:
     def _run(self) -> None:
         try:
             for k in range(self._num_batches):
-                version = max(k - 1, 0)
+                version = self._first + max(k - 1, 0)
                 params = self._params_for(version)
                 batch = None if params is None else self._collector.collect(params, version, self._deadline, self._stop)
                 if batch is None:
@@ -172,22 +204,38 @@ class _LaggedCollection:
             self._error = error
 
 
-def train(cfg: Experiment) -> TrainResult:
+def train(cfg: Experiment, resume: bool = False) -> TrainResult:
+    """Train ``cfg`` in this process; ``resume``: continue its trial from the newest checkpoint."""
     validate(cfg)
-    run_dir = claim(cfg)  # refuses a run folder an earlier run left files in
+    run_dir = claim(cfg, resume)  # refuses a run folder an earlier run left files in (unless resuming it)
     write_json(cfg, run_dir / "config.json")
 
     env = envs.make(cfg.env, seed=cfg.seed)
     learner = Learner(cfg, env.spec)
     collector = Collector(cfg, env, learner.algo)
-    logger = MetricsLogger(cfg, total=cfg.total_env_steps)
-    result = TrainResult(config=cfg)
+    overlap = cfg.trainer.overlap_collection
+    meta: dict[str, Any] = {}
+    if resume:
+        shell, meta = learner.restore(None if overlap else collector.state())
+        collector.load_state(shell, meta)
+    logger = MetricsLogger(cfg, total=cfg.total_env_steps, elapsed=float(meta.get("elapsed_s", 0.0)),
+                           wandb_id=meta.get("wandb_id"))
+    result = TrainResult(config=cfg, env_steps=collector.env_steps)
+    counted = {"env_steps": collector.env_steps, "episodes": collector.episodes.state()}  # as of the last update
 
+    def run_state() -> tuple[dict[str, Any], dict[str, Any]]:
+        shell = {} if overlap else collector.state()
+        now = counted if overlap else {"env_steps": collector.env_steps, "episodes": collector.episodes.state()}
+        return shell, {**now, "wandb_id": logger.wandb_id, "elapsed_s": round(logger.elapsed, 3)}
+
+    learner.run_state = run_state
     deadline = time.time() + cfg.timeout_seconds
-    records = UpdateRecords()
+    records = UpdateRecords(env_steps=collector.env_steps)
     phases = dict.fromkeys(PHASES, 0.0)
     params = learner.policy_params()
-    lagged = _LaggedCollection(collector, params, cfg.num_updates, deadline) if cfg.trainer.overlap_collection else None
+    lagged = None
+    if overlap:
+        lagged = _LaggedCollection(collector, params, cfg.num_updates - learner.version, deadline, learner.version)
     try:
         while learner.version < cfg.num_updates:
             if lagged is not None:
@@ -197,6 +245,8 @@ def train(cfg: Experiment) -> TrainResult:
             if batch is None:
                 result.stopped_by = "timeout"
                 break
+            if overlap:
+                counted.update(env_steps=batch.env_steps, episodes=batch.window)
             t0 = time.perf_counter()
             train_metrics = learner.step(batch.traj)
             params = jax.block_until_ready(learner.policy_params())
@@ -213,6 +263,7 @@ def train(cfg: Experiment) -> TrainResult:
                 phases = dict.fromkeys(PHASES, 0.0)
                 logger.write(record)
                 result.metrics.append(record)
+            learner.maybe_save()
     finally:
         if lagged is not None:
             lagged.close()

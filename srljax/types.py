@@ -15,6 +15,10 @@ import numpy as np
 ActionKind = Literal["discrete", "continuous"]
 
 
+RETURN_ACC = "ret_acc"
+"""The segment extra holding each row's running discounted return (``algos.base.Algorithm.return_gamma``)."""
+
+
 @dataclass(frozen=True)
 class EnvSpec:
     """What an algorithm needs to know about an environment batch."""
@@ -72,3 +76,23 @@ class Trajectory(NamedTuple):
     truncated: Any  # [T+1, B]
     extras: dict[str, Any]  # name -> [T+1, B, ...], e.g. {"logp", "value"}
     policy_version: Any  # [B] int32: the oldest params version used to act in this segment
+
+
+class ReplayBatch(NamedTuple):
+    """``N`` transitions sampled from a replay (``srljax.replay.Replay``), sample-major, with their n-step windows.
+
+    Transition i starts at a stored row (``obs``, the ``action`` taken there) and its window holds
+    the next n transitions of the same env stream (``reward``, ``terminated``, ``truncated`` as in
+    ``TimeStep``: what led to rows 1..n after the start). ``next_obs`` is the bootstrap row: the row
+    after the window's first done transition, or after its last when nothing ends (for a truncation,
+    the final observation). Entries after the first done belong to the next episode and must be
+    ignored (``algos.returns.n_step_return`` does). Every leaf is split on its first axis when sharded.
+    """
+
+    obs: Any  # [N, *O]
+    action: Any  # [N, *A]
+    reward: Any  # [N, n]
+    terminated: Any  # [N, n]
+    truncated: Any  # [N, n]
+    next_obs: Any  # [N, *O]
+    weight: Any  # [N] float32 importance weight (1 for uniform replay)

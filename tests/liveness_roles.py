@@ -45,3 +45,19 @@ class StopsOnItsOwn(Worker):
 
     def close(self) -> None:
         time.sleep(self.CLOSE_S)
+
+
+class CrashingWorker(Worker):
+    """Raises after a few polls, every time it runs: restarts cannot help, so it spends
+    ``layout.max_restarts`` and ends the trial (``tests/test_system_restart.py``)."""
+
+    role = "crashing"
+
+    def setup(self) -> None:
+        self.polls = 0
+
+    def poll(self) -> None:
+        self.polls += 1
+        time.sleep(0.02)
+        if self.polls == 10:
+            raise RuntimeError("CrashingWorker crashes again")

@@ -12,10 +12,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from algos.base import Algorithm
+from algos.base import RETURN_ACC, Algorithm
 from algos.distributions import CATEGORICAL, DIAG_GAUSSIAN
 from algos.networks import ActorCritic
-from algos.normalizers import init_norm, normalize, rms_init, rms_update, scale_rewards
+from algos.normalizers import discounted_returns, init_norm, normalize, rms_init, rms_update, scale_rewards
 from algos.ppo import make_ppo, ppo_loss
 from algos.returns import valid_mask
 from srljax.config import EnvConfig, Experiment, PPOConfig, TrainerConfig
@@ -79,7 +79,8 @@ def rollout(act, policy_params, spec: EnvSpec, seed: int = 0) -> Trajectory:
         reward=rng.normal(size=(T + 1, B)).astype(np.float32),
         terminated=term,
         truncated=trunc,
-        extras={k: reshape(v) for k, v in extras.items()},
+        # ret_acc: the running returns a SegmentBuilder keeps for reward normalisation (ignored otherwise)
+        extras={**{k: reshape(v) for k, v in extras.items()}, RETURN_ACC: rng.normal(size=(T + 1, B)).astype(np.float32)},
         policy_version=np.zeros((B,), np.int32),
     )
 
@@ -227,10 +228,12 @@ def test_reward_scaling_matches_gym_normalize_reward_across_batches():
         if valid.any():
             ref.update(ret[valid])
         want[t] = reward[t + 1] / np.sqrt(ref.var + 1e-8)
-    norm, got = init_norm((1,), B, obs=False, reward=True), []
+    norm, got = init_norm((1,), obs=False, reward=True), []
+    acc = np.zeros(B, np.float32)  # each column's accumulator at its row 0, as the SegmentBuilder keeps it
     for seg in (slice(0, T + 1), slice(T, 2 * T + 1)):  # segments share their boundary row
         mask = valid_mask(done[seg], np.zeros_like(done[seg]))
-        scaled, norm = scale_rewards(norm, reward[seg][1:], mask, gamma, 10.0)
+        scaled, norm = scale_rewards(norm, reward[seg][1:], mask, acc, gamma, 10.0)
+        acc = np.asarray(discounted_returns(acc, reward[seg][1:], mask, gamma)[1])
         got.append(np.asarray(scaled))
     np.testing.assert_allclose(norm.ret.var, ref.var, rtol=1e-5)
     # gym scales each step with the stats so far; we scale a batch with its end-of-batch stats,

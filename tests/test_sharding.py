@@ -65,6 +65,7 @@ def random_batch(spec: EnvSpec, seed: int) -> Trajectory:
         extras={
             "logp": rng.normal(-1.0, 0.3, (T + 1, B)).astype(np.float32),
             "value": rng.normal(size=(T + 1, B)).astype(np.float32),
+            "ret_acc": rng.normal(size=(T + 1, B)).astype(np.float32),  # reward normalisation's running return
         },
         policy_version=np.zeros(B, np.int32),
     )

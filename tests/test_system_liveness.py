@@ -1,7 +1,8 @@
 """How a distributed trial ends when it cannot finish: hung, silent, starved or out of time.
 
 Each test breaks a real CartPole worker graph in one way and checks the controller ends the
-trial within its limit (plus a margin for a crowded machine), with a non-zero exit code, a
+trial within its limit (the tests of a lost worker set ``layout.max_restarts=0``: by default the
+controller would restart it, which ``tests/test_system_restart.py`` tests) (plus a margin for a crowded machine), with a non-zero exit code, a
 message naming the worker (or the waiting roles) and why, the same outcome in
 ``RUN_DIR/status.json``, and, for the process backend, no worker process left behind.
 
@@ -31,6 +32,7 @@ from tests.test_system_threads import small_config
 
 MARGIN_S = 15.0  # detection is checked every 0.1 s; the rest is a crowded 2-core box
 FOREVER = "total_env_steps=50000000"
+NO_RESTARTS = "layout.max_restarts=0"  # a lost worker ends the trial, as these tests check
 
 
 def wait_until(predicate, timeout: float, what: str, run: Launch | None = None) -> None:
@@ -84,7 +86,7 @@ def test_a_hung_worker_ends_the_trial_naming_it(tmp_path):
     """actor/1's env blocks in ``recv`` forever; its process heartbeats on, so only the loop age tells."""
     hang_s = 5
     # actor i seeds its envs with seed + i * env.num_envs: 1 + 1 * 4 names actor/1
-    run = Launch(tmp_path, "hang", FOREVER, "layout.inference=inline", "env.factory=tests.hanging_env:make_env",
+    run = Launch(tmp_path, "hang", FOREVER, NO_RESTARTS, "layout.inference=inline", "env.factory=tests.hanging_env:make_env",
                  f"layout.hang_seconds={hang_s}", environ={SEED_VAR: "5", AFTER_VAR: "300"})
     try:
         log = run.run_dir / "logs" / "actor-1.log"
@@ -111,7 +113,8 @@ def test_a_hung_worker_ends_the_trial_naming_it(tmp_path):
 
 def test_a_sigstopped_worker_ends_the_trial_with_no_heartbeat(tmp_path):
     timeout_s = 5.0  # layout.heartbeat_timeout_seconds
-    run = Launch(tmp_path, "sigstop", FOREVER, "layout.inference=inline", f"layout.heartbeat_timeout_seconds={timeout_s}")
+    run = Launch(tmp_path, "sigstop", FOREVER, NO_RESTARTS, "layout.inference=inline",
+                 f"layout.heartbeat_timeout_seconds={timeout_s}")
     try:
         run.wait_for(r"all workers started", timeout=300)
         actor_log = run.run_dir / "workers" / "actor-0.jsonl"
@@ -197,7 +200,7 @@ def test_timeout_before_total_env_steps_fails_the_trial(tmp_path, monkeypatch):
 def test_a_worker_closing_after_stopping_on_its_own_is_not_called_hung(tmp_path):
     """A worker that stops on its own (a signal) and closes slowly (a final checkpoint) is still heartbeating
     while its main loop is in ``close``: the trial ends naming it as stopped, not as a hung loop."""
-    cfg = small_config(tmp_path, "layout.inference=inline", FOREVER, "layout.hang_seconds=5",
+    cfg = small_config(tmp_path, "layout.inference=inline", FOREVER, NO_RESTARTS, "layout.hang_seconds=5",
                        "layout.custom_roles=tests.liveness_roles:StopsOnItsOwn")
     result = run_threads(cfg)
     assert result.exit_code == 1 and result.reason == "lost", result.message

@@ -137,7 +137,8 @@ def test_local_processes_run_to_completion(tmp_path):
 
 
 def test_killing_a_worker_ends_the_trial_within_10_s(tmp_path):
-    run = Launch(tmp_path, "kill", "total_env_steps=50000000")
+    """With ``layout.max_restarts=0``: a lost worker ends the trial (restarts: tests/test_system_restart.py)."""
+    run = Launch(tmp_path, "kill", "total_env_steps=50000000", "layout.max_restarts=0")
     run.wait_for(r"all workers started", timeout=240)
     deadline = time.monotonic() + 120
     while not read_jsonl(run.run_dir / "metrics.jsonl"):  # the trainer is updating

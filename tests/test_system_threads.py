@@ -79,6 +79,8 @@ def test_a_failing_worker_ends_the_trial_naming_it(tmp_path, monkeypatch):
     result = run_threads(cfg)
     assert result.exit_code == 1 and result.reason == "error"
     assert "worker actor/1" in result.message and "env exploded" in result.message
+    # a deterministic failure: restarted layout.max_restarts=3 times (tests/test_system_restart.py), then the end
+    assert result.restarts["by_worker"] == {"actor/1": 3}, result.restarts
 
 
 def test_three_buffers_for_one_batch_complete(tmp_path):

@@ -12,6 +12,11 @@ job exits with the controller's code, so only a finished or stopped trial is ``C
 short by the time limit is ``FAILED``. A step's exit status lands in ``RUN/slurm/exit/ROLE``,
 where the controller sees a group that died. A multi-host trainer's step spreads its tasks one per
 node (``srun --nodes=N --ntasks=N --ntasks-per-node=1``).
+
+With ``layout.max_restarts`` > 0 the steps of groups that restart workers (all but the trainer's,
+``srljax/system/restarts.py``) keep their other tasks running when one ends
+(``--kill-on-bad-exit=0 --wait=0``, whatever the cluster's ``KillOnBadExit`` and ``WaitTime``): the
+controller restarts the lost worker as a step of its own (``restart_command``).
 """
 
 from __future__ import annotations
@@ -22,8 +27,10 @@ import shlex
 import sys
 from pathlib import Path
 
+from launch.slurm.controller import TIME_LIMIT_EXIT_CODE
 from launch.slurm.plan import Component, GroupPlan, plan, time_limit
 from srljax.config import Experiment
+from srljax.system.restarts import Restarts
 
 STEP_GRACE_S = 60  # after the controller: how long the steps may take to close before the job ends
 
@@ -55,7 +62,8 @@ def render(cfg: Experiment) -> str:
              f"# srljax trial {job_name(cfg)}, written by `python -m launch.slurm`: resubmit with it rather than edit this.",
              *_sbatch(["--job-name=" + job_name(cfg), f"--output={run_dir}/logs/job-%j.log", f"--time={time_limit(cfg)}",
                        f"--signal=B:USR1@{cfg.slurm.signal_seconds}",
-                       "--no-requeue",  # a requeued job would start again from scratch (resume comes later)
+                       # requeued, the script runs again and the controller resumes from the newest checkpoint
+                       "--requeue" if cfg.slurm.requeue else "--no-requeue",
                        *cfg.slurm.sbatch])]
     for comp in comps:
         if comp.index:
@@ -66,7 +74,8 @@ def render(cfg: Experiment) -> str:
     lines += ["", "cd " + q(workdir) + " || exit 1", *cfg.slurm.setup,
               f"RUN={q(str(run_dir))}", f"PY={q(python)}", "export PYTHONUNBUFFERED=1",
               'command -v "$PY" >/dev/null || { echo "python $PY not found on $(hostname): set slurm.python or slurm.setup"; exit 1; }',
-              'mkdir -p "$RUN/slurm/exit"', "",
+              "# an earlier start of this job (requeued) or of this trial (--resume) left exit files and addresses",
+              'rm -rf "$RUN/slurm/exit" "$RUN/names"; mkdir -p "$RUN/slurm/exit"', "",
               "# SIGUSR1: the time limit is near (--signal); SIGTERM: launch.slurm stop or scancel. Only this shell",
               "# gets them; the controller turns either into a clean stop (checkpoint written, workers ended).",
               'controller="" pending=""',
@@ -83,6 +92,9 @@ def render(cfg: Experiment) -> str:
               f"# the workers were told to stop: give their steps {STEP_GRACE_S} s to close, then end the job",
               f'for _ in $(seq {STEP_GRACE_S}); do [ -z "$(jobs -pr)" ] && break; sleep 1; done',
               'echo "controller exited with code $code"',
+              *([f'if [ "$code" = {TIME_LIMIT_EXIT_CODE} ]; then  # slurm.requeue: continue in a new start of this job',
+                 '  echo "requeueing job $SLURM_JOB_ID: the next start resumes from the newest checkpoint"',
+                 '  scontrol requeue "$SLURM_JOB_ID"', "fi"] if cfg.slurm.requeue else []),
               'exit "$code"', ""]
     return "\n".join(lines)
 
@@ -105,9 +117,31 @@ def _het(index: int, num_components: int) -> list[str]:
 
 
 def _step(cfg: Experiment, comp: Component, g: GroupPlan, num_components: int) -> str:
-    srun = ["srun", *_het(comp.index, num_components), *g.step_options(), *_container(cfg)]
+    restarts = cfg.layout.max_restarts > 0 and Restarts.policy(g.role) == "worker"  # a trainer group ends together
+    keep = ["--kill-on-bad-exit=0", "--wait=0"] if restarts else []
+    srun = ["srun", *_het(comp.index, num_components), *g.step_options(), *keep, *_container(cfg)]
     return (f"{{ {' '.join(srun)} \\\n    \"$PY\" -m launch.slurm.task \"$RUN\" {g.role} {g.offset}; "
             f"echo $? > \"$RUN/slurm/exit/{g.role}\"; }} &")
+
+
+def restart_command(cfg: Experiment, role: str, index: int, node: str = "") -> list[str]:
+    """The ``srun`` command that restarts worker ``role``/``index`` (on Slurm node ``node``, if known): a
+    single-task step in its group's component with the group's per-task resources; ``--overlap``
+    because the lost task's step holds its share until the group's other tasks end."""
+    comps = plan(cfg)
+    comp, g = next((c, g) for c in comps for g in c.groups if g.role == role)
+    per_task = [o for o in g.task_options() if o.split("=")[0] in ("--cpus-per-task", "--mem-per-cpu", "--gpus-per-task")]
+    return ["srun", *_het(comp.index, len(comps)), "--overlap", "--nodes=1", "--ntasks=1", *per_task,
+            *([f"--nodelist={node}"] if node else []), *_container(cfg),
+            cfg.slurm.python, "-m", "launch.slurm.task", str(cfg.run_dir), role, str(index)]
+
+
+def kill_command(cfg: Experiment, role: str, node: str, pid: int) -> list[str]:
+    """``srun`` of ``kill -KILL PID`` on Slurm node ``node`` (no container: the host's process table)."""
+    comps = plan(cfg)
+    comp = next(c for c in comps for g in c.groups if g.role == role)
+    return ["srun", *_het(comp.index, len(comps)), "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={node}",
+            "kill", "-KILL", str(pid)]
 
 
 def _controller(cfg: Experiment, num_components: int) -> str:

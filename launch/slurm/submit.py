@@ -1,7 +1,8 @@
-"""``python -m launch.slurm CFG.py [-e NAME] [-f TRIAL] [--dry-run] [key=value ...]``: run a trial on Slurm.
+"""``python -m launch.slurm CFG.py [-e NAME] [-f TRIAL] [--resume] [--dry-run] [--show] [key=value ...]``: run a trial on Slurm.
 
     python -m launch.slurm configs/cartpole_ppo_distributed.py -f try1          # submit; prints job id, logs
     python -m launch.slurm configs/atari_ppo_distributed.py --dry-run           # print the sbatch script only
+    python -m launch.slurm configs/atari_ppo_distributed.py --show              # every key, its meaning, the job
     python -m launch.slurm status -e cartpole_ppo_distributed -f try1           # job state per group, env steps
     python -m launch.slurm stop -e cartpole_ppo_distributed -f try1             # clean stop, then scancel
 
@@ -12,12 +13,14 @@ one ``srun`` step per group and runs the controller itself. Workers find each ot
 anything is written, the config and its ``slurm`` section are checked (every problem at once),
 and a trial whose run folder is not empty (an earlier run, or its job still queued or running) or
 whose job is in the queue is refused. If ``sbatch`` refuses the job, its message is shown and the
-run folder is left as it was.
+run folder is left as it was. ``-f TRIAL --resume`` submits a stopped trial again; its controller
+continues from the newest checkpoint (as a job requeued by Slurm does, ``slurm.requeue``).
 Exit codes: 0 submitted, 1 refused (Slurm, trial running), 2 bad config.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -42,6 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = make_parser(PROG, __doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="print the sbatch script; submit and write nothing")
     args = parser.parse_intermixed_args(argv)
+    if args.show:  # the tree, the slurm section and the job's components; nothing is written
+        from launch.show import show_config
+
+        return show_config(args, PROG, slurm=True)
     try:
         cfg = resolved(resolve(args))
         if found := slurm_problems(cfg):
@@ -57,23 +64,25 @@ def main(argv: list[str] | None = None) -> int:
         print(render(cfg), end="")
         return 0
     try:
-        return submit(cfg)
+        return submit(cfg, resume=args.resume)
     except SlurmError as err:
         print(f"{PROG}: {err}\nnothing was submitted.", file=sys.stderr)
         return 1
 
 
-def submit(cfg: Experiment) -> int:
-    """Check, write the run folder, ``sbatch``; print where everything is. Returns the exit code."""
+def submit(cfg: Experiment, resume: bool = False) -> int:
+    """Check, write the run folder, ``sbatch``; print where everything is. Returns the exit code.
+    ``resume``: the trial's folder holds a checkpoint the job continues from."""
     trial = Trial(Path(cfg.run_dir))
-    if refusal := _refusal(cfg, trial):
+    if refusal := _refusal(cfg, trial, resume):
         print(f"{PROG}: {refusal}\nnothing was submitted.", file=sys.stderr)
         return 1
     cfg = auth.resolved(cfg, slurm=True)
     if cfg.layout.auth == "off":
         print(f"{PROG}: layout.auth=off: the trial's sockets accept anyone who reaches the nodes", file=sys.stderr)
     files = RunFiles(trial)
-    with files.transaction():  # sbatch refuses: the run folder is left as it was (missing or empty)
+    # sbatch refuses: a new run folder is left as it was (missing or empty); a resumed one keeps its run
+    with files.transaction() if not resume else contextlib.nullcontext():
         auth.prepare(cfg, trial.run_dir)  # RUN_DIR/keys (0700, files 0600) before any task can start
         files.write_config(cfg)
         files.write(trial.script, render(cfg))
@@ -84,13 +93,13 @@ def submit(cfg: Experiment) -> int:
     return 0
 
 
-def _refusal(cfg: Experiment, trial: Trial) -> str:
+def _refusal(cfg: Experiment, trial: Trial, resume: bool = False) -> str:
     """Why this trial must not be submitted now ("" if it may)."""
     name = job_name(cfg)
     if job := next(iter(jobs_named(name)), ""):  # its run folder moved away, or another run root
         return (f"trial {name} is already queued or running as job {job}; stop it first "
                 f"({PROG} stop -e {cfg.name} -f {cfg.trial}) or pick another trial name with -f")
-    if in_use := run_folder_problems(cfg):  # again: slurm.workdir may have moved the run root
+    if in_use := run_folder_problems(cfg, resume):  # again: slurm.workdir may have moved the run root
         return in_use[0]
     return _capacity(plan(cfg))
 

@@ -130,6 +130,12 @@ def status_lines(trial: Trial, name: str) -> list[str]:
             out.append(f"  {g['role']:<8} {g['count']:>5}  {index:<9}  {state:<12} {where:<18} "
                        f"{_worker_states(trial.run_dir, g['role'], g['count'])}")
     out.append("  " + _progress(trial.run_dir))
+    starts = [json.loads(line) for line in (trial.run_dir / "slurm" / "starts.jsonl").read_text().splitlines()
+              if line.strip()] if (trial.run_dir / "slurm" / "starts.jsonl").exists() else []
+    if len(starts) > 1 or (starts and starts[-1].get("restart_count")):
+        last = starts[-1]
+        out.append(f"  starts: {len(starts)} (requeued {last.get('restart_count', 0)} times by Slurm); the last "
+                   f"resumed from update {last.get('resumed_from_update')}")
     result = trial.outcome()
     if result:
         out.append(f"  controller: {'finished' if result.get('exit_code') == 0 else 'FAILED'} ({result.get('reason')}): "

@@ -9,15 +9,16 @@
 
 Payloads are msgpack-only (plain dicts, lists, numbers, strings; no arrays), carried in the
 codec header, so trial and schema checks apply and foreign frames are dropped. The server
-learns each worker's route from its messages (a restarted worker just registers again), and
-``send`` to a worker it never heard from returns False. Unlike params, nothing here is dropped
+learns each worker's route from its messages (a restarted worker just registers again; ``poll``'s
+``accept`` lets the controller ignore the dead one's late messages, so they do not take the route
+back), and ``send`` to a worker it never heard from returns False. Unlike params, nothing here is dropped
 silently: HWMs are large and a full queue makes ``send`` return False.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any, NamedTuple
 
 import zmq
@@ -26,11 +27,11 @@ from srljax.comm.codec import MALFORMED, DecodeError, Message
 from srljax.comm.sockets import SENDER, Endpoint, context, make_socket, sender_identity
 
 TO_CONTROLLER = frozenset({"register", "heartbeat", "status", "done"})
-TO_WORKER = frozenset({"configure", "start", "pause", "stop", "status"})
+TO_WORKER = frozenset({"configure", "start", "pause", "stop", "status", "peers", "restarts"})
 
 
 class ControlMessage(NamedTuple):
-    kind: str  # the command: register, heartbeat, configure, start, pause, stop, status, done
+    kind: str  # the command: register, heartbeat, configure, start, pause, stop, status, done, peers, restarts
     worker: str  # the worker's name key, e.g. "exp/t0/actor/3"
     payload: dict[str, Any]
 
@@ -77,15 +78,26 @@ class ControlServer(Endpoint):
         if sender != role:
             raise DecodeError(SENDER, f"{role!r} message from the {sender!r} key")
 
-    def poll(self, timeout_ms: int | None = 0) -> list[ControlMessage]:
-        """Wait up to ``timeout_ms`` for a message, then return it and all others already queued."""
+    def poll(self, timeout_ms: int | None = 0,
+             accept: Callable[[ControlMessage], bool] | None = None) -> list[ControlMessage]:
+        """Wait up to ``timeout_ms`` for a message, then return it and all others already queued.
+        A message ``accept`` refuses (e.g. from a worker that has been replaced) is counted as
+        ``ignored`` and neither returned nor taken as the worker's route or sign of life."""
         out = []
         for env, msg in self._drain_valid(timeout_ms, envelope=1):
             cm = _unpack(msg)
+            if accept is not None and not accept(cm):
+                self.counts["ignored"] += 1
+                continue
             self.routes[cm.worker] = env[0]
             self.last_seen[cm.worker] = time.monotonic()
             out.append(cm)
         return out
+
+    def forget(self, worker: str) -> None:
+        """Drop ``worker``'s route and last sign of life (it is being replaced)."""
+        self.routes.pop(worker, None)
+        self.last_seen.pop(worker, None)
 
     def send(self, worker: str, kind: str, payload: dict[str, Any] | None = None, timeout_ms: int = 1000) -> bool:
         """Send a command to ``worker``; False if it never spoke to us, is gone, or its queue stayed full."""

@@ -118,6 +118,11 @@ class Endpoint:
             self.rules.secure_client(self.sock, self.stream, address)  # pins this server's key
         self.sock.connect(address)
 
+    def disconnect(self, address: str) -> None:
+        """Stop talking to ``address`` (a peer that restarted elsewhere); what was queued for it is dropped."""
+        with contextlib.suppress(zmq.ZMQError):  # never connected, or already gone
+            self.sock.disconnect(address)
+
     def bind(self, address: str) -> str:
         """Bind (see ``bind``), remember the real address in ``self.address`` and return it."""
         if self.rules is not None:

@@ -10,7 +10,7 @@ The backends (threads, processes, Slurm) live in ``launch/``; this package holds
 
 Roles: ``ActorWorker`` (actor.py), ``PolicyWorker`` (policy.py), ``TrainerWorker`` (trainer.py),
 ``BufferWorker`` (buffer.py), all on the ``Worker`` base (worker.py: loop, control, heartbeats,
-metrics), driven by the ``Controller`` (controller.py).
+metrics), driven by the ``Controller`` (controller.py), which restarts lost workers (restarts.py).
 
 Names are imported on first use, so a worker process loads only its own role's dependencies
 (an actor never imports orbax, a trainer never imports envpool's ring code paths).

@@ -83,13 +83,12 @@ class ActorWorker(Worker):
         self.env = envs.make(env_cfg, seed=cfg.seed + self.index * cfg.env.num_envs)
         self.spec = self.env.spec
         self.algo = algos.make(cfg, self.spec)
-        self.builder = SegmentBuilder(self.spec, cfg.algo.num_steps, self.algo.extras_spec)
+        self.builder = SegmentBuilder(self.spec, cfg.algo.num_steps, self.algo.extras_spec, self.algo.return_gamma)
         self.sender = SampleSender(None, self.trial, ctx=self.ctx, hwm=SEND_HWM)
-        sinks = self.peers_of(BUFFER, SAMPLES) or self.peers_of(TRAINER, SAMPLES)  # buffers if the layout has any
+        sink = BUFFER if self.peers_of(BUFFER, SAMPLES) else TRAINER  # buffers if the layout has any
+        sinks = self.connect_peers(self.sender, sink, SAMPLES)  # follows a restarted buffer to its new address
         if not sinks:
             raise RuntimeError("the configure message named no sample sink (trainer or buffer) to push to")
-        for address in sinks:
-            self.sender.connect(address)
         self.outgoing: deque[tuple[Trajectory, dict[str, Any]]] = deque()
         self.returns: list[float] = []
         self.lengths: list[int] = []
@@ -101,12 +100,11 @@ class ActorWorker(Worker):
         codec = ParamsCodec(self.algo)
         if self.remote:
             client = InferenceClient(None, self.trial, ctx=self.ctx)
-            servers = self.peers_of(POLICY, INFERENCE)
+            servers = sorted(i for i, streams in self.peers.get(POLICY, {}).items() if INFERENCE in streams)
             recurrent = bool(jax.tree.leaves(self.algo.initial_actor_state(1)))
             if recurrent and servers:  # the carries of this actor's envs live in one policy worker
                 servers = [servers[self.index % len(servers)]]
-            for address in servers:
-                client.connect(address)
+            self.connect_peers(client, POLICY, INFERENCE, servers)
             tags = RowTags(self.spec.num_envs, actor=self.index) if recurrent else None
             self.inference = PolicyClient(client, self.spec, self.algo.extras_spec, self.stats, tags=tags)
             self.stepping = cfg.layout.ring_size  # batches inside envpool
@@ -119,6 +117,10 @@ class ActorWorker(Worker):
         self.log(f"{self.spec.num_envs} envs {self.spec.id}, {self.spec.batch_size} per recv, "
                  f"{'remote' if self.remote else 'inline'} inference, {len(sinks)} sample sink(s), "
                  f"{self.share:g} columns per params version plus {self.ahead_columns} ahead")
+
+    def peers_changed(self, role: str, index: int) -> None:
+        if role == POLICY and self.remote:  # the lost policy worker will never answer what it held
+            self.inference.resend_all()
 
     @property
     def newest_version(self) -> int:

@@ -41,8 +41,7 @@ class BufferWorker(Worker):
         self.receiver = SampleReceiver(bind_address(cfg), self.trial, ctx=self.ctx)
         self.register(SAMPLES, self.receiver.address)
         self.sender = SampleSender(None, self.trial, ctx=self.ctx)
-        for address in self.peers_of(TRAINER, SAMPLES):
-            self.sender.connect(address)
+        self.connect_peers(self.sender, TRAINER, SAMPLES)
         self.held: list[Trajectory] = []
         self.held_columns = 0
         self.returns: list[float] = []

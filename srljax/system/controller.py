@@ -1,6 +1,7 @@
 """Controller: registers every worker of a layout, configures and starts them, watches, ends the trial.
 
-    controller = Controller(cfg, names, exited=backend_exit_codes, log_tail=backend_log_tail)
+    controller = Controller(cfg, names, exited=backend.exited, log_tail=backend.tail,
+                            start=backend.start, kill=backend.kill)   # launch/backend.py does this
     result = controller.run()          # TrialResult(exit_code, reason, message); also RUN_DIR/status.json
 
 1. binds a ControlServer and registers it as ``<exp>/<trial>/controller/0``; reads the env spec of
@@ -10,18 +11,33 @@
    group waiting for ``status ready``. The message carries the env spec, the extras spec (from the
    trainer's ready status) and ``peers``: the addresses every worker configured so far serves,
    so no worker rebuilds the layout or opens an env to learn a shape. Then ``start`` to all;
-4. watches. The trial ends
+4. watches. A worker is lost when it reports an exception (``status error``, its traceback), its
+   process ends (``exited``, from the backend), it sends no heartbeat for
+   ``layout.heartbeat_timeout_seconds`` (e.g. SIGSTOPped), its main loop has not turned for
+   ``layout.hang_seconds`` while its control thread still heartbeats (hung: a blocking env
+   ``step``, a deadlock), or it stops on its own. After ``start``, a lost actor, policy, buffer or
+   custom-role worker is **restarted** (``srljax/system/restarts.py``; its role's policy, up to
+   ``layout.max_restarts`` times per worker, after ``layout.restart_backoff_seconds``, doubling
+   with each restart in a row): the backend makes sure the old one is gone (``kill``: SIGKILL of
+   its process group, an abandoned thread, a killed Slurm task) and starts a newcomer with the
+   same role and index (``start``). Errors are restarted too: an env or a machine fails as often as code does, and a
+   deterministic bug spends the budget within seconds and ends the trial all the same. The
+   newcomer registers (a new ``incarnation``: late messages of the old one are ignored), gets
+   ``configure`` with the current peers and ``start``, and takes the newest params from the
+   params stream like any late subscriber. If it serves a stream at a new address, every other
+   worker gets ``peers`` and its endpoints follow (``Worker.connect_peers``); the trainer gets
+   the trial's restart count (``restarts``, logged as ``worker_restarts``). Each restart is
+   printed with its reason and recorded in ``status.json``. The trial ends
    - ``done`` (exit 0): the trainer reached ``total_env_steps``;
-   - ``error`` (1): a worker reported an exception (its traceback is in the message);
-   - ``lost`` (1): a worker's process ended (``exited``, from the backend), or it sent no heartbeat
-     for ``layout.heartbeat_timeout_seconds`` (e.g. SIGSTOPped), or its main loop has not turned
-     for ``layout.hang_seconds`` while its control thread still heartbeats (hung: a blocking env
-     ``step``, a deadlock); the message names it, its pid, what it waited on and its last log lines;
+   - ``error`` (1): a worker reported an exception it may not be restarted after (its traceback is
+     in the message): a trainer, a worker whose budget is spent, or any worker before ``start``;
+   - ``lost`` (1): likewise for the other losses; the message names the worker, its pid, why, what
+     it waited on, how often it was restarted and its last log lines;
    - ``stalled`` (1): the trainer made no update for ``layout.stall_seconds``; the message names
      every worker that waits and on what ("trainer/0 waits for samples: holds 6/8 columns");
    - ``timeout`` (1): ``timeout_seconds`` passed before ``total_env_steps``;
 5. sends ``stop`` (clients first, trainers last) and waits for each worker to report ``stopped``;
-   ``status.json`` in the run folder records the outcome.
+   ``status.json`` in the run folder records the outcome and the restarts.
 
 Control messages only ever travel on the ROUTER/DEALER control channel: never on PUB, which
 drops silently at its high-water mark.
@@ -29,6 +45,7 @@ drops silently at its high-water mark.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -39,12 +56,13 @@ from typing import Any
 
 import zmq
 
-from srljax.comm import ControlServer, NameResolver, worker_key
+from srljax.comm import ControlMessage, ControlServer, NameResolver, worker_key
 from srljax.comm.security import KeyRing, WireContext
 from srljax.config import Experiment
 from srljax.layout import CONTROLLER, TRAINER, Layout, build_layout
 from srljax.system.auth import worker_context
 from srljax.system.common import bind_address, env_spec, spec_to_wire, trial_name
+from srljax.system.restarts import Pending, Restarts
 from srljax.types import EnvSpec
 
 REGISTER_TIMEOUT_S = 300.0  # imports and jax start-up of many processes on few cores
@@ -67,13 +85,14 @@ class TrialEnded(Exception):
         self.result = result
 
 
-def write_status(run_dir: str | Path, result: TrialResult) -> Path:
-    """``RUN_DIR/status.json``: how the trial ended (written atomically)."""
+def write_status(run_dir: str | Path, result: TrialResult, restarts: dict[str, Any] | None = None) -> Path:
+    """``RUN_DIR/status.json``: how the trial ended and, if given, its worker restarts (written atomically)."""
     path = Path(run_dir) / "status.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".status.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"exit_code": result.exit_code, "reason": result.reason, "message": result.message,
-                               "time": round(time.time(), 3)}, indent=2) + "\n")
+    record = {"exit_code": result.exit_code, "reason": result.reason, "message": result.message,
+              "time": round(time.time(), 3), **({"restarts": restarts} if restarts is not None else {})}
+    tmp.write_text(json.dumps(record, indent=2) + "\n")
     os.replace(tmp, path)
     return path
 
@@ -82,8 +101,10 @@ class Controller:
     def __init__(self, cfg: Experiment, names: NameResolver, layout: Layout | None = None, *,
                  ctx: zmq.Context | None = None, exited: Callable[[], dict[str, int]] | None = None,
                  log_tail: Callable[[str], str] | None = None, verbose: bool = True, spec: EnvSpec | None = None,
-                 keys: KeyRing | None = None):
+                 keys: KeyRing | None = None, start: Callable[[str, int], None] | None = None,
+                 kill: Callable[[str], None] | None = None):
         self.cfg, self.names = cfg, names
+        self.resume = False  # tell workers to continue the trial from its newest checkpoint (``--resume``)
         self.layout = layout or build_layout(cfg)
         self.spec = spec or env_spec(cfg)
         # its own context: the controller's key (``keys``; None: layout.auth off) and receive bounds
@@ -100,6 +121,12 @@ class Controller:
         self.done: dict[str, Any] | None = None
         self._exited = exited or (lambda: {})
         self._log_tail = log_tail or (lambda name: "")
+        # the backend's ``start(role, index)`` and ``kill(name)``; without both nothing is restarted
+        self._start, self._kill = start, kill
+        self.restarts = Restarts(cfg)
+        self.pending: dict[str, Pending] = {}  # worker key -> its restart in progress
+        self.incarnation: dict[str, str] = {}  # worker key -> the incarnation now serving it (from register)
+        self.replaced: dict[str, set[str]] = {}  # worker key -> incarnations lost and replaced: their late messages are ignored
         self._verbose = verbose
         self._lost_timeout = cfg.layout.heartbeat_timeout_seconds
         self._started = False
@@ -120,9 +147,11 @@ class Controller:
             result = ended.result
         except KeyboardInterrupt:
             result = TrialResult(130, "interrupted", "interrupted (Ctrl-C or SIGTERM)")
+        if self.restarts.total:
+            result = dataclasses.replace(result, message=f"{result.message}\n{self.restarts.describe()}")
         self.say(f"ending the trial: {result.message}")
         self.stop_all()
-        write_status(self.cfg.run_dir, result)
+        write_status(self.cfg.run_dir, result, self.restarts.summary())
         return result
 
     def _run(self) -> TrialResult:
@@ -158,7 +187,7 @@ class Controller:
                 peers.setdefault(role, {})[index] = ready["addresses"]
             if role == TRAINER and isinstance(ready.get("extras_spec"), dict):
                 extras = ready["extras_spec"]
-        return {"spec": spec_to_wire(self.spec), "extras_spec": extras, "peers": peers}
+        return {"spec": spec_to_wire(self.spec), "extras_spec": extras, "peers": peers, "resume": self.resume}
 
     def _wait_until(self, keys: list[str], ready: Callable[[str], bool], timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
@@ -171,7 +200,7 @@ class Controller:
     def _send(self, keys: list[str], kind: str, payload: dict[str, Any] | None = None) -> None:
         for key in keys:
             if not self.server.send(key, kind, payload):
-                raise TrialEnded(self._lost(key, f"cannot deliver '{kind}' to it"))
+                self._lose(key, f"cannot deliver '{kind}' to it")
 
     # -- one tick: messages in, liveness checks --------------------------------------------------------
     def _tick(self, timeout_ms: int) -> None:
@@ -179,12 +208,17 @@ class Controller:
         if now - self._last_tick > 1.0:  # we were not scheduled: heartbeats may still be in the sockets
             self._silence_grace_until = now + 2.0
         self._last_tick = now
-        for msg in self.server.poll(timeout_ms=timeout_ms):
+        for msg in self.server.poll(timeout_ms=timeout_ms, accept=self._current):
             if msg.worker not in self.expected:
                 self.server.counts["unknown_worker"] += 1  # e.g. a stale worker of an earlier run of this trial
                 continue
+            if msg.worker not in self.incarnation and msg.kind != "register" and msg.worker in self.pending:
+                continue  # the lost one's, sent before it was replaced and read only now
             if msg.kind == "register":
                 self.info[msg.worker] = msg.payload
+                self.incarnation[msg.worker] = str(msg.payload.get("incarnation", ""))
+                if msg.worker in self.pending:
+                    self._configure_newcomer(msg.worker)
             elif msg.kind in ("heartbeat", "status") and isinstance(msg.payload.get("state"), str):
                 if msg.kind == "heartbeat":
                     self.beats[msg.worker] = msg.payload
@@ -193,41 +227,112 @@ class Controller:
                     self.ready[msg.worker] = msg.payload
                 self.states[msg.worker] = state
                 if state == "error":
-                    raise TrialEnded(self._failed(msg.worker, str(msg.payload.get("error", ""))))
-                if state == "stopped":  # nobody asked it to: a signal, its launcher gone
-                    raise TrialEnded(self._lost(msg.worker, "it stopped on its own"))
+                    self._lose(msg.worker, str(msg.payload.get("error", "")), error=True)
+                elif state == "stopped":  # nobody asked it to: a signal, its launcher gone
+                    self._lose(msg.worker, "it stopped on its own")
+                elif state == "ready" and msg.worker in self.pending:
+                    self._back(msg.worker)
             elif msg.kind == "done":
-                self.done = msg.payload
+                self.done = {k: v for k, v in msg.payload.items() if k != "incarnation"}
+        self._advance_restarts()
         self._check_liveness()
         if self._started:
             self._check_progress()
+
+    def _current(self, msg: ControlMessage) -> bool:
+        """Whether ``msg`` comes from the incarnation now serving its worker key (``ControlServer.poll``)."""
+        incarnation = str(msg.payload.get("incarnation", ""))
+        if incarnation in self.replaced.get(msg.worker, ()):
+            return False
+        current = self.incarnation.get(msg.worker)
+        return current is None or current == incarnation
+
+    # -- restarts (srljax/system/restarts.py) ---------------------------------------------------------
+    def _lose(self, key: str, why: str, error: bool = False) -> None:
+        """``key`` is lost: restart it if its role and budget allow (after ``start``), else end the trial."""
+        name = self.expected[key]
+        if not (self._started and self._start and self._kill and self.restarts.allowed(name)):
+            raise TrialEnded(self._failed(key, why) if error else self._lost(key, why))
+        short = f"failed: {_last_line(why)}" if error else why
+        attempt, delay = self.restarts.record(name, short)
+        self.say(f"restarting {self._who(key)} in {delay:g} s (restart {attempt} of "
+                 f"layout.max_restarts={self.restarts.max}): {short}")
+        old = self.pending.pop(key, None)
+        addresses = old.old_addresses if old else dict(self.ready.get(key, {}).get("addresses") or {})
+        self._kill(name)  # make sure the old one is gone before its successor starts (Slurm: by its register info)
+        self._forget(key)
+        self.pending[key] = Pending(short, attempt, time.monotonic() + delay, addresses, since=time.monotonic())
+
+    def _forget(self, key: str) -> None:
+        """Stop listening to the lost incarnation of ``key``."""
+        if (incarnation := self.incarnation.pop(key, None)) is not None:
+            self.replaced.setdefault(key, set()).add(incarnation)
+        for table in (self.info, self.beats):
+            table.pop(key, None)
+        self.states[key] = "restarting"
+        self.server.forget(key)
+
+    def _advance_restarts(self) -> None:
+        now = time.monotonic()
+        for key, p in list(self.pending.items()):
+            if p.phase == "waiting" and now >= p.start_at:
+                role, index = self.expected[key].split("/")
+                p.phase, p.since = "starting", now
+                assert self._start is not None
+                self._start(role, int(index))
+            elif p.phase == "starting" and now - p.since > REGISTER_TIMEOUT_S:
+                self._lose(key, f"restarted, it did not register within {REGISTER_TIMEOUT_S:g} s")
+            elif p.phase == "configuring" and now - p.since > CONFIGURE_TIMEOUT_S:
+                self._lose(key, f"restarted, it did not finish configure within {CONFIGURE_TIMEOUT_S:g} s")
+
+    def _configure_newcomer(self, key: str) -> None:
+        pending = self.pending[key]
+        pending.phase, pending.since = "configuring", time.monotonic()
+        self._send([key], "configure", self.configure_payload())
+
+    def _back(self, key: str) -> None:
+        """The newcomer is set up: start it, and tell every other worker if it serves at new addresses."""
+        pending = self.pending.pop(key)
+        self._send([key], "start")
+        self.restarts.came_back(self.expected[key])
+        role, index = self.expected[key].split("/")
+        addresses = self.ready[key].get("addresses") or {}
+        moved = isinstance(addresses, dict) and addresses and addresses != pending.old_addresses
+        if moved:
+            # registered newcomers too: their configure went out first, so they read this after it
+            others = [k for k in self.info if k != key]
+            self._send(others, "peers", {"role": role, "index": int(index), "addresses": dict(addresses)})
+        trainers = [k for k in self.info if self.roles[k] == TRAINER]
+        self._send(trainers, "restarts", {"count": self.restarts.total})
+        self.say(f"{self._who(key)} is back after {time.monotonic() - pending.lost_at:.1f} s (restart "
+                 f"{pending.attempt}){'; its new addresses went to the other workers' if moved else ''}")
 
     def _check_liveness(self) -> None:
         names = {name: key for key, name in self.expected.items()}
         for name, code in self._exited().items():
             key = names.get(name)
-            if key is not None and self.states.get(key) not in ("stopped", "error"):
-                raise TrialEnded(self._lost(key, f"its process exited with code {code}"))
+            waiting = key in self.pending and self.pending[key].phase == "waiting"  # the old one's exit
+            if key is not None and not waiting and self.states.get(key) not in ("stopped", "error"):
+                self._lose(key, f"its process exited with code {code}")
         now = time.monotonic()
         if now < self._silence_grace_until:
             return
-        # before start a worker may be deep in setup on a crowded machine; a crash is still seen
-        # at once through ``exited``, a hang through the configure timeout
-        allowed = self._lost_timeout if self._started else max(self._lost_timeout, STARTUP_SILENCE_S)
-        for key in self.info:
+        # before start a worker may be deep in setup on a crowded machine (a restarted one too); a
+        # crash is still seen at once through ``exited``, a hang through the configure timeout
+        for key in list(self.info):
+            allowed = self._lost_timeout if self._started and key not in self.pending else \
+                max(self._lost_timeout, STARTUP_SILENCE_S)
             silent = now - self.server.last_seen.get(key, now)
             if silent > allowed and self.states.get(key) not in ("stopped", "error"):
-                raise TrialEnded(self._lost(key, f"no heartbeat for {silent:.1f} s "
-                                                 f"(allowed {allowed:g} s; "
-                                                 f"last heartbeat: {self.beats.get(key)})"))
+                self._lose(key, f"no heartbeat for {silent:.1f} s (allowed {allowed:g} s; "
+                                f"last heartbeat: {self.beats.get(key)})")
         hang = self.cfg.layout.hang_seconds
-        for key, beat in self.beats.items():
+        for key, beat in list(self.beats.items()):
             age = beat.get("loop_age_s")
             if beat.get("state") == "running" and isinstance(age, (int, float)) and age > hang:
                 waits = f", waiting for: {beat['waiting']}" if beat.get("waiting") else ""
-                raise TrialEnded(self._lost(key, f"hung: its main loop has not turned for {age:.0f} s "
-                                                 f"(layout.hang_seconds={hang:g}) while its process still "
-                                                 f"heartbeats{waits}"))
+                self._lose(key, f"hung: its main loop has not turned for {age:.0f} s (layout.hang_seconds={hang:g}) "
+                                f"while its process still heartbeats{waits}")
 
     def _trainer_updates(self) -> int:
         updates = [int(b.get("progress", 0)) for k, b in self.beats.items() if self.roles[k] == TRAINER]
@@ -256,12 +361,23 @@ class Controller:
         tail = self._log_tail(self.expected[key]).rstrip()
         return text + (f"; last log lines:\n{tail}" if tail else "")
 
+    def _budget(self, key: str) -> str:
+        """Why a loss of ``key`` was not restarted, when restarting it was possible at all."""
+        name = self.expected[key]
+        count = self.restarts.counts[name]
+        if not count:
+            return ""
+        return (f" (restarted {count} of layout.max_restarts={self.restarts.max} times, the last after: "
+                f"{self.restarts.last_reason[name]})")
+
     def _lost(self, key: str, why: str) -> TrialResult:
         self.states[key] = "lost"
-        return TrialResult(1, "lost", self._with_log(key, f"{self._who(key)} lost: {why}"))
+        return TrialResult(1, "lost", self._with_log(key, f"{self._who(key)} lost: {why}{self._budget(key)}"))
 
     def _failed(self, key: str, error: str) -> TrialResult:
-        return TrialResult(1, "error", f"{self._who(key)} failed:\n{error.rstrip()}")
+        self.states[key] = "error"
+        budget = self._budget(key)
+        return TrialResult(1, "error", f"{self._who(key)} failed{budget}:\n{error.rstrip()}")
 
     # -- stopping ----------------------------------------------------------------------------------------
     def stop_all(self, grace_s: float = STOP_GRACE_S) -> list[str]:
@@ -296,3 +412,9 @@ class Controller:
         self.server.close()
         if self._own_ctx and isinstance(self.ctx, WireContext):
             self.ctx.close()
+
+
+def _last_line(text: str) -> str:
+    """The last non-empty line of a traceback: ``ValueError: boom``."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else "(no message)"

@@ -11,7 +11,8 @@
 Replies carry the action and extras packed into one byte row per env (``ReplyPacking``). One that
 does not fit the batch it answers is counted and its request stays in flight; a request
 unanswered for ``REQUEST_RETRY_S`` is sent again (a reply dropped at a full socket must not stall
-the env ring) and the late duplicate is counted and ignored.
+the env ring) and the late duplicate is counted and ignored. When a policy worker is restarted
+(``resend_all``, from ``ActorWorker.peers_changed``) every request in flight is sent again at once.
 
 A recurrent policy's carries live in the policy worker (``srljax/system/carries.py``): with ``tags``
 every request also says, per row, the env id, whether the row starts an episode and its sequence
@@ -83,6 +84,13 @@ class PolicyClient:
             if now > retry_at:
                 self.stats.add("requests_resent")
                 self._send(rid)
+
+    def resend_all(self) -> None:
+        """The policy worker was restarted: whatever it held will never be answered, so ask again now."""
+        self.stats.add("requests_resent", len(self.in_flight))
+        for rid in list(self.in_flight):
+            self._send(rid)
+        self.probe_id = None
 
     def replies(self, timeout_ms: int) -> list[tuple[TimeStep, np.ndarray, dict[str, np.ndarray], int]]:
         """Wait up to ``timeout_ms`` for a reply, then take all queued: ``(batch, action, extras, version)``."""

@@ -22,6 +22,13 @@ every ``trainer.publish_every`` updates (an update that does not publish costs n
 whenever the trainer is idle waiting for samples with unpublished updates (free, and it frees
 actors throttled on an older version), and again every second (PUB drops; late subscribers). After ``cfg.num_updates`` updates,
 trainer 0 reports ``done``; the final checkpoint is written on stop.
+
+Checkpoints hold the run (``Learner.save``): the train state and version, plus the group's env-step
+count, dropped columns, the episode window, the wandb run id and the elapsed time. When the
+controller's ``configure`` says ``resume`` (``--resume``, or a restarted trainer group), setup
+restores the newest checkpoint before compiling: params go out with the checkpoint's version, the
+counters continue, and ``metrics.jsonl`` continues after the checkpoint's update. Segments that
+were in flight or pending at the stop are lost (they were counted as env steps when received).
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ import jax
 import numpy as np
 import zmq
 
+from algos.base import segment_extras_spec
 from srljax.comm import Message, ParamsPublisher, SampleReceiver
 from srljax.comm.sockets import context
 from srljax.layout import PARAMS, SAMPLES, TRAINER
@@ -72,8 +80,14 @@ class TrainerWorker(Worker):
         self.primary = self.index == 0
         self.share = cfg.batch_envs // self.hosts  # columns this process feeds per update
         self.learner = Learner(cfg, self.spec)
-        self.learner.compile(zeros_trajectory(self.spec, cfg.algo.num_steps, self.learner.algo.extras_spec, self.share))
-        self.extras_spec = self.learner.algo.extras_spec
+        meta: dict[str, Any] = {}
+        if self.resume:  # every process of a group restores the same step (orbax reads each array once)
+            _, meta = self.learner.restore()
+            self.log(f"resumed from the checkpoint of update {self.learner.version} "
+                     f"({int(meta.get('env_steps', 0)):,} env steps)")
+        self.learner.run_state = self._run_state
+        self.extras_spec = segment_extras_spec(self.learner.algo)  # what segments carry
+        self.learner.compile(zeros_trajectory(self.spec, cfg.algo.num_steps, self.extras_spec, self.share))
         self.codec = ParamsCodec(self.learner.algo)
         self.receiver = SampleReceiver(bind_address(cfg), self.trial, ctx=self.ctx, hwm=SAMPLE_HWM,
                                        max_bytes=stream_limits(cfg, self.spec, self.extras_spec)["samples"])
@@ -86,15 +100,19 @@ class TrainerWorker(Worker):
         if self.primary:
             self.publisher = ParamsPublisher(bind_address(cfg), self.trial, ctx=self.ctx)
             self.register(PARAMS, self.publisher.address)
-            self.logger = MetricsLogger(cfg, total=cfg.total_env_steps)
+            self.logger = MetricsLogger(cfg, total=cfg.total_env_steps, elapsed=float(meta.get("elapsed_s", 0.0)),
+                                        wandb_id=meta.get("wandb_id"))
         self.pending: list[Trajectory] = []
         self.pending_columns = 0
         self.placed: Trajectory | None = None  # the next batch, on its way to the devices
         self.running: dict[str, Any] | None = None  # metrics of the dispatched update, until it ends
         self.episodes = EpisodeWindow(cfg.log.window)
-        self.records = UpdateRecords()
-        self.env_steps = self.dropped_stale = 0  # this process's
-        self.total_env_steps = 0  # the group's, as of the last metrics line
+        self.episodes.load_state(meta.get("episodes", {}))
+        # this process's counts; a resumed group's totals so far are carried by process 0
+        self.env_steps = int(meta.get("env_steps", 0)) if self.primary else 0
+        self.dropped_stale = int(meta.get("dropped_stale_columns", 0)) if self.primary else 0
+        self.total_env_steps = self.env_steps  # the group's, as of the last metrics line
+        self.records = UpdateRecords(env_steps=self.env_steps)
         self.lags: list[int] = []  # per column of the batches trained on since the last metrics line
         self.done_sent = False
         self.wire_params: tuple[int, list[np.ndarray]] | None = None
@@ -149,7 +167,7 @@ class TrainerWorker(Worker):
 
     def _take(self, msg: Message) -> None:
         try:
-            traj = checked_trajectory(msg.tree, self.spec, self.cfg.algo.num_steps, self.learner.algo.extras_spec)
+            traj = checked_trajectory(msg.tree, self.spec, self.cfg.algo.num_steps, self.extras_spec)
         except ValueError:
             self.stats.add("samples_invalid")
             return
@@ -203,6 +221,7 @@ class TrainerWorker(Worker):
             self._publish()
         if version % cfg.log.log_every == 0 or last:
             self._log_metrics(train_metrics)
+        self.learner.maybe_save()  # after the metrics line: a resumed run's metrics.jsonl has no gap
 
     def _publish(self, fresh: bool = True) -> None:
         """Publish the current params (``fresh``), or the last published ones again."""
@@ -229,7 +248,16 @@ class TrainerWorker(Worker):
             return
         self.logger.write(self.records.record(
             self.learner.version, env_steps, self.episodes.summary(), train_metrics,
-            **{"lag/mean": float(lags.mean()), "lag/max": int(lags.max()), "dropped_stale_columns": dropped}))
+            **{"lag/mean": float(lags.mean()), "lag/max": int(lags.max()), "dropped_stale_columns": dropped,
+               "worker_restarts": self.trial_restarts}))
+
+    def _run_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The trainer's part of a checkpoint (JSON only; written by process 0 of a group)."""
+        meta = {"env_steps": self.total_env_steps if self.hosts > 1 else self.env_steps,
+                "dropped_stale_columns": self.dropped_stale, "episodes": self.episodes.state()}
+        if self.logger is not None:
+            meta |= {"wandb_id": self.logger.wandb_id, "elapsed_s": round(self.logger.elapsed, 3)}
+        return {}, meta
 
     def progress(self) -> int:
         learner = getattr(self, "learner", None)

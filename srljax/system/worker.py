@@ -4,7 +4,7 @@
         role = "echo"          # a user-defined role: name it in layout.custom_roles ("pkg.mod:EchoWorker")
         serves = ()            # streams it binds (``self.register``); clients get the addresses
         placement = "cpu"      # srljax.devices rule for its process
-        def setup(self): ...   # bind servers (``self.register``), connect to peers (``self.peers_of``);
+        def setup(self): ...   # bind servers (``self.register``), connect to peers (``self.connect_peers``);
                                # make every socket with ``ctx=self.ctx``: it carries auth keys and bounds
         def poll(self): ...    # one short slice of work (return within ~0.1 s)
         def close(self): ...   # release sockets, envs; final checkpoint
@@ -19,6 +19,15 @@ registered; ``start`` / ``pause`` switch ``poll`` on and off; ``stop`` (or ``req
 from SIGTERM) ends the loop, calls ``close`` (heartbeats say ``stopping`` meanwhile) and answers
 ``status stopped``. An exception anywhere is sent to the controller as ``status error`` with its
 traceback and makes ``run`` return 1.
+
+Workers come back: the controller restarts a lost one with the same role and index
+(``srljax/system/controller.py``). Every message a worker sends carries its ``incarnation`` (random,
+per object), so the controller tells a newcomer from the worker it replaces. A restarted server
+binds a new address; the controller sends every other worker ``peers`` (that worker's new
+addresses), and each endpoint a role connected with ``connect_peers`` leaves the old address for
+the new one by itself; ``peers_changed`` lets a role react (an actor resends the inference
+requests the lost policy worker held). ``restarts`` tells the trial's restart count
+(``self.trial_restarts``; the trainer logs it).
 
 A control thread owns the control socket: it heartbeats every second even while the main thread
 is busy in a long jit compile or update, and carries commands in and messages out through queues.
@@ -39,6 +48,7 @@ import socket
 import threading
 import time
 import traceback
+import uuid
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -90,8 +100,12 @@ class Worker:
         self._next_flush = 0.0
         self.spec: EnvSpec | None = None  # from configure
         self.extras_spec: dict[str, tuple[tuple[int, ...], str]] = {}
+        self.resume = False  # set by ``configure``: the trial continues from its newest checkpoint
         self.peers: dict[str, dict[int, dict[str, str]]] = {}  # role -> index -> stream -> address
         self._addresses: dict[str, str] = {}
+        self.incarnation = uuid.uuid4().hex[:12]  # on every control message: which of the workers of this key
+        self._followed: list[tuple[Any, str, str, frozenset[int] | None]] = []  # connect_peers: (endpoint, role, stream, indices)
+        self.trial_restarts = 0  # worker restarts in this trial so far (the controller's ``restarts``)
 
     # -- subclass hooks -------------------------------------------------------------------
     def setup(self) -> None:
@@ -106,6 +120,10 @@ class Worker:
     def metrics(self) -> dict[str, Any]:
         """Role-specific numbers for the worker's metrics line (endpoint counters, queue depths)."""
         return {}
+
+    def peers_changed(self, role: str, index: int) -> None:
+        """Worker ``role``/``index`` was restarted and serves at new addresses (``self.peers`` has them,
+        endpoints from ``connect_peers`` already follow); e.g. resend what the lost one held."""
 
     def ready_info(self) -> dict[str, Any]:
         """What this worker tells the controller once set up, for workers configured after it."""
@@ -133,6 +151,19 @@ class Worker:
         """Addresses of every ``role`` worker serving ``stream``, by index (from the configure message)."""
         by_index = self.peers.get(role, {})
         return [by_index[i][stream] for i in sorted(by_index) if stream in by_index[i]]
+
+    def connect_peers(self, endpoint: Any, role: str, stream: str, indices: list[int] | None = None) -> list[str]:
+        """Connect ``endpoint`` (a client ``Endpoint``) to every ``role`` worker serving ``stream`` (or only
+        those ``indices``), and keep it connected: when one restarts at a new address, the endpoint
+        leaves the old one and connects to the new. Returns the addresses connected now."""
+        wanted = None if indices is None else frozenset(indices)
+        by_index = self.peers.get(role, {})
+        addresses = [by_index[i][stream] for i in sorted(by_index)
+                     if stream in by_index[i] and (wanted is None or i in wanted)]
+        for address in addresses:
+            endpoint.connect(address)
+        self._followed.append((endpoint, role, stream, wanted))
+        return addresses
 
     def tell_controller(self, kind: str, payload: dict[str, Any] | None = None) -> None:
         """Queue a message for the controller (``done``, ``status``); the control thread sends it."""
@@ -219,9 +250,40 @@ class Worker:
         elif msg.kind == "stop":
             self.request_stop("stop command")
             return
+        elif msg.kind == "peers":
+            self._peer_moved(msg.payload)
+            return
+        elif msg.kind == "restarts":
+            self.trial_restarts = int(msg.payload.get("count", self.trial_restarts))
+            return
         self.tell_controller("status", {"state": self.state})
 
+    def _peer_moved(self, payload: dict[str, Any]) -> None:
+        """``peers``: worker ``role``/``index`` came back serving ``addresses``; move the followed endpoints."""
+        role, index, streams = payload.get("role"), payload.get("index"), payload.get("addresses")
+        if not (isinstance(role, str) and isinstance(index, int) and isinstance(streams, dict)):
+            return
+        streams = {str(k): str(v) for k, v in streams.items()}
+        old = self.peers.get(role, {}).get(index, {})
+        self.peers.setdefault(role, {})[index] = streams
+        rules = getattr(self.ctx, "rules", None)
+        if rules is not None:  # pin the role's key on the new addresses, as configure does
+            rules.peer_roles.update({address: role for address in streams.values()})
+        moved = []
+        for endpoint, followed_role, stream, indices in self._followed:
+            if followed_role != role or (indices is not None and index not in indices) or stream not in streams:
+                continue
+            if old.get(stream) != streams[stream]:
+                if old.get(stream):
+                    endpoint.disconnect(old[stream])
+                endpoint.connect(streams[stream])
+                moved.append(stream)
+        if moved:
+            self.log(f"{role}/{index} was restarted: following its {', '.join(moved)} to {streams}")
+        self.peers_changed(role, index)
+
     def _configure(self, payload: dict[str, Any]) -> None:
+        self.resume = payload.get("resume") is True  # continue the trial from its newest checkpoint
         if isinstance(payload.get("spec"), dict):
             self.spec = spec_from_wire(payload["spec"])
         extras = payload.get("extras_spec")
@@ -240,12 +302,15 @@ class Worker:
 
     # -- control thread ---------------------------------------------------------------------
     def _identity(self) -> dict[str, Any]:
-        return {"pid": os.getpid(), "role": self.role, "index": self.index, "host": socket.gethostname()}
+        node = os.environ.get("SLURMD_NODENAME")  # on Slurm: where the controller can reach this process
+        return {"pid": os.getpid(), "role": self.role, "index": self.index, "host": socket.gethostname(),
+                **({"node": node} if node else {})}
 
     def _control_loop(self, address: str) -> None:
         client = ControlClient(address, self.trial, self.key, ctx=self.ctx)
+        me = {"incarnation": self.incarnation}
         try:
-            client.send("register", self._identity())
+            client.send("register", {**self._identity(), **me})
             next_beat, last_beat, beats = 0.0, time.monotonic(), 0
             while True:
                 while True:
@@ -253,7 +318,7 @@ class Worker:
                         kind, payload = self._outbox.get_nowait()
                     except queue.Empty:
                         break
-                    client.send(kind, payload, timeout_ms=1000)
+                    client.send(kind, {**payload, **me}, timeout_ms=1000)
                 if self._control_done.is_set():
                     break
                 now = time.monotonic()
@@ -262,7 +327,7 @@ class Worker:
                     # gap_s: how late this beat is; loop_age_s: since the main loop last finished a poll
                     client.send("heartbeat", {"state": self.state, "seq": beats, "gap_s": round(now - last_beat, 3),
                                               "loop_age_s": round(now - self._last_progress, 3),
-                                              "progress": self._progress(), "waiting": self._waiting()},
+                                              "progress": self._progress(), "waiting": self._waiting(), **me},
                                 timeout_ms=1000)
                     last_beat = now
                 msg = client.recv(timeout_ms=20)

@@ -195,3 +195,35 @@ def test_cartpole_acceptance_run_with_a_two_host_trainer(tmp_path: Path) -> None
     versions = [n["version"] for n in norms]
     assert len(norms) > 10 and versions == sorted(versions) and all(n["norm"] > 0 for n in norms), norms[:5]
     assert "[controller] all 6 workers registered" in (run_dir / "logs" / f"job-{job}.log").read_text()
+
+
+def test_requeue_resumes_the_trial_with_continuous_metrics(tmp_path: Path) -> None:
+    """``slurm.requeue=true``: ``scontrol requeue`` of the running job stops it (the trainer writes its
+    checkpoint), Slurm starts the script again and that start resumes the trial: it finishes with
+    one metrics line per update, none missing, none repeated."""
+    run_dir = tmp_path / EXPERIMENT / "requeue"
+    metrics = run_dir / "metrics.jsonl"
+    job = submit(tmp_path, "requeue", "log.wandb=disabled", "log.progress=lines", "slurm.requeue=true",
+                 "checkpoint.every_updates=5", "total_env_steps=300000")
+    try:
+        def updates() -> list[int]:
+            lines = metrics.read_text().splitlines() if metrics.exists() else []
+            return [json.loads(line)["update"] for line in lines if line.strip()]
+
+        wait_for(lambda: len(updates()) >= 12, 400, "12 updates before the requeue", run_dir / "logs")
+        r = sx("scontrol", "requeue", job)
+        assert r.returncode == 0, r.stdout + r.stderr
+        wait_for(lambda: len((run_dir / "slurm" / "starts.jsonl").read_text().splitlines()) >= 2, 600,
+                 "the requeued start", run_dir / "logs")
+        assert "starts: 2 (requeued 1 times by Slurm)" in status(tmp_path, "requeue")
+        wait_for(lambda: not in_queue(job), 900, f"job {job} finishing after the requeue", run_dir / "logs")
+    finally:
+        if in_queue(job):
+            sx("scancel", job)
+    assert (result(run_dir)["exit_code"], result(run_dir)["reason"]) == (0, "done"), result(run_dir)
+    got = updates()
+    assert got == list(range(1, got[-1] + 1)), got  # continuous: no gap, no repeated update
+    starts = [json.loads(line) for line in (run_dir / "slurm" / "starts.jsonl").read_text().splitlines()]
+    assert starts[0]["resumed_from_update"] is None and starts[1]["resumed_from_update"] >= 10, starts
+    steps = [json.loads(line)["env_steps"] for line in metrics.read_text().splitlines()]
+    assert steps == sorted(steps) and steps[-1] >= (300000 // 1024) * 1024  # num_updates whole batches

@@ -1,0 +1,170 @@
+"""A sweep file and its trials: ``Sweep`` (configs x grid x seeds) expanded into named ``TrialSpec``s.
+
+A sweep file is plain Python exposing ``sweep() -> Sweep``::
+
+    from launch.sweep import Reference, Sweep
+
+    def sweep() -> Sweep:
+        return Sweep(
+            configs=["configs/mujoco_ppo.py"],                  # config files, as launch.local takes them
+            grid={"env.id": ["HalfCheetah-v4", "Hopper-v4"]},   # every combination of these overrides
+            seeds=[1, 2, 3],
+            overrides=["total_env_steps=1000000"],             # the same for every trial
+            reference=Reference("CleanRL", "https://...", {"Hopper-v4": 2382.86}),
+        )
+
+Trials run in ``runs/<name>/<trial>/`` (``name`` defaults to the sweep file's stem). A trial's
+name is its config's stem, its grid point and its seed, ``mujoco_ppo__env.id=Hopper-v4__seed=1``:
+the same sweep always names the same folders, which is how a second launch finds the trials the
+first one finished.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib.util
+import itertools
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from srljax.config import ConfigError
+
+MAX_NAME = 120  # longer trial names keep their start and end with a hash of the whole
+
+
+@dataclass(frozen=True)
+class Reference:
+    """Published final returns to compare against, keyed by env id (e.g. CleanRL's benchmark table)."""
+
+    title: str
+    """column heading in ``results.md``, e.g. ``"CleanRL ppo_continuous_action"``."""
+    source: str
+    """where the numbers come from (a URL and what they are), printed under the table."""
+    returns: Mapping[str, float]
+    """env id -> published final return."""
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """Every config x every grid point x every seed is one trial."""
+
+    configs: Sequence[str]
+    """config files (``experiment() -> Experiment``), paths as ``python -m launch.local`` takes them."""
+    seeds: Sequence[int] = (1,)
+    """one trial per seed (the override ``seed=N``)."""
+    grid: Mapping[str, Sequence[Any]] = field(default_factory=dict)
+    """``{"dotted.key": [value, ...]}``: the cartesian product of these overrides; each value is written as on
+    the command line (``True`` -> ``true``)."""
+    overrides: Sequence[str] = ()
+    """``dotted.key=value`` applied to every trial, before the grid point and the seed."""
+    name: str = ""
+    """the experiment folder ``runs/<name>/``; "": the sweep file's stem."""
+    reference: Reference | None = None
+    """published numbers shown beside each env's row in ``results.md``."""
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """One trial of a sweep: what ``python -m launch.local CONFIG -e SWEEP -f NAME OVERRIDES`` runs."""
+
+    name: str
+    config: str
+    point: tuple[tuple[str, str], ...]
+    """its grid point: ``(("env.id", "Hopper-v4"),)``."""
+    seed: int
+    overrides: tuple[str, ...]
+    """the sweep's overrides, then the grid point, then ``seed=N`` (later ones win)."""
+
+    @property
+    def group(self) -> tuple[str, tuple[tuple[str, str], ...]]:
+        """Its row in the report: the config and grid point, whatever the seed."""
+        return self.config, self.point
+
+
+def value_text(value: Any) -> str:
+    """A grid value as an override's right-hand side: ``True`` -> ``true``, ``(64, 64)`` -> ``64,64``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (tuple, list)):
+        return ",".join(value_text(v) for v in value)
+    return str(value)
+
+
+def trial_name(config: str, point: Sequence[tuple[str, str]], seed: int) -> str:
+    """``mujoco_ppo__env.id=Hopper-v4__seed=1``: folder-safe (anything but ``[A-Za-z0-9._=+-]`` becomes
+    ``_``) and at most ``MAX_NAME`` characters (a long one keeps its ends and a hash of the whole)."""
+    full = "__".join([Path(config).stem, *(f"{k}={v}" for k, v in point), f"seed={seed}"])
+    name = re.sub(r"[^A-Za-z0-9._=+-]", "_", full).lstrip(".")
+    if len(name) > MAX_NAME:
+        digest = hashlib.sha1(full.encode()).hexdigest()[:8]
+        name = f"{name[:MAX_NAME // 2]}-{digest}-{name[-(MAX_NAME // 2 - 10):]}"
+    return name
+
+
+def expand(sweep: Sweep) -> list[TrialSpec]:
+    """Every trial, configs outermost, then grid points (keys in the order given), then seeds."""
+    keys = list(sweep.grid)
+    points = [tuple(zip(keys, map(value_text, values))) for values in itertools.product(*sweep.grid.values())]
+    out = []
+    for config in sweep.configs:
+        for point in points:
+            for seed in sweep.seeds:
+                overrides = (*sweep.overrides, *(f"{k}={v}" for k, v in point), f"seed={seed}")
+                out.append(TrialSpec(trial_name(config, point, seed), config, point, seed, overrides))
+    return out
+
+
+def shape_problems(sweep: Sweep) -> list[str]:
+    """What is wrong with the ``Sweep`` itself (before any config is loaded)."""
+    out = []
+    if isinstance(sweep.configs, str) or not sweep.configs:
+        out.append("Sweep.configs must be a non-empty list of config files, e.g. ['configs/cartpole_ppo.py']")
+    if isinstance(sweep.seeds, (str, int)) or not sweep.seeds or not all(
+            isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in sweep.seeds):
+        out.append(f"Sweep.seeds={sweep.seeds!r} must be a non-empty list of integers >= 0")
+    elif len(set(sweep.seeds)) != len(sweep.seeds):
+        out.append(f"Sweep.seeds={list(sweep.seeds)} lists a seed twice")
+    if not isinstance(sweep.grid, Mapping):
+        out.append(f"Sweep.grid must be a dict {{'dotted.key': [values]}}, got {type(sweep.grid).__name__}")
+    else:
+        for key, values in sweep.grid.items():
+            if key == "seed":
+                out.append("Sweep.grid names 'seed': list the seeds in Sweep.seeds instead")
+            if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
+                out.append(f"Sweep.grid[{key!r}]={values!r} must be a non-empty list of values")
+            elif len({value_text(v) for v in values}) != len(values):
+                out.append(f"Sweep.grid[{key!r}] lists a value twice")
+    if isinstance(sweep.overrides, str):
+        out.append(f"Sweep.overrides={sweep.overrides!r} must be a list of 'dotted.key=value' strings")
+    if sweep.name and ("/" in sweep.name or sweep.name.startswith(".")):
+        out.append(f"Sweep.name={sweep.name!r} must be a folder name without '/'")
+    ref = sweep.reference
+    if ref is not None and not (isinstance(ref, Reference) and all(
+            isinstance(v, (int, float)) for v in ref.returns.values())):
+        out.append("Sweep.reference must be Reference(title, source, {env_id: number})")
+    return out
+
+
+def load_sweep(path: str | Path) -> Sweep:
+    """Import a sweep file and call its ``sweep()``; its name defaults to the file's stem."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError([f"sweep file {str(path)!r} not found (try configs/sweeps/cartpole_smoke.py)"])
+    spec = importlib.util.spec_from_file_location(f"srljax_sweep_{path.stem}", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not callable(getattr(module, "sweep", None)):
+        raise ConfigError([f"{path} must define `def sweep() -> Sweep` (from launch.sweep import Sweep)"])
+    sweep = module.sweep()
+    if not isinstance(sweep, Sweep):
+        raise ConfigError([f"{path}: sweep() returned {type(sweep).__name__}, expected launch.sweep.Sweep"])
+    if found := shape_problems(sweep):
+        raise ConfigError(found)
+    if not sweep.name:
+        sweep = dataclasses.replace(sweep, name=path.stem)
+    return sweep
