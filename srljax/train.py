@@ -46,7 +46,7 @@ import jax
 
 import envs
 from srljax.acting import Acting
-from srljax.config import Experiment, write_json
+from srljax.config import Experiment, consumes, write_json
 from srljax.layout import validate
 from srljax.learner import Learner
 from srljax.metrics import EpisodeWindow, MetricsLogger, UpdateRecords
@@ -206,6 +206,10 @@ class _LaggedCollection:
 
 def train(cfg: Experiment, resume: bool = False) -> TrainResult:
     """Train ``cfg`` in this process; ``resume``: continue its trial from the newest checkpoint."""
+    if consumes(cfg.algo) == "replay":  # DQN: sampled replay batches, not segments (srljax/replay_loop.py)
+        from srljax.replay_loop import train_replay  # imported here: replay_loop imports this module
+
+        return train_replay(cfg, resume)
     validate(cfg)
     run_dir = claim(cfg, resume)  # refuses a run folder an earlier run left files in (unless resuming it)
     write_json(cfg, run_dir / "config.json")

@@ -12,8 +12,11 @@ CartPole graph:
   finishes only because the restart works);
 * a worker that crashes every time spends its budget and ends the trial, naming it, the count,
   the last reason and its traceback; ``layout.max_restarts=0`` ends it at the first loss, as before;
+* processes: trainer/0 is SIGKILLed after a checkpoint; it comes back from it and the trial ends
+  with exit 0 and one metrics line per update;
 * slow, the chaos test: 4 actors, a policy worker and a buffer, a random non-trainer worker
-  SIGKILLed every 15 s for the whole run; CartPole still reaches a mean return of 475.
+  SIGKILLed every 15 s for the whole run and the trainer once; CartPole still reaches a mean
+  return of 475.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import signal
 import sys
 import threading
@@ -154,6 +158,42 @@ def test_processes_restart_a_sigkilled_and_a_sigstopped_actor(tmp_path):
             run.proc.kill()
 
 
+def test_processes_restart_a_sigkilled_trainer_from_its_checkpoint(tmp_path):
+    """trainer/0 SIGKILLed after its checkpoint of update 4: it comes back from that checkpoint, the
+    actors follow it to its new addresses and back down to its params version, and the trial
+    finishes with one metrics line per update (the lines after the checkpoint are logged again)."""
+    run = Launch(tmp_path, "trainer", f"total_env_steps={2 * 4 * 32 * 16}", "layout.inference=inline",
+                 "layout.restart_backoff_seconds=0.2", "checkpoint.every_updates=4")
+    try:
+        run.wait_for(r"all workers started", timeout=240)
+        wait_for_updates(run, 6, timeout=180)
+        deadline = time.monotonic() + 60  # orbax finishes the checkpoint of update 4 in the background
+        while not (run.run_dir / "checkpoints" / "4").is_dir():
+            assert time.monotonic() < deadline, list((run.run_dir / "checkpoints").iterdir())
+            time.sleep(0.1)
+        pids = run.worker_pids()
+        os.kill(pids["trainer/0"], signal.SIGKILL)
+        run.wait_for(rf"restarting worker trainer/0 \(pid {pids['trainer/0']}\) in 0.2 s", timeout=30)
+        back = run.wait_for(r"worker trainer/0 \(pid (\d+)\) is back after", timeout=240)
+        assert int(back.group(1)) != pids["trainer/0"]
+        assert run.wait(timeout=300) == 0, run.output
+        status = run.status()
+        assert (status["exit_code"], status["reason"]) == (0, "done"), status
+        assert status["restarts"]["by_worker"] == {"trainer/0": 1}
+        log = (run.run_dir / "logs" / "trainer-0.log").read_text()
+        resumed = re.search(r"resumed from the checkpoint of update (\d+)", log)
+        assert resumed and int(resumed.group(1)) >= 4, log[-2000:]
+        metrics = read_jsonl(run.run_dir / "metrics.jsonl")
+        updates = [m["update"] for m in metrics]
+        assert updates == list(range(1, 17)), updates
+        steps = [m["env_steps"] for m in metrics]
+        assert steps == sorted(steps), steps  # counted on from the checkpoint, not from 0
+        assert not run.leftovers()
+    finally:
+        if run.proc.poll() is None:
+            run.proc.kill()
+
+
 def test_slurm_restart_steps_without_a_cluster(tmp_path):
     """The Slurm backend's restart bookkeeping (the real thing: tests/slurm/test_slurm_restart.py): a
     restarted worker's exit is its own step's, not its old group step's, and its step is ended on
@@ -237,12 +277,17 @@ def test_chaos_cartpole_survives_a_sigkill_every_15_s(tmp_path):
     1 buffer, 1 trainer), a random non-trainer worker SIGKILLed every 15 s; completes, exit 0,
     reaches a mean return >= 475 and reports every restart."""
     run = Launch(tmp_path, "chaos", "layout.num_actors=4", "layout.num_buffer_workers=1", "layout.max_restarts=1000",
-                 "algo.num_steps=128", "trainer.num_minibatches=8", "trainer.update_epochs=4", "layout.ring_size=1")
+                 "algo.num_steps=128", "trainer.num_minibatches=8", "trainer.update_epochs=4", "layout.ring_size=1",
+                 "checkpoint.every_updates=20")
     stop, killed = threading.Event(), []
     killer = threading.Thread(target=chaos, args=(run, stop, killed, 13), daemon=True)
     try:
         run.wait_for(r"all workers started", timeout=300)
         killer.start()
+        wait_for_updates(run, 150, timeout=1800)  # and the trainer once, mid-run: it comes back from update 140
+        trainer = run.worker_pids()["trainer/0"]
+        os.kill(trainer, signal.SIGKILL)
+        killed.append(("trainer/0", trainer))
         code = run.wait(timeout=3600)
         stop.set()
         killer.join(timeout=5)
@@ -250,9 +295,11 @@ def test_chaos_cartpole_survives_a_sigkill_every_15_s(tmp_path):
         print(f"chaos: exit {code}, {len(killed)} kills: {killed}\nrestarts: {status.get('restarts')}")
         assert code == 0, run.output
         assert (status["exit_code"], status["reason"]) == (0, "done"), status
-        assert {name.split("/")[0] for name, _ in killed} == set(CHAOS_ROLES), killed
+        assert {name.split("/")[0] for name, _ in killed} == {*CHAOS_ROLES, "trainer"}, killed
+        assert status["restarts"]["by_worker"].get("trainer/0") == 1, status["restarts"]
         assert status["restarts"]["total"] >= len(killed) - 1  # a kill during the last stop is not restarted
         metrics = read_jsonl(run.run_dir / "metrics.jsonl")
+        assert [m["update"] for m in metrics] == list(range(1, metrics[-1]["update"] + 1))  # no gap, no repeat
         returns = [m.get("episode_return", 0.0) for m in metrics]
         print(f"chaos: final return {returns[-1]:.1f}, best {max(returns):.1f}, updates {metrics[-1]['update']}")
         assert max(returns) >= 475, returns[-20:]

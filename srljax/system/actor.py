@@ -95,6 +95,7 @@ class ActorWorker(Worker):
         self.ahead_columns = segments_ahead(cfg) * cfg.env.num_envs
         self.share = columns_per_version(cfg)
         self.first_version = -1  # the first params version this actor saw; grants count from there
+        self.newest_seen = -1
         self.pushed_columns = 0
         self.blocked = ""  # why the last poll did not step ("" when it did)
         codec = ParamsCodec(self.algo)
@@ -113,6 +114,7 @@ class ActorWorker(Worker):
             self.acting = Acting(self.algo, self.spec.num_envs, key)
             self.acting.warm_up(codec.zeros(), self.spec)
             self.follower = ParamsFollower(self.trial, self.peers_of(TRAINER, PARAMS), codec, self.stats, self.ctx)
+            self.follow_peers(self.follower.sub, TRAINER, PARAMS)  # a restarted trainer publishes elsewhere
         self.env.async_reset()
         self.log(f"{self.spec.num_envs} envs {self.spec.id}, {self.spec.batch_size} per recv, "
                  f"{'remote' if self.remote else 'inline'} inference, {len(sinks)} sample sink(s), "
@@ -142,8 +144,10 @@ class ActorWorker(Worker):
     def _granted(self) -> float:
         """Columns this actor may have pushed by now: its share per version seen, plus the allowance ahead."""
         newest = self.newest_version
-        if newest >= 0 and self.first_version < 0:
-            self.first_version = newest
+        if newest >= 0 and (self.first_version < 0 or newest < self.newest_seen):
+            # the first params, or a restarted trainer went back to its checkpoint: grants count from here
+            self.first_version, self.pushed_columns = newest, 0
+        self.newest_seen = newest
         seen = newest - self.first_version if self.first_version >= 0 else 0
         return seen * self.share + self.ahead_columns
 

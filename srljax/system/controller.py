@@ -15,12 +15,14 @@
    process ends (``exited``, from the backend), it sends no heartbeat for
    ``layout.heartbeat_timeout_seconds`` (e.g. SIGSTOPped), its main loop has not turned for
    ``layout.hang_seconds`` while its control thread still heartbeats (hung: a blocking env
-   ``step``, a deadlock), or it stops on its own. After ``start``, a lost actor, policy, buffer or
-   custom-role worker is **restarted** (``srljax/system/restarts.py``; its role's policy, up to
+   ``step``, a deadlock), or it stops on its own. After ``start``, a lost worker is **restarted** (``srljax/system/restarts.py``; its role's policy, up to
    ``layout.max_restarts`` times per worker, after ``layout.restart_backoff_seconds``, doubling
    with each restart in a row): the backend makes sure the old one is gone (``kill``: SIGKILL of
    its process group, an abandoned thread, a killed Slurm task) and starts a newcomer with the
-   same role and index (``start``). Errors are restarted too: an env or a machine fails as often as code does, and a
+   same role and index (``start``). A trainer is restarted with its whole group (every process of
+   a multi-host trainer), and its ``configure`` says ``resume``: it restores the newest checkpoint
+   (or starts over if none was written yet) and cuts ``metrics.jsonl`` back to it; followers take
+   its lower params versions after ``params.FOLLOW_DOWN_S`` and actors restart their lag throttle. Errors are restarted too: an env or a machine fails as often as code does, and a
    deterministic bug spends the budget within seconds and ends the trial all the same. The
    newcomer registers (a new ``incarnation``: late messages of the old one are ignored), gets
    ``configure`` with the current peers and ``start``, and takes the newest params from the
@@ -30,7 +32,7 @@
    printed with its reason and recorded in ``status.json``. The trial ends
    - ``done`` (exit 0): the trainer reached ``total_env_steps``;
    - ``error`` (1): a worker reported an exception it may not be restarted after (its traceback is
-     in the message): a trainer, a worker whose budget is spent, or any worker before ``start``;
+     in the message): a worker whose budget is spent, or any worker before ``start``;
    - ``lost`` (1): likewise for the other losses; the message names the worker, its pid, why, what
      it waited on, how often it was restarted and its last log lines;
    - ``stalled`` (1): the trainer made no update for ``layout.stall_seconds``; the message names
@@ -56,6 +58,7 @@ from typing import Any
 
 import zmq
 
+from srljax.checkpoint import read_meta
 from srljax.comm import ControlMessage, ControlServer, NameResolver, worker_key
 from srljax.comm.security import KeyRing, WireContext
 from srljax.config import Experiment
@@ -254,6 +257,17 @@ class Controller:
         if not (self._started and self._start and self._kill and self.restarts.allowed(name)):
             raise TrialEnded(self._failed(key, why) if error else self._lost(key, why))
         short = f"failed: {_last_line(why)}" if error else why
+        role = self.roles[key]
+        if self.restarts.policy(role) == "group":  # the others of its group go with it, after it
+            group = [k for k in self.expected if self.roles[k] == role and k != key and k not in self.pending]
+            self._restart(key, short)
+            for other in group:
+                self._restart(other, f"restarted with {name}'s group: {short}")
+            return
+        self._restart(key, short)
+
+    def _restart(self, key: str, short: str) -> None:
+        name = self.expected[key]
         attempt, delay = self.restarts.record(name, short)
         self.say(f"restarting {self._who(key)} in {delay:g} s (restart {attempt} of "
                  f"layout.max_restarts={self.restarts.max}): {short}")
@@ -288,7 +302,10 @@ class Controller:
     def _configure_newcomer(self, key: str) -> None:
         pending = self.pending[key]
         pending.phase, pending.since = "configuring", time.monotonic()
-        self._send([key], "configure", self.configure_payload())
+        payload = {**self.configure_payload(), "restarted": True}
+        if self.roles[key] == TRAINER:  # it continues from the newest checkpoint, if one was written
+            payload["resume"] = read_meta(Path(self.cfg.run_dir) / "checkpoints") is not None
+        self._send([key], "configure", payload)
 
     def _back(self, key: str) -> None:
         """The newcomer is set up: start it, and tell every other worker if it serves at new addresses."""

@@ -70,6 +70,7 @@ class PolicyWorker(Worker):
         codec = ParamsCodec(self.algo)
         warm_up(self.act, self.algo, codec.zeros(), self.spec, self.buckets)
         self.follower = ParamsFollower(self.trial, self.peers_of(TRAINER, PARAMS), codec, self.stats, self.ctx)
+        self.follow_peers(self.follower.sub, TRAINER, PARAMS)  # a restarted trainer publishes elsewhere
         self.recurrent = bool(jax.tree.leaves(self.algo.initial_actor_state(1)))
         self.carries = CarryStore(self.algo.initial_actor_state, cfg.env.num_envs, cfg.layout.num_actors) if self.recurrent else None
         self.pending: list[tuple[Request, np.ndarray]] = []

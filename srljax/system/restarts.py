@@ -8,10 +8,9 @@
 
 ``RESTART_POLICY`` says, per role, what the loss of one of its workers does: ``worker`` (the
 default) restarts that worker alone with the same role and index, through the backend that
-started it; ``end`` ends the trial. The trainer is ``end`` for now: its state lives in the learner,
-so it must come back from the newest checkpoint, and a multi-host trainer group must come back
-together. That will be a third policy here (restart the whole group), not a change to the
-controller's loop.
+started it; ``group`` restarts every worker of the role together (the trainer: its processes form
+one ``jax.distributed`` group, and its state comes back from the newest checkpoint, which the
+controller's ``configure`` tells the newcomers to restore); ``end`` ends the trial.
 """
 
 from __future__ import annotations
@@ -24,8 +23,9 @@ from typing import Any
 from srljax.config import Experiment
 from srljax.layout import TRAINER
 
-RESTART_POLICY: dict[str, str] = {TRAINER: "end"}
-"""role -> ``worker`` (restart the lost worker alone) or ``end`` (a loss ends the trial); unlisted: ``worker``."""
+RESTART_POLICY: dict[str, str] = {TRAINER: "group"}
+"""role -> ``worker`` (restart the lost worker alone), ``group`` (restart all of the role's workers, from the
+newest checkpoint) or ``end`` (a loss ends the trial); unlisted: ``worker``."""
 MAX_BACKOFF_S = 60.0
 BACKOFF_RESET_S = 60.0
 """A worker that stays up this long after it came back is restarted next time after the base backoff
@@ -61,7 +61,7 @@ class Restarts:
 
     def allowed(self, name: str) -> bool:
         """``name`` ("actor/1") may be restarted once more: its role restarts workers and it has budget left."""
-        return self.policy(name.split("/")[0]) == "worker" and self.counts[name] < self.max
+        return self.policy(name.split("/")[0]) in ("worker", "group") and self.counts[name] < self.max
 
     def delay(self, in_a_row: int) -> float:
         """Backoff before the ``in_a_row``-th restart in a row (1, 2, ...): ``restart_backoff_seconds x 2^(n-1)``."""

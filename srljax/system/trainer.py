@@ -36,6 +36,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -49,6 +50,7 @@ from srljax.layout import PARAMS, SAMPLES, TRAINER
 from srljax.learner import Learner
 from srljax.metrics import EpisodeWindow, MetricsLogger, UpdateRecords
 from srljax.rollout import concat_segments, split_segments, zeros_trajectory
+from srljax.run_dir import rollback_metrics
 from srljax.system.bounds import stream_limits
 from srljax.system.common import bind_address, bind_host, checked_trajectory, episodes_from_meta
 from srljax.system.params import ParamsCodec
@@ -83,6 +85,8 @@ class TrainerWorker(Worker):
         meta: dict[str, Any] = {}
         if self.resume:  # every process of a group restores the same step (orbax reads each array once)
             _, meta = self.learner.restore()
+            if self.primary:  # a restarted trainer: the lines its predecessor logged after the checkpoint go
+                rollback_metrics(Path(cfg.run_dir) / "metrics.jsonl", self.learner.version)
             self.log(f"resumed from the checkpoint of update {self.learner.version} "
                      f"({int(meta.get('env_steps', 0)):,} env steps)")
         self.learner.run_state = self._run_state
@@ -151,7 +155,8 @@ class TrainerWorker(Worker):
             batch = self._cut_batch()
             if batch is not None:
                 self.placed = self.learner.put(batch)  # the copy overlaps the running update
-                self.placed_lags = self.learner.version - batch.policy_version.astype(np.int64)
+                # >= 0: columns a restarted trainer took from the versions it lost count as fresh
+                self.placed_lags = np.maximum(self.learner.version - batch.policy_version.astype(np.int64), 0)
         if self.running is None and self.placed is not None:
             with self.stats.time("compute/dispatch"):
                 self.running = self.learner.step(self.placed)
@@ -173,9 +178,14 @@ class TrainerWorker(Worker):
             return
         columns = traj.reward.shape[1]
         lag = self.learner.version - int(traj.policy_version.min())
-        if lag < 0:  # acted with params not published yet: not from this trial's actors
-            self.stats.add("samples_invalid")
-            return
+        if lag < 0:  # acted with params not published yet
+            if not self.restarted:  # not from this trial's actors
+                self.stats.add("samples_invalid")
+                return
+            # a restarted trainer went back to its checkpoint: these were acted with the params of the
+            # updates it lost, until the actors follow it down (params.FOLLOW_DOWN_S); take them as fresh
+            self.stats.add("samples_from_lost_versions")
+            lag = 0
         self.env_steps += self.cfg.algo.num_steps * columns
         self.stats.add("env_steps", self.cfg.algo.num_steps * columns)
         self.stats.add("samples")

@@ -101,6 +101,7 @@ class Worker:
         self.spec: EnvSpec | None = None  # from configure
         self.extras_spec: dict[str, tuple[tuple[int, ...], str]] = {}
         self.resume = False  # set by ``configure``: the trial continues from its newest checkpoint
+        self.restarted = False  # set by ``configure``: this worker replaces a lost one
         self.peers: dict[str, dict[int, dict[str, str]]] = {}  # role -> index -> stream -> address
         self._addresses: dict[str, str] = {}
         self.incarnation = uuid.uuid4().hex[:12]  # on every control message: which of the workers of this key
@@ -162,8 +163,13 @@ class Worker:
                      if stream in by_index[i] and (wanted is None or i in wanted)]
         for address in addresses:
             endpoint.connect(address)
-        self._followed.append((endpoint, role, stream, wanted))
+        self.follow_peers(endpoint, role, stream, indices)
         return addresses
+
+    def follow_peers(self, endpoint: Any, role: str, stream: str, indices: list[int] | None = None) -> None:
+        """Like ``connect_peers`` for an endpoint already connected (e.g. a ``ParamsFollower``'s
+        subscriber): only follow ``role``'s workers to their new addresses when they restart."""
+        self._followed.append((endpoint, role, stream, None if indices is None else frozenset(indices)))
 
     def tell_controller(self, kind: str, payload: dict[str, Any] | None = None) -> None:
         """Queue a message for the controller (``done``, ``status``); the control thread sends it."""
@@ -284,6 +290,7 @@ class Worker:
 
     def _configure(self, payload: dict[str, Any]) -> None:
         self.resume = payload.get("resume") is True  # continue the trial from its newest checkpoint
+        self.restarted = payload.get("restarted") is True  # a successor of a lost worker of this trial
         if isinstance(payload.get("spec"), dict):
             self.spec = spec_from_wire(payload["spec"])
         extras = payload.get("extras_spec")

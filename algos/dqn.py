@@ -1,0 +1,130 @@
+"""DQN (Mnih et al. 2015) with double Q-learning, a dueling head and n-step returns, as an ``Algorithm``.
+
+Shape letters: N sampled transitions, n the n-step window, A actions, ``*O`` observation shape.
+
+    algo = make_dqn(cfg, spec)                       # cfg.algo: srljax.config.DQNConfig
+    state, metrics, per_sample = algo.update(state, replay_batch)   # per_sample["priority"]: |TD error| [N]
+    action, _, actor_state = algo.act(algo.policy_params(state), obs, {"epsilon": eps [B]}, None, key)
+
+The update consumes ``ReplayBatch`` es (``consumes="replay"``), not segments. The target is the
+n-step return of ``algos.returns.n_step_return`` bootstrapped with the target network's value of
+the bootstrap row's action chosen by the online network (double Q) or its own max; the loss is
+``mean(weight * huber(target - Q(s, a)))`` (or squared error), weights being the replay's
+importance weights. The target network lives next to the online one in ``TrainState.params``
+(``{"online", "target"}``) and is refreshed inside ``update`` every ``target_update_every`` steps
+(copied, or Polyak-averaged with ``tau < 1``); published params are the online network only.
+
+Exploration is the actor's, not the params': each env row's epsilon is its actor state
+(``{"epsilon": [B]}``), so the single-process loop anneals it (``linear_epsilon``) and an Ape-X
+actor i of N holds its own constant ``apex_epsilon(i, N)``, whatever params it is sent.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax import lax
+
+from algos.base import Algorithm, Metrics, Params, TrainState
+from algos.networks import make_q_network
+from algos.returns import n_step_return
+from srljax.config import DQNConfig, Experiment
+from srljax.types import EnvSpec, ReplayBatch
+
+Array = jax.Array
+ApplyFn = Callable[[Params, Array], Array]
+
+
+def linear_epsilon(env_steps: int, start: float, end: float, duration: float) -> float:
+    """Epsilon after ``env_steps``: linear from ``start`` to ``end`` over ``duration`` env steps, then ``end``
+    (CleanRL's ``linear_schedule``)."""
+    return float(end + (start - end) * max(0.0, 1.0 - env_steps / max(duration, 1.0)))
+
+
+def apex_epsilon(index: int, num_actors: int, base: float = 0.4, alpha: float = 7.0) -> float:
+    """Ape-X's constant epsilon of actor ``index`` of ``num_actors``: ``base ** (1 + alpha * i / (N - 1))``."""
+    if not 0 <= index < num_actors:
+        raise ValueError(f"actor index {index} must be in [0, {num_actors})")
+    return base ** (1.0 + alpha * index / max(num_actors - 1, 1))
+
+
+def q_target(q_next_target: Array, q_next_online: Array | None, batch: ReplayBatch, gamma: float) -> Array:
+    """n-step targets [N]: the bootstrap row's value under the target network, of the online network's
+    greedy action when ``q_next_online`` [N, A] is given (double Q), else of its own greedy action."""
+    if q_next_online is None:
+        v_boot = jnp.max(q_next_target, axis=-1)
+    else:
+        best = jnp.argmax(q_next_online, axis=-1)
+        v_boot = jnp.take_along_axis(q_next_target, best[:, None], axis=-1)[:, 0]
+    return n_step_return(batch.reward.T, batch.terminated.T, batch.truncated.T, v_boot, gamma)
+
+
+def dqn_loss(online: Params, target: Params, apply_fn: ApplyFn, batch: ReplayBatch, *, gamma: float,
+             double_q: bool = True, loss: str = "huber") -> tuple[Array, dict[str, Array]]:
+    """Weighted TD loss on a replay batch -> (loss, aux) with aux ``td`` [N], ``q_mean``, ``target_mean``."""
+    q = apply_fn(online, batch.obs)
+    q_sa = jnp.take_along_axis(q, batch.action.astype(jnp.int32)[:, None], axis=-1)[:, 0]
+    q_next_online = lax.stop_gradient(apply_fn(online, batch.next_obs)) if double_q else None
+    y = lax.stop_gradient(q_target(apply_fn(target, batch.next_obs), q_next_online, batch, gamma))
+    td = y - q_sa
+    per_sample = optax.huber_loss(td, delta=1.0) if loss == "huber" else jnp.square(td)
+    value = jnp.mean(batch.weight.astype(jnp.float32) * per_sample)
+    return value, {"td": lax.stop_gradient(td), "q_mean": jnp.mean(lax.stop_gradient(q_sa)), "target_mean": jnp.mean(y)}
+
+
+def make_dqn(cfg: Experiment, spec: EnvSpec) -> Algorithm:
+    """Build DQN for ``spec`` (discrete actions) from ``cfg.algo`` (a ``DQNConfig``) and ``cfg.trainer``."""
+    a, t = cfg.algo, cfg.trainer
+    assert isinstance(a, DQNConfig)
+    net = make_q_network(a, spec)
+    num_actions, gamma, double_q, loss_kind = spec.num_actions, a.gamma, a.double_q, a.loss
+    every, tau = a.target_update_every, a.tau
+    schedule = optax.linear_schedule(t.lr, 0.0, cfg.num_updates) if t.anneal_lr else optax.constant_schedule(t.lr)
+    adam = optax.adam(schedule, eps=t.adam_eps)
+    tx = optax.chain(optax.clip_by_global_norm(t.max_grad_norm), adam) if t.max_grad_norm > 0 else adam
+
+    def init(rng: Array) -> TrainState:
+        rng, key = jax.random.split(rng)
+        online = jax.jit(net.init)(key, jnp.zeros((1, *spec.obs_shape), spec.obs_dtype))
+        return TrainState(params={"online": online, "target": jax.tree.map(jnp.copy, online)},
+                          opt_state=tx.init(online), norm=(), step=jnp.zeros((), jnp.int32), rng=rng)
+
+    def act(pp: Params, obs: Array, actor_state: Any, first: Array | None, rng: Array) -> tuple[Array, dict, Any]:
+        greedy = jnp.argmax(net.apply(pp["params"], obs), axis=-1).astype(jnp.int32)
+        k_action, k_explore = jax.random.split(rng)
+        random = jax.random.randint(k_action, greedy.shape, 0, num_actions, jnp.int32)
+        explore = jax.random.uniform(k_explore, greedy.shape) < actor_state["epsilon"]
+        return jnp.where(explore, random, greedy), {}, actor_state
+
+    grad_fn = jax.value_and_grad(
+        lambda p, target, batch: dqn_loss(p, target, net.apply, batch, gamma=gamma, double_q=double_q, loss=loss_kind),
+        has_aux=True)
+
+    def update(state: TrainState, batch: ReplayBatch) -> tuple[TrainState, Metrics, dict[str, Array]]:
+        online, target = state.params["online"], state.params["target"]
+        (loss, aux), grads = grad_fn(online, target, batch)
+        updates, opt_state = tx.update(grads, state.opt_state, online)
+        online = optax.apply_updates(online, updates)
+        step = state.step + 1
+        refresh = (step % every) == 0
+        target = jax.tree.map(lambda o, g: jnp.where(refresh, tau * o + (1.0 - tau) * g, g), online, target)
+        metrics = {"loss": loss, "q_mean": aux["q_mean"], "target_mean": aux["target_mean"],
+                   "td_abs_mean": jnp.mean(jnp.abs(aux["td"])), "grad_norm": optax.tree.norm(grads),
+                   "lr": jnp.asarray(schedule(state.step), jnp.float32)}
+        new_state = TrainState(params={"online": online, "target": target}, opt_state=opt_state, norm=state.norm,
+                               step=step, rng=state.rng)
+        return new_state, metrics, {"priority": jnp.abs(aux["td"])}
+
+    return Algorithm(
+        init=init,
+        policy_params=lambda state: {"params": state.params["online"]},
+        initial_actor_state=lambda b: {"epsilon": np.full((b,), a.eps_start, np.float32)},
+        act=act,
+        update=update,
+        extras_spec={},
+        consumes="replay",
+    )
