@@ -78,7 +78,7 @@ def main() -> int:
     trial = time.strftime("soak-%Y%m%d-%H%M%S")
     kills_expected = int(args.minutes * 60 / args.kill_every) + 1 if args.kill_every else 0
     cmd = [sys.executable, "-m", "launch.local", args.config, "-f", trial, f"log.run_root={args.run_root}",
-           "total_env_steps=100000000000", "log.progress=lines", "log.wandb=disabled",
+           "total_env_steps=1000000000", "log.progress=lines", "log.wandb=disabled",
            f"layout.max_restarts={max(kills_expected, 1)}", "layout.stall_seconds=600", *args.overrides]
     name = Path(args.config).stem
     run_dir = (Path(args.run_root) / name / trial).absolute()

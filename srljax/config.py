@@ -258,6 +258,14 @@ def problems(cfg: Experiment) -> list[str]:
     for key, value in [("seed", cfg.seed)]:
         if value < 0:
             out.append(f"{key}={value} must be >= 0")
+    try:  # the optimiser's step count and learning-rate schedule are int32
+        grad_steps = cfg.num_updates * max(t.update_epochs, 1) * max(t.num_minibatches, 1)
+    except (ArithmeticError, ValueError, TypeError):
+        grad_steps = 0  # the batch itself is invalid: reported below
+    if grad_steps >= 2**31:
+        out.append(f"total_env_steps={cfg.total_env_steps:,} is too large: {grad_steps:,} gradient steps "
+                   "(updates x trainer.update_epochs x trainer.num_minibatches) overflow the optimiser's int32 "
+                   "step count; lower it (e.g. 1e9 for a run meant to end by timeout_seconds)")
     for key, value in [
         ("total_env_steps", cfg.total_env_steps),
         ("env.num_envs", e.num_envs),
