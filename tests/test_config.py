@@ -90,3 +90,11 @@ def test_shipped_configs_validate():
     for path in ["configs/cartpole_ppo.py", "configs/atari_ppo.py", "configs/mujoco_ppo.py"]:
         cfg = parse([path])
         assert cfg.name == path.split("/")[-1][:-3]
+
+
+def test_a_run_too_long_for_the_int32_step_count_is_refused():
+    # 1e11 env steps of the default batch (128 x 8) x 4 epochs x 4 minibatches: 1.56e9 gradient steps fit
+    assert problems(dataclasses.replace(Experiment(), total_env_steps=10**11)) == []
+    # ... 4x as many do not (the learning-rate schedule would overflow inside the compiled update)
+    found = problems(dataclasses.replace(Experiment(), total_env_steps=4 * 10**11))
+    assert len(found) == 1 and "overflow the optimiser's int32 step count" in found[0], found
