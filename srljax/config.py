@@ -14,7 +14,6 @@ config at run time.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import typing
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from srljax.algo_config import DQNConfig, IMPALAConfig, PPOConfig, ReplayConfig, consumes  # noqa: F401  (re-exported)
-from srljax.objects import load_object
+from srljax.objects import FileCallError, call_file, load_object
 from srljax.slurm_config import SlurmConfig, SlurmGroup  # noqa: F401  (re-exported)
 
 THREE_DAYS_SECONDS = 3 * 24 * 3600
@@ -471,17 +470,11 @@ def _set(node: Any, path: list[str], text: str, full_key: str) -> Any:
 def load_file(path: str | Path) -> Experiment:
     """Import a config file and call its ``experiment()``; the name defaults to the file's stem."""
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError([f"config file {str(path)!r} not found (try configs/cartpole_ppo.py)"])
-    spec = importlib.util.spec_from_file_location(f"srljax_config_{path.stem}", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    if not callable(getattr(module, "experiment", None)):
-        raise ConfigError([f"{path} must define `def experiment() -> Experiment`"])
-    cfg = module.experiment()
-    if not isinstance(cfg, Experiment):
-        raise ConfigError([f"{path}: experiment() returned {type(cfg).__name__}, expected srljax.config.Experiment"])
+    try:
+        cfg = call_file(path, "experiment", "config", Experiment, "`def experiment() -> Experiment`",
+                        "configs/cartpole_ppo.py", "srljax.config.Experiment")
+    except FileCallError as err:
+        raise ConfigError([str(err)]) from None
     if cfg.name == Experiment.name:
         cfg = dataclasses.replace(cfg, name=path.stem)
     return cfg

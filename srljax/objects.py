@@ -6,7 +6,35 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
+from pathlib import Path
 from typing import Any
+
+
+class FileCallError(ValueError):
+    """A config or sweep file that is missing or lacks its function; the message names the fix."""
+
+
+def call_file(path: str | Path, function: str, kind: str, returns: type, signature: str, example: str,
+              expected: str) -> Any:
+    """Import the Python file ``path`` and return ``function()``'s result, checked to be a ``returns``.
+
+    ``kind`` ("config", "sweep") and ``example`` (a shipped file) go into the messages, with
+    ``signature`` (what the file must define, in backticks: the experiment() function) and
+    ``expected`` (the type's public name)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileCallError(f"{kind} file {str(path)!r} not found (try {example})")
+    spec = importlib.util.spec_from_file_location(f"srljax_{kind}_{path.stem}", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not callable(getattr(module, function, None)):
+        raise FileCallError(f"{path} must define {signature}")
+    value = getattr(module, function)()
+    if not isinstance(value, returns):
+        raise FileCallError(f"{path}: {function}() returned {type(value).__name__}, expected {expected}")
+    return value
 
 
 def load_object(path: str, key: str) -> Any:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib.util
 import itertools
 import re
 from collections.abc import Mapping, Sequence
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from srljax.config import ConfigError
+from srljax.objects import FileCallError, call_file
 
 MAX_NAME = 120  # longer trial names keep their start and end with a hash of the whole
 
@@ -152,17 +152,11 @@ def shape_problems(sweep: Sweep) -> list[str]:
 def load_sweep(path: str | Path) -> Sweep:
     """Import a sweep file and call its ``sweep()``; its name defaults to the file's stem."""
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError([f"sweep file {str(path)!r} not found (try configs/sweeps/cartpole_smoke.py)"])
-    spec = importlib.util.spec_from_file_location(f"srljax_sweep_{path.stem}", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    if not callable(getattr(module, "sweep", None)):
-        raise ConfigError([f"{path} must define `def sweep() -> Sweep` (from launch.sweep import Sweep)"])
-    sweep = module.sweep()
-    if not isinstance(sweep, Sweep):
-        raise ConfigError([f"{path}: sweep() returned {type(sweep).__name__}, expected launch.sweep.Sweep"])
+    try:
+        sweep = call_file(path, "sweep", "sweep", Sweep, "`def sweep() -> Sweep` (from launch.sweep import Sweep)",
+                          "configs/sweeps/cartpole_smoke.py", "launch.sweep.Sweep")
+    except FileCallError as err:
+        raise ConfigError([str(err)]) from None
     if found := shape_problems(sweep):
         raise ConfigError(found)
     if not sweep.name:
