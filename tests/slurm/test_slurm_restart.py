@@ -45,7 +45,9 @@ def worker_pids(job_log: Path) -> dict[str, int]:
 def test_lost_tasks_come_back_as_steps_of_their_own(tmp_path: Path) -> None:
     run_dir = tmp_path / EXPERIMENT / "restart"
     overrides = [o for o in SMALL if not o.startswith("total_env_steps")]
-    job = submit(tmp_path, "restart", *overrides, f"total_env_steps={2 * 4 * 32 * 80}",
+    # long enough (~100 s at CI's ~4,000 env steps/s) that both losses are seen and repaired before the
+    # end: at 20,480 steps the run finished 2 s after the actor was stopped, before its 5 s heartbeat timeout
+    job = submit(tmp_path, "restart", *overrides, f"total_env_steps={2 * 4 * 32 * 1600}",
                  "layout.restart_backoff_seconds=0.5", "layout.heartbeat_timeout_seconds=5")
     job_log = run_dir / "logs" / f"job-{job}.log"
     stopped = 0
