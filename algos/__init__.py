@@ -10,8 +10,9 @@ from __future__ import annotations
 from algos.base import Algorithm, TrainState
 from algos.dqn import make_dqn
 from algos.impala import make_impala
+from algos.mappo import make_mappo
 from algos.ppo import make_ppo
-from srljax.config import DQNConfig, Experiment, IMPALAConfig, PPOConfig
+from srljax.config import DQNConfig, Experiment, IMPALAConfig, MAPPOConfig, PPOConfig
 from srljax.objects import load_object
 from srljax.types import EnvSpec
 
@@ -21,6 +22,8 @@ __all__ = ["Algorithm", "TrainState", "make"]
 def make(cfg: Experiment, spec: EnvSpec) -> Algorithm:
     """Build the configured algorithm for environments described by ``spec``."""
     match cfg.algo:
+        case MAPPOConfig():  # before PPOConfig, its base class
+            return make_mappo(cfg, spec)
         case PPOConfig():
             return make_ppo(cfg, spec)
         case IMPALAConfig():

@@ -71,7 +71,8 @@ class ActorCriticPolicy:
     def initial_actor_state(self, batch: int) -> Any:
         return () if self.rec is None else self.rec.initial_state(batch)
 
-    def act(self, pp: Params, obs: Array, actor_state: Any, first: Array, rng: Array) -> tuple[Array, dict[str, Array], Any]:
+    def act(self, pp: Params, obs: Array, actor_state: Any, first: Array, rng: Array,
+            deterministic: bool = False) -> tuple[Array, dict[str, Array], Any]:
         obs = self.prep(obs, pp["obs_norm"])
         if self.rec is None:  # feed-forward: no state, ``first`` unused
             pi, value = self.net.apply(pp["params"], obs)
@@ -79,9 +80,14 @@ class ActorCriticPolicy:
         else:
             pi, value, carry_in, actor_state = self.rec.step(pp["params"], obs, actor_state, first)
             extras = carry_extras(carry_in)
-        action = self.dist.sample(rng, pi)
+        action = self.dist.mode(pi) if deterministic else self.dist.sample(rng, pi)
         extras = {"logp": self.dist.log_prob(pi, action), **({"value": value} if self.value_extra else {}), **extras}
         return action, extras, actor_state
+
+    def act_deterministic(self, pp: Params, obs: Array, actor_state: Any, first: Array,
+                          rng: Array) -> tuple[Array, dict[str, Array], Any]:
+        """``act`` with the distribution's mode (greedy / mean action): evaluation."""
+        return self.act(pp, obs, actor_state, first, rng, deterministic=True)
 
     @property
     def extras_spec(self) -> dict[str, tuple[tuple[int, ...], str]]:

@@ -59,6 +59,7 @@ class Algorithm:
       ``NormalizeReward``): the shell that builds segments keeps each env's running discounted
       return with this gamma and stores it per row as the extra ``RETURN_ACC`` (``segment_extras_spec``),
       so the accumulator stays with its env however columns are batched (``srljax.rollout``).
+    ``act_deterministic``: as ``act`` with the mode of the action distribution (optional; evaluation).
     ``consumes``: ``"segments"`` (fresh ``Trajectory`` batches: PPO, IMPALA) or ``"replay"`` (sampled
       ``ReplayBatch`` es: DQN); the config class declares the same (``srljax.algo_config.consumes``).
     """
@@ -71,6 +72,9 @@ class Algorithm:
     extras_spec: dict[str, tuple[tuple[int, ...], str]]
     return_gamma: float | None = None
     consumes: str = "segments"
+    act_deterministic: Callable[[Params, Array, ActorState, Array, Array], tuple[Array, dict[str, Array], ActorState]] | None = None
+    """``act``'s signature, acting with the distribution's mode (greedy / mean action; DQN: epsilon 0), for
+    evaluation (``srljax.evaluation``, ``eval.deterministic``); None: the algorithm has none."""
 
 
 def segment_extras_spec(algo: Algorithm) -> dict[str, tuple[tuple[int, ...], str]]:

@@ -52,6 +52,38 @@ def apex_epsilon(index: int, num_actors: int, base: float = 0.4, alpha: float = 
     return base ** (1.0 + alpha * index / max(num_actors - 1, 1))
 
 
+Q_EXTRAS = {"q_taken": ((), "float32"), "q_max": ((), "float32")}
+"""``act``'s extras per row: Q of the action taken and the greedy value, for an Ape-X actor's initial priorities."""
+
+
+def initial_priorities(q_taken: np.ndarray, q_max: np.ndarray, reward: np.ndarray, terminated: np.ndarray,
+                       truncated: np.ndarray, n_step: int, gamma: float) -> np.ndarray:
+    """Ape-X's initial priorities, computed by the actor from its own Q-values (numpy, no target network).
+
+        prio = initial_priorities(q_taken, q_max, reward, terminated, truncated, n_step=3, gamma=0.99)  # [R - n]
+
+    Rows ``[R]`` of one env stream in order (row t: the obs, the reward and flags that led to it, and
+    ``q_taken`` = Q(obs_t, a_t), ``q_max`` = max_a Q(obs_t, a)). Row t's priority is
+    ``|G_t - Q(s_t, a_t)|`` with ``G_t`` the n-step return over rows t+1..t+n as ``n_step_return`` cuts
+    it (a termination does not bootstrap, a time limit bootstraps from the final observation's
+    ``q_max``); a done row (its transition is envpool's autoreset step) gets 0. Only the first
+    ``R - n`` rows have their whole window.
+    """
+    r = len(reward) - n_step
+    if r <= 0:
+        return np.zeros(0, np.float32)
+    window = np.arange(r)[:, None] + 1 + np.arange(n_step)  # [r, n] rows t+1..t+n
+    term, trunc = terminated[window], truncated[window]
+    done = term | trunc
+    first_done = np.where(done.any(axis=1), done.argmax(axis=1), n_step - 1)  # [r]
+    alive = np.arange(n_step)[None, :] <= first_done[:, None]
+    g = (reward[window].astype(np.float64) * gamma ** np.arange(n_step) * alive).sum(axis=1)
+    boot = np.arange(r) + 1 + first_done
+    g += np.where(terminated[boot], 0.0, gamma ** (first_done + 1) * q_max[boot])
+    prio = np.abs(g - q_taken[:r])
+    return np.where(terminated[:r] | truncated[:r], 0.0, prio).astype(np.float32)
+
+
 def q_target(q_next_target: Array, q_next_online: Array | None, batch: ReplayBatch, gamma: float) -> Array:
     """n-step targets [N]: the bootstrap row's value under the target network, of the online network's
     greedy action when ``q_next_online`` [N, A] is given (double Q), else of its own greedy action."""
@@ -94,11 +126,16 @@ def make_dqn(cfg: Experiment, spec: EnvSpec) -> Algorithm:
                           opt_state=tx.init(online), norm=(), step=jnp.zeros((), jnp.int32), rng=rng)
 
     def act(pp: Params, obs: Array, actor_state: Any, first: Array | None, rng: Array) -> tuple[Array, dict, Any]:
-        greedy = jnp.argmax(net.apply(pp["params"], obs), axis=-1).astype(jnp.int32)
+        q = net.apply(pp["params"], obs)
+        greedy = jnp.argmax(q, axis=-1).astype(jnp.int32)
         k_action, k_explore = jax.random.split(rng)
         random = jax.random.randint(k_action, greedy.shape, 0, num_actions, jnp.int32)
         explore = jax.random.uniform(k_explore, greedy.shape) < actor_state["epsilon"]
-        return jnp.where(explore, random, greedy), {}, actor_state
+        action = jnp.where(explore, random, greedy)
+        # what an Ape-X actor needs for its initial priorities (``initial_priorities``)
+        extras = {"q_taken": jnp.take_along_axis(q, action[:, None], axis=-1)[:, 0].astype(jnp.float32),
+                  "q_max": jnp.max(q, axis=-1).astype(jnp.float32)}
+        return action, extras, actor_state
 
     grad_fn = jax.value_and_grad(
         lambda p, target, batch: dqn_loss(p, target, net.apply, batch, gamma=gamma, double_q=double_q, loss=loss_kind),
@@ -124,7 +161,8 @@ def make_dqn(cfg: Experiment, spec: EnvSpec) -> Algorithm:
         policy_params=lambda state: {"params": state.params["online"]},
         initial_actor_state=lambda b: {"epsilon": np.full((b,), a.eps_start, np.float32)},
         act=act,
+        act_deterministic=lambda pp, obs, s, first, rng: act(pp, obs, {"epsilon": jnp.zeros(obs.shape[:1])}, first, rng),
         update=update,
-        extras_spec={},
+        extras_spec=Q_EXTRAS,
         consumes="replay",
     )

@@ -151,6 +151,7 @@ def make_impala(cfg: Experiment, spec: EnvSpec) -> Algorithm:
         policy_params=ac.policy_params,
         initial_actor_state=ac.initial_actor_state,
         act=ac.act,
+        act_deterministic=ac.act_deterministic,
         update=update,
         extras_spec=ac.extras_spec,
     )

@@ -132,6 +132,8 @@ def make_ppo(cfg: Experiment, spec: EnvSpec, *, loop: LoopForm | None = None) ->
     else:
         schedule = optax.constant_schedule(t.lr)
     tx = optax.chain(optax.clip_by_global_norm(t.max_grad_norm), optax.adam(schedule, eps=t.adam_eps))
+    if cfg.pbt.population > 1:  # PBT's learning-rate factor lives in the optimiser state (srljax/pbt.py)
+        tx = optax.chain(tx, optax.inject_hyperparams(optax.scale)(step_size=1.0))
     loss_fn = functools.partial(
         ppo_loss,
         apply_fn=net.apply if rec is None else _column_apply(rec),
@@ -220,6 +222,7 @@ def make_ppo(cfg: Experiment, spec: EnvSpec, *, loop: LoopForm | None = None) ->
         policy_params=ac.policy_params,
         initial_actor_state=ac.initial_actor_state,
         act=ac.act,
+        act_deterministic=ac.act_deterministic,
         update=update,
         extras_spec=ac.extras_spec,
         return_gamma=gamma if norm_rew else None,

@@ -14,6 +14,7 @@ Every one is a ``VecEnv`` (see ``envs/base.py``).
 from __future__ import annotations
 
 from envs.base import VecEnv
+from envs.multi_agent import is_multi_agent_envpool
 from envs.probe import ConstantRewardTimeLimit, TerminalReward
 from srljax.config import EnvConfig
 from srljax.objects import load_object
@@ -28,12 +29,21 @@ def make(cfg: EnvConfig, seed: int) -> VecEnv:
     if cfg.obs_mask:
         from envs.obs_mask import ObsMask
 
+        if env.spec.num_agents > 1:
+            env.close()
+            raise ValueError(f"env.obs_mask={cfg.obs_mask}: {env.spec.id} is a multi-agent env (obs [B, N, F], "
+                             "envs/multi_agent.py), which obs_mask does not handle; mask the views in your own env")
+
         return ObsMask(env, cfg.obs_mask)
     return env
 
 
 def _make(cfg: EnvConfig, seed: int) -> VecEnv:
     match cfg.factory:
+        case "" if is_multi_agent_envpool(cfg.id):
+            from envs.multi_agent import EnvpoolMultiAgentVecEnv
+
+            return EnvpoolMultiAgentVecEnv(cfg, seed)
         case "":
             from envs.envpool_env import EnvpoolVecEnv  # imported here: envpool is slow to load
 

@@ -170,6 +170,9 @@ def run_distributed(cfg: Experiment, resume: bool = False) -> int:
         for name, log in procs.logs.items():
             print(f"  {name:<10} log: {log}", flush=True)
         print(f"  metrics: {run_dir / 'metrics.jsonl'}; per worker: {run_dir / 'workers'}", flush=True)
+        if cfg.log.prometheus_port >= 0:
+            print(f"  live: python -m launch.status -e {cfg.name} -f {cfg.trial} --run-root {cfg.log.run_root} "
+                  f"(Prometheus targets: {run_dir / 'prometheus_targets.json'})", flush=True)
         print(f"  sockets: CURVE, keys in {run_dir / auth.KEYS_DIR}" if keys is not None
               else "  sockets: not authenticated (layout.auth=off)", flush=True)
 
@@ -181,4 +184,9 @@ def run_distributed(cfg: Experiment, resume: bool = False) -> int:
         print("interrupted", flush=True)
         return 130
     print(("finished: " if result.exit_code == 0 else "FAILED: ") + result.message, flush=True)
+    if cfg.eval.every_updates > 0:  # the eval manager's last and best evaluations (srljax/evaluation.py)
+        from srljax.evaluation import summary_from_files
+
+        if line := summary_from_files(cfg.run_dir):
+            print(line, flush=True)
     return result.exit_code

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import envs
 from srljax import run_dir
-from srljax.config import ConfigError, Experiment, apply_overrides, load_file
+from srljax.config import ConfigError, Experiment, apply_overrides, consumes, load_file
 from srljax.layout import ACTOR, build_layout, describe_batch, problems, segments_ahead
 
 WIDTH = 100
@@ -119,6 +119,8 @@ def _wrap(text: str, indent: str) -> str:
 
 def derived_lines(cfg: Experiment) -> list[str]:
     """The sizes a config implies (what the launchers print at start, and more)."""
+    if consumes(cfg.algo) == "replay":  # sampled batches: no segments, minibatches or epochs
+        return replay_lines(cfg)
     t, batch = cfg.trainer, cfg.env_steps_per_update
     out = ["derived sizes", f"  {describe_batch(cfg)}",
            f"  minibatch {cfg.minibatch_size:,} samples ({batch:,} / trainer.num_minibatches={t.num_minibatches}); "
@@ -141,6 +143,36 @@ def derived_lines(cfg: Experiment) -> list[str]:
         if layout.count(ACTOR):
             out.append(f"  each actor: {cfg.env.num_envs} envs, may push {segments_ahead(cfg)} segment(s) ahead of "
                        "its share of the batches trained")
+    return out
+
+
+def replay_lines(cfg: Experiment) -> list[str]:
+    """``derived_lines`` for a replay algorithm (DQN / Ape-X): batches, replay ratio, replay, workers."""
+    from algos.dqn import apex_epsilon
+    from srljax.apex import num_shards, shard_capacity, shard_streams
+
+    a = cfg.algo
+    out = ["derived sizes", f"  {describe_batch(cfg)}",
+           f"  samples trained: {cfg.num_updates:,} updates x algo.batch_size={a.batch_size} = "
+           f"{cfg.num_updates * a.batch_size:,} = algo.replay_ratio={a.replay_ratio:g} x (total_env_steps="
+           f"{cfg.total_env_steps:,} - algo.learning_starts={a.learning_starts:,}); one gradient step per batch",
+           f"  n-step windows of {a.n_step}; replay: {a.replay.capacity:,} transitions, "
+           + ("uniform (alpha=0)" if a.replay.alpha == 0 else f"prioritized (alpha={a.replay.alpha:g}, beta "
+              f"{a.replay.beta0:g} -> 1)") + (", frames deduplicated" if a.replay.dedup_frames else "")]
+    if cfg.layout.mode != "distributed":
+        out.append("  workers: none; the single-process loop acts and trains in the launching process")
+        return out
+    layout = build_layout(cfg)
+    groups = [g for g in layout.groups if g.count]
+    out.append("  workers: " + ", ".join(f"{g.role} x{g.count}" for g in groups) + " and the controller")
+    out.append("  streams: " + ", ".join(f"{s.kind} {s.src} -> {s.dst}" for s in layout.streams))
+    n, shards = cfg.layout.num_actors, num_shards(cfg)
+    if n >= 1:
+        eps = ", ".join(f"{apex_epsilon(i, n):.3g}" for i in range(min(n, 8))) + (", ..." if n > 8 else "")
+        out.append(f"  each actor: {cfg.env.num_envs} envs, its own epsilon ({eps}), chunks of algo.num_steps="
+                   f"{a.num_steps} rows per env to replay buffer worker i % {shards}")
+        out.append(f"  each replay buffer worker: {shard_capacity(cfg):,} transitions in {shard_streams(cfg, 0)} env "
+                   f"streams; replay ratio held within {a.ratio_tolerance:.0%} (algo.throttle={a.throttle})")
     return out
 
 

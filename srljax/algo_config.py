@@ -183,7 +183,7 @@ class DQNConfig:
     name: Literal["dqn"] = "dqn"
     num_steps: int = 1
     """env steps per env collected between training rounds (the single-process loop then trains the
-    updates the replay ratio owes)."""
+    updates the replay ratio owes); distributed (Ape-X): rows per env in one chunk an actor sends."""
     gamma: float = 0.99
     n_step: int = 1
     """n-step returns: a time limit inside the window bootstraps from the final observation, a termination does not."""
@@ -210,6 +210,12 @@ class DQNConfig:
     hidden_sizes: tuple[int, ...] = (120, 84)
     activation: Literal["tanh", "relu"] = "relu"
     replay: ReplayConfig = field(default_factory=ReplayConfig)
+    ratio_tolerance: float = 0.1
+    """distributed (Ape-X): the trainer's samples per env step inserted are held within this fraction of
+    ``replay_ratio`` by ``throttle``; exported as the metric ``samples_per_insert``."""
+    throttle: Literal["both", "updates", "inserts", "none"] = "both"
+    """distributed: what waits when the replay ratio leaves its tolerance: the trainer's updates (ahead: it waits
+    for inserts), the actors' inserts (ahead: they wait for newer params), both, or none (free-running actors)."""
 
     def num_updates(self, cfg: Any) -> int:
         """Gradient steps in the run: ``replay_ratio`` samples per env step after ``learning_starts``."""
@@ -263,6 +269,11 @@ class DQNConfig:
             out.append(f"algo.batch_size={self.batch_size} does not split across {shards} trainer devices "
                        f"(trainer.devices x trainer.num_hosts); use a multiple of {shards}")
         if cfg.layout.mode != "single":
-            out.append("algo=dqn runs in the single-process loop only (layout.mode=single); the Ape-X replay "
-                       "buffer worker for distributed layouts is not built yet")
+            from srljax.apex import apex_problems  # Ape-X's layout rules live with its workers' helpers
+
+            out += apex_problems(cfg)
+        elif (self.throttle, self.ratio_tolerance) != ("both", 0.1):
+            out.append(f"algo.throttle={self.throttle} / algo.ratio_tolerance={self.ratio_tolerance} apply to distributed "
+                       "(Ape-X) layouts; the single-process loop trains exactly the updates the replay ratio owes: "
+                       "drop the override")
         return out

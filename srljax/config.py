@@ -21,7 +21,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from srljax.algo_config import DQNConfig, IMPALAConfig, PPOConfig, ReplayConfig, consumes  # noqa: F401  (re-exported)
+from srljax.eval_config import EvalConfig, eval_problems
+from srljax.mappo_config import MAPPOConfig  # noqa: F401  (re-exported)
 from srljax.objects import FileCallError, call_file, load_object
+from srljax.pbt_config import PBTConfig, pbt_problems
 from srljax.slurm_config import SlurmConfig, SlurmGroup  # noqa: F401  (re-exported)
 
 THREE_DAYS_SECONDS = 3 * 24 * 3600
@@ -70,7 +73,7 @@ class EnvConfig:
 
 
 AlgoConfig = PPOConfig | IMPALAConfig | DQNConfig  # or a user's config dataclass (``algo_config_class``)
-ALGO_CONFIGS: dict[str, type] = {"ppo": PPOConfig, "impala": IMPALAConfig, "dqn": DQNConfig}
+ALGO_CONFIGS: dict[str, type] = {"ppo": PPOConfig, "impala": IMPALAConfig, "dqn": DQNConfig, "mappo": MAPPOConfig}
 
 
 def algo_config_class(name: str, key: str = "algo") -> type:
@@ -188,7 +191,8 @@ class LogConfig:
     wandb_project: str = "srljax"
     progress: Literal["auto", "bar", "lines"] = "auto"
     prometheus_port: int = 0
-    """0: no Prometheus endpoint."""
+    """Prometheus endpoints, listed in ``RUN_DIR/prometheus_targets.json``: 0, every worker and the controller
+    (or the single-process loop) on a free port; -1, none; N > 0, the single-process loop on port N."""
 
 
 @dataclass(frozen=True)
@@ -197,6 +201,9 @@ class CheckpointConfig:
     """also checkpoint every N updates; 0: only at the end."""
     keep: int = 3
     final: bool = True
+    replay: bool = False
+    """replay algorithms: checkpoints hold the replay contents too, so ``--resume`` refills it (single process:
+    in the same atomic orbax step; distributed: each replay buffer worker's own snapshot, see docs)."""
 
 
 @dataclass(frozen=True)
@@ -216,6 +223,8 @@ class Experiment:
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
     """used by ``python -m launch.slurm`` only."""
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    pbt: PBTConfig = field(default_factory=PBTConfig)
 
     # -- derived sizes ---------------------------------------------------------------
     @property
@@ -281,6 +290,10 @@ def problems(cfg: Experiment) -> list[str]:
     ]:
         if value < 1:
             out.append(f"{key}={value} must be >= 1")
+    if cfg.log.prometheus_port < -1 or cfg.log.prometheus_port > 65535 or (
+            cfg.log.prometheus_port > 0 and lay.mode != "single"):
+        out.append(f"log.prometheus_port={cfg.log.prometheus_port}: use 0 (every worker on a free port, listed in "
+                   "RUN_DIR/prometheus_targets.json), -1 (no endpoints) or, for layout.mode=single only, a port 1-65535")
     if t.overlap_collection and lay.mode != "single":
         out.append(
             "trainer.overlap_collection=True applies to the single-process loop only; a distributed layout "
@@ -369,10 +382,12 @@ def problems(cfg: Experiment) -> list[str]:
                        f"set trainer.max_policy_lag >= {t.publish_every}")
     if cfg.checkpoint.every_updates < 0 or cfg.checkpoint.keep < 1:
         out.append("checkpoint.every_updates must be >= 0 and checkpoint.keep >= 1")
+    if cfg.checkpoint.replay and consumes(a) != "replay":
+        out.append("checkpoint.replay=true: this algorithm keeps no replay (it trains on fresh segments); drop the override")
     for key, value in [("name", cfg.name), ("trial", cfg.trial)]:
         if not value or "/" in value or value.startswith("."):
             out.append(f"{key}={value!r} must be a non-empty folder name without '/'")
-    return out
+    return out + eval_problems(cfg) + pbt_problems(cfg)
 
 
 def validate(cfg: Experiment) -> Experiment:

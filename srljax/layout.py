@@ -29,8 +29,10 @@ from srljax.objects import load_object
 from srljax.replay import config_memory_problems
 
 TRAINER, BUFFER, POLICY, ACTOR = "trainer", "buffer", "policy", "actor"
+EVAL = "eval"  # the eval manager (srljax/system/eval_manager.py), one worker when eval.every_updates > 0
 CONTROLLER = "controller"
 SAMPLES, PARAMS, INFERENCE = "samples", "params", "inference"
+PRIORITIES = "priorities"  # replay algorithms: trainer -> the replay buffer worker that drew a batch
 CUSTOM_SLURM_GROUP = "custom"
 
 
@@ -62,6 +64,15 @@ ROLES: dict[str, RoleSpec] = {  # in configure order: servers before their clien
                      count=lambda cfg: cfg.layout.num_policy_workers if cfg.layout.inference == "remote" else 0),
     ACTOR: RoleSpec(ACTOR, "srljax.system.actor:ActorWorker", (), ACTOR, ACTOR,
                     count=lambda cfg: cfg.layout.num_actors, cpus=lambda cfg: float(cfg.env.num_threads or 1)),
+    EVAL: RoleSpec(EVAL, "srljax.system.eval_manager:EvalManager", (), "cpu", EVAL,
+                   count=lambda cfg: 1 if cfg.eval.every_updates > 0 else 0),
+}
+
+
+REPLAY_WORKERS: dict[str, str] = {  # a replay algorithm (Ape-X): the same roles, replay-aware workers
+    ACTOR: "srljax.system.apex_actor:ApexActorWorker",
+    BUFFER: "srljax.system.replay_buffer:ReplayBufferWorker",
+    TRAINER: "srljax.system.replay_trainer:ReplayTrainerWorker",
 }
 
 
@@ -104,8 +115,11 @@ def role_spec(cfg: Experiment, role: str) -> RoleSpec:
 
 
 def worker_class(cfg: Experiment, role: str) -> type:
-    """The ``Worker`` subclass that runs ``role`` (imported now)."""
-    return load_object(role_spec(cfg, role).worker, f"the {role} worker class")
+    """The ``Worker`` subclass that runs ``role`` (imported now); ``REPLAY_WORKERS`` for a replay algorithm."""
+    path = role_spec(cfg, role).worker
+    if consumes(cfg.algo) == "replay" and role in REPLAY_WORKERS:
+        path = REPLAY_WORKERS[role]
+    return load_object(path, f"the {role} worker class")
 
 
 @dataclass(frozen=True)
@@ -165,10 +179,14 @@ def build_layout(cfg: Experiment) -> Layout:
     streams = [Stream(SAMPLES, ACTOR, sink)]
     if sink == BUFFER:
         streams.append(Stream(SAMPLES, BUFFER, TRAINER))
+    if sink == BUFFER and consumes(cfg.algo) == "replay":
+        streams.append(Stream(PRIORITIES, TRAINER, BUFFER))
     if remote:
         streams += [Stream(INFERENCE, ACTOR, POLICY), Stream(PARAMS, TRAINER, POLICY)]
     else:
         streams.append(Stream(PARAMS, TRAINER, ACTOR))
+    if cfg.eval.every_updates > 0:
+        streams.append(Stream(PARAMS, TRAINER, EVAL))
     return Layout(groups=groups, streams=tuple(streams))
 
 

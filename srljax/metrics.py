@@ -92,10 +92,13 @@ def _plain(value: Any) -> Any:
 class MetricsLogger:
     """``elapsed``: seconds the run had already trained (a resumed run's ``time`` continues from there);
     ``wandb_id``: the wandb run to continue (a resumed run logs into the same one); ``self.wandb_id``
-    is the id this logger uses, for the run's checkpoint."""
+    is the id this logger uses, for the run's checkpoint. ``prometheus``: ``"serve"`` (the single-process
+    loop) serves the records' numbers on an endpoint of its own (``log.prometheus_port``; 0: any free
+    port) listed in ``RUN_DIR/prometheus_targets.json``; a ``srljax.prometheus.Exporter`` (a trainer
+    worker's) adds them to that one; None: no Prometheus."""
 
     def __init__(self, cfg: Experiment, total: int, role: str = TRAINER, *, elapsed: float = 0.0,
-                 wandb_id: str | None = None):
+                 wandb_id: str | None = None, prometheus: Any = "serve"):
         self.cfg = cfg
         self.total = total
         self.run_dir = Path(cfg.run_dir)
@@ -121,7 +124,8 @@ class MetricsLogger:
         self._wandb = None
         if cfg.log.wandb != "disabled":
             self._wandb = _start_wandb(cfg, role, self.wandb_id)
-        self._prometheus = _PrometheusGauges(cfg.log.prometheus_port) if cfg.log.prometheus_port else None
+        self._own_prometheus = prometheus == "serve"
+        self._prometheus = _serve_prometheus(cfg, role) if self._own_prometheus else prometheus
 
     def write(self, record: dict[str, Any]) -> None:
         record = {"time": round(time.time() - self._start, 3), **{k: _plain(v) for k, v in record.items()}}
@@ -141,6 +145,11 @@ class MetricsLogger:
                 if isinstance(value, (int, float)):
                     self._prometheus.set(key, value)
 
+    def wandb_log(self, values: dict[str, float], step: int) -> None:
+        """Extra numbers for wandb only (``eval/*`` from ``srljax.evaluation``), at env step ``step``."""
+        if self._wandb is not None:
+            self._wandb.log(values, step=step)
+
     @property
     def elapsed(self) -> float:
         """Seconds this run has trained, over all its launches."""
@@ -153,6 +162,9 @@ class MetricsLogger:
         if self._wandb is not None:
             self._wandb.finish()
             self._wandb = None
+        if self._own_prometheus and self._prometheus is not None:
+            self._prometheus.close()
+            self._prometheus = None
 
 
 def _start_wandb(cfg: Experiment, role: str, run_id: str) -> Any:
@@ -173,19 +185,14 @@ def _start_wandb(cfg: Experiment, role: str, run_id: str) -> Any:
     )
 
 
-class _PrometheusGauges:
-    """One gauge per metric name, created on first use, labelled by experiment/trial."""
+def _serve_prometheus(cfg: Experiment, role: str) -> Any:
+    """The single-process loop's endpoint (gauges ``srljax_train_<key>``), None with ``log.prometheus_port=-1``."""
+    if cfg.log.prometheus_port < 0:
+        return None
+    from srljax.prometheus import Exporter, Target, write_targets
+    from srljax.system.common import bind_host
 
-    def __init__(self, port: int, addr: str = "127.0.0.1"):
-        import prometheus_client
-
-        self._client = prometheus_client
-        self._registry = prometheus_client.CollectorRegistry()
-        self._gauges: dict[str, Any] = {}
-        prometheus_client.start_http_server(port, addr=addr, registry=self._registry)
-
-    def set(self, key: str, value: float) -> None:
-        name = "srljax_" + "".join(c if c.isalnum() else "_" for c in key)
-        if name not in self._gauges:
-            self._gauges[name] = self._client.Gauge(name, key, registry=self._registry)
-        self._gauges[name].set(value)
+    exporter = Exporter(cfg.log.prometheus_port, bind_host())
+    write_targets(cfg.run_dir, [Target(exporter.address, {"experiment": cfg.name, "trial": cfg.trial, "role": role,
+                                                           "index": "0"})])
+    return exporter

@@ -50,6 +50,10 @@ MEMORY_HEADROOM = 0.9
 GB = 1e9
 
 
+ROW_ARRAYS = ("obs", "stack_start", "action", "reward", "terminated", "truncated", "written", "initial")
+"""the per-slot arrays a checkpoint of the replay holds (``Replay.state``)."""
+
+
 class SampleKeys(NamedTuple):
     """Where a sampled batch came from, for ``update_priorities``: slot [N] and its write count [N]."""
 
@@ -67,7 +71,7 @@ def replay_bytes(capacity: int, num_streams: int, obs_shape: tuple[int, ...], ob
     rows = (capacity // max(num_streams, 1)) * max(num_streams, 1)
     stored = obs_shape[1:] if dedup_frames else obs_shape
     per_row = math.prod(stored) * np.dtype(obs_dtype).itemsize
-    per_row += math.prod(action_shape) * np.dtype(action_dtype).itemsize + 4 + 3 + 8  # reward, 3 flags, written
+    per_row += math.prod(action_shape) * np.dtype(action_dtype).itemsize + 4 + 3 + 8 + 4  # reward, 3 flags, written, initial
     tree = 2 * (1 << max(1, math.ceil(math.log2(max(rows, 2))))) * 8
     return rows * per_row + tree
 
@@ -158,6 +162,7 @@ class Replay:
         self.terminated = np.zeros(rows, bool)
         self.truncated = np.zeros(rows, bool)
         self.written = np.full(rows, -1, np.int64)  # the stream's row count when this slot was written
+        self.initial = np.full(rows, np.nan, np.float32)  # a priority given at insert (Ape-X actors), NaN: none
         self.count = np.zeros(num_streams, np.int64)  # rows written per stream, ever
         self.last_obs = np.zeros((num_streams, *obs_shape), obs_dtype) if dedup_frames else None
         self.tree = SumTree(rows)
@@ -166,9 +171,10 @@ class Replay:
         self.inserted = 0
 
     def add(self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray, terminated: np.ndarray,
-            truncated: np.ndarray, stream: np.ndarray) -> None:
+            truncated: np.ndarray, stream: np.ndarray, priority: np.ndarray | None = None) -> None:
         """Append one row to each of the streams ``stream`` ([B] distinct ints): a ``TimeStep``'s rows and the
-        actions taken there."""
+        actions taken there. ``priority`` [B]: each row's initial priority (an Ape-X actor's ``|TD error|``),
+        used once its window is written; without it a row starts at the largest priority seen."""
         stream = np.asarray(stream, np.int64)
         obs = np.asarray(obs)
         b = stream.shape[0]
@@ -189,13 +195,16 @@ class Replay:
         self.terminated[slot] = terminated
         self.truncated[slot] = truncated
         self.written[slot] = count
+        self.initial[slot] = np.nan if priority is None else np.abs(np.asarray(priority, np.float32))
         # the new row's window is not written yet; the row n back now has its whole window
         slots, weights = [slot], [np.zeros(b)]
         ready = count >= self.n_step
         ready_slot = stream[ready] * self.length + (count[ready] - self.n_step) % self.length
         done = self.terminated[ready_slot] | self.truncated[ready_slot]
         slots.append(ready_slot)
-        weights.append(np.where(done, 0.0, self.max_priority**self.alpha))
+        given = self.initial[ready_slot]
+        start = np.where(np.isnan(given), self.max_priority, given.astype(np.float64) + self.priority_eps)
+        weights.append(np.where(done, 0.0, start**self.alpha))
         if self.dedup:  # the rows right after the overwritten one lose the frames their stacks reach back to
             wrapped = count >= self.length
             lost = stream[wrapped, None] * self.length + (count[wrapped, None] + np.arange(1, self.stack)) % self.length
@@ -204,6 +213,66 @@ class Replay:
         self._set_weights(np.concatenate(slots), np.concatenate(weights))
         self.count[stream] += 1
         self.inserted += b
+
+    def cut_streams(self, streams: np.ndarray) -> int:
+        """The envs behind ``streams`` were recreated (an actor restart, a resumed run): end each stream's
+        episode in progress at its last stored row, as a time limit does, so no n-step window runs from
+        the old episode into the new env's rows. Returns how many streams were cut."""
+        streams = np.asarray(streams, np.int64)
+        streams = streams[self.count[streams] > 0]
+        last = streams * self.length + (self.count[streams] - 1) % self.length
+        live = last[~(self.terminated[last] | self.truncated[last])]
+        self.truncated[live] = True
+        if self.dedup:
+            self.last_obs[streams] = 0  # the next stack starts afresh (a reset repeats one frame)
+        return int(live.size)
+
+    # -- run state: a checkpoint of the contents -----------------------------------------------------
+    def state(self) -> dict[str, np.ndarray]:
+        """The contents as numpy arrays, only the rows written so far (``[E, filled, ...]``): for a
+        checkpoint. ``load_state`` of a replay built with the same sizes restores it exactly."""
+        filled = int(min(self.count.max(initial=0), self.length))
+        per_stream = {name: getattr(self, name).reshape(self.num_streams, self.length, *getattr(self, name).shape[1:])
+                      for name in ROW_ARRAYS}
+        out = {f"rows/{name}": np.ascontiguousarray(v[:, :filled]) for name, v in per_stream.items()}
+        out |= {"count": self.count.copy(), "tree": self.tree.get(np.arange(self.capacity)).reshape(
+            self.num_streams, self.length)[:, :filled].copy(),
+                "scalars": np.array([self.max_priority, self.inserted], np.float64)}
+        if self.dedup:
+            out["last_obs"] = self.last_obs.copy()
+        return out
+
+    def state_like(self, filled: int) -> dict[str, np.ndarray]:
+        """Arrays shaped like a ``state()`` of ``filled`` rows per stream (what a checkpoint restore needs)."""
+        e = self.num_streams
+        out = {f"rows/{name}": np.empty((e, filled, *getattr(self, name).shape[1:]), getattr(self, name).dtype)
+               for name in ROW_ARRAYS}
+        out |= {"count": np.empty(e, np.int64), "tree": np.empty((e, filled), np.float64),
+                "scalars": np.empty(2, np.float64)}
+        if self.dedup:
+            out["last_obs"] = np.empty_like(self.last_obs)
+        return out
+
+    def filled_rows(self) -> int:
+        """Rows per stream ``state()`` holds (its arrays' second axis)."""
+        return int(min(self.count.max(initial=0), self.length))
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        """Restore ``state()``'s contents into this (empty, same-sized) replay."""
+        filled = state["count"].shape == self.count.shape and int(state["tree"].shape[1])
+        if filled is False or filled > self.length:
+            raise ValueError(f"replay state of {state['count'].shape[0]} streams x {state['tree'].shape[1]} rows does "
+                             f"not fit this replay of {self.num_streams} streams x {self.length} rows: restore it with "
+                             "the config it was saved with")
+        for name in ROW_ARRAYS:
+            store = getattr(self, name)
+            store.reshape(self.num_streams, self.length, *store.shape[1:])[:, :filled] = state[f"rows/{name}"]
+        self.count[...] = state["count"]
+        slots = (np.arange(self.num_streams)[:, None] * self.length + np.arange(filled)).reshape(-1)
+        self._set_weights(slots, np.asarray(state["tree"], np.float64).reshape(-1))
+        self.max_priority, self.inserted = float(state["scalars"][0]), int(state["scalars"][1])
+        if self.dedup:
+            self.last_obs[...] = state["last_obs"]
 
     def sample(self, batch_size: int, beta: float, rng: np.random.Generator) -> tuple[ReplayBatch, SampleKeys]:
         """``batch_size`` transitions drawn in proportion to their priorities (stratified over the total),

@@ -20,7 +20,10 @@ do (``env_steps``, ``episode_return``, ``sps``, losses, ``time_env`` / ``time_ac
 ``time_update`` / ``time_store``) plus ``time_sample`` (replay sampling and priority updates),
 ``epsilon``, ``beta``, ``replay_size`` (sampleable transitions) and ``samples_per_insert`` (samples
 trained per env step inserted since ``learning_starts``: the replay ratio achieved).
-Not built yet: resuming (a checkpoint holds the train state, not the replay).
+With ``checkpoint.replay=true`` every checkpoint also holds the replay's contents (in the same orbax
+step as the train state), so ``train_replay(cfg, resume=True)`` / ``--resume`` continues with the
+replay restored; each env's episode in progress then ends at its last stored row, as a time limit
+does (the envs are new). Without it, resuming a replay trial is refused.
 """
 
 from __future__ import annotations
@@ -34,12 +37,14 @@ import numpy as np
 import envs
 from algos.dqn import linear_epsilon
 from srljax.acting import Acting
+from srljax.checkpoint import read_meta
 from srljax.config import ConfigError, Experiment, write_json
+from srljax.evaluation import InlineEval
 from srljax.layout import validate
 from srljax.learner import Learner
 from srljax.metrics import EpisodeWindow, MetricsLogger, UpdateRecords
 from srljax.replay import Replay, memory_problem
-from srljax.run_dir import claim
+from srljax.run_dir import claim, resume_problems
 from srljax.train import PHASES, TrainResult
 from srljax.types import EnvSpec
 
@@ -59,51 +64,85 @@ def make_replay(cfg: Experiment, spec: EnvSpec) -> Replay:
 
 def train_replay(cfg: Experiment, resume: bool = False) -> TrainResult:
     """Train a replay algorithm (``srljax.algo_config.consumes(cfg.algo) == "replay"``) in this process."""
-    if resume:
-        raise ConfigError(["resuming a replay algorithm's trial is not supported yet: its checkpoints do not hold "
-                           "the replay; start a new trial"])
     validate(cfg)
+    if resume and (found := resume_problems(cfg)):  # also: a replay trial needs checkpoint.replay
+        raise ConfigError(found)
     env = envs.make(cfg.env, seed=cfg.seed)
     try:
         replay = make_replay(cfg, env.spec)
     except ConfigError:
         env.close()
         raise
-    run_dir = claim(cfg)
+    run_dir = claim(cfg, resume)
     write_json(cfg, run_dir / "config.json")
     learner = Learner(cfg, env.spec)
     if learner.algo.consumes != "replay":
         raise TypeError(f"{type(cfg.algo).__name__} declares consumes='replay' but its algorithm's update consumes "
                         f"{learner.algo.consumes!r}")
-    loop = _ReplayLoop(cfg, env, learner, replay)
+    meta: dict[str, Any] = {}
+    if resume:
+        meta = _restore(cfg, learner, replay)
+    loop = _ReplayLoop(cfg, env, learner, replay, meta)
+    finished = False
     try:
         loop.run()
+        finished = True
     finally:
         env.close()
         learner.close()
+        if loop.evals is not None:  # the final evaluation only after a run that did not fail
+            loop.evals.finish(learner.version, learner.policy_params(), loop.env_steps, evaluate=finished)
         loop.logger.close()
     loop.result.state = learner.state
     return loop.result
 
 
+def _restore(cfg: Experiment, learner: Learner, replay: Replay) -> dict[str, Any]:
+    """Restore the newest checkpoint: train state, the replay's contents (``checkpoint.replay``), counters."""
+    found = read_meta(cfg.run_dir / "checkpoints")
+    filled = int((found[1] if found else {}).get("replay_filled", 0))
+    like = {f"replay/{k}": v for k, v in replay.state_like(filled).items()}
+    shell, meta = learner.restore(like)
+    if shell:
+        replay.load_state({k.removeprefix("replay/"): np.asarray(v) for k, v in shell.items() if k.startswith("replay/")})
+        replay.cut_streams(np.arange(replay.num_streams))  # the envs are new: their episodes in progress ended
+    print(f"[{cfg.name}/{cfg.trial}] resumed from the checkpoint of update {learner.version} "
+          f"({int(meta.get('env_steps', 0)):,} env steps; {replay.size:,} replay transitions restored)", flush=True)
+    return meta
+
+
 class _ReplayLoop:
     """The loop's state: acting, replay, counters, episode window, metrics."""
 
-    def __init__(self, cfg: Experiment, env: envs.VecEnv, learner: Learner, replay: Replay):
+    def __init__(self, cfg: Experiment, env: envs.VecEnv, learner: Learner, replay: Replay,
+                 meta: dict[str, Any] | None = None):
         self.cfg, self.env, self.learner, self.replay = cfg, env, learner, replay
         self.algo = cfg.algo
         self.acting = Acting(learner.algo, env.spec.num_envs, jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 1))
         self.rng = np.random.default_rng(cfg.seed)  # replay sampling
         self.episodes = EpisodeWindow(cfg.log.window)
-        self.logger = MetricsLogger(cfg, total=cfg.total_env_steps)
-        self.records = UpdateRecords()
-        self.result = TrainResult(config=cfg)
+        meta = meta or {}
+        self.logger = MetricsLogger(cfg, total=cfg.total_env_steps, elapsed=float(meta.get("elapsed_s", 0.0)),
+                                    wandb_id=meta.get("wandb_id"))
+        self.evals = InlineEval.make(cfg, learner.algo, self.logger.wandb_log)  # eval.every_updates > 0
+        self.env_steps = int(meta.get("env_steps", 0))
+        self.episodes.load_state(meta.get("episodes", {}))
+        if "rng" in meta:
+            self.rng.bit_generator.state = meta["rng"]
+        self.records = UpdateRecords(env_steps=self.env_steps)
+        self.result = TrainResult(config=cfg, env_steps=self.env_steps)
         self.phases = dict.fromkeys(REPLAY_PHASES, 0.0)
-        self.env_steps = 0
         self.epsilon = self.algo.eps_start
         self.beta = self.algo.replay.beta0
-        learner.run_state = lambda: ({}, {"env_steps": self.env_steps, "episodes": self.episodes.state(),
-                                          "wandb_id": self.logger.wandb_id, "elapsed_s": round(self.logger.elapsed, 3)})
+        learner.run_state = self._run_state
+
+    def _run_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """This loop's part of a checkpoint: the replay's contents with ``checkpoint.replay`` (the same orbax
+        step as the train state, so both are written or neither), counters, the sampling generator."""
+        shell = {f"replay/{k}": v for k, v in self.replay.state().items()} if self.cfg.checkpoint.replay else {}
+        return shell, {"env_steps": self.env_steps, "episodes": self.episodes.state(), "rng": self.rng.bit_generator.state,
+                       "replay_filled": self.replay.filled_rows() if shell else 0,
+                       "wandb_id": self.logger.wandb_id, "elapsed_s": round(self.logger.elapsed, 3)}
 
     def run(self) -> None:
         cfg, a = self.cfg, self.algo
@@ -130,6 +169,8 @@ class _ReplayLoop:
                 t0 = time.perf_counter()
                 params = jax.block_until_ready(self.learner.policy_params())
                 self.phases["time_update"] += time.perf_counter() - t0
+                if self.evals is not None:
+                    self.evals.after_update(self.learner.version, params, self.env_steps)
         if self.learner.version % cfg.log.log_every or not self.result.metrics:
             self._log(metrics)
         self.result.env_steps = self.env_steps

@@ -32,15 +32,17 @@ from pathlib import Path
 from typing import Any
 
 from srljax.checkpoint import read_meta
-from srljax.config import ConfigError, Experiment, to_dict
+from srljax.config import ConfigError, Experiment, consumes, to_dict
 
 SHOWN_ENTRIES = 4
 SHOWN_DIFFERENCES = 12
 RESUMABLE = ("name", "trial", "total_env_steps", "timeout_seconds", "log.", "layout.auth", "layout.max_restarts",
-             "layout.restart_backoff_seconds", "slurm.")
+             "layout.restart_backoff_seconds", "slurm.", "eval.", "pbt.")
 """Config keys (a trailing dot: a whole section) a resumed run may change: the run's length, logging,
 and what only says how it is transported, restarted and scheduled (``layout.auth``, which a launcher
-resolves from ``auto``; the restart budget; the ``slurm`` section, e.g. another partition)."""
+resolves from ``auto``; the restart budget; the ``slurm`` section, e.g. another partition), and how it
+is evaluated (``eval``). ``pbt`` is listed so checkpoints written before the section existed still
+resume; a population itself never resumes (``srljax.pbt`` refuses it)."""
 
 
 class RunFolderInUse(ConfigError):
@@ -85,6 +87,10 @@ def resume_problems(cfg: Experiment) -> list[str]:
     """Why ``cfg`` cannot resume its trial ([] if it can)."""
     run_dir = Path(cfg.run_dir)
     where = f"trial {cfg.name}/{cfg.trial} ({run_dir})"
+    if consumes(cfg.algo) == "replay" and not cfg.checkpoint.replay:
+        return [f"cannot resume {where}: it runs with checkpoint.replay=false, so its checkpoints do not hold the "
+                "replay and a resumed run would start from an empty one; start a new trial with "
+                "checkpoint.replay=true to make it resumable"]
     found = read_meta(run_dir / "checkpoints")
     if found is None:
         state = "does not exist" if not run_dir.exists() else "holds no checkpoint"

@@ -77,6 +77,8 @@ class SlurmConfig:
     buffer: SlurmGroup = field(default_factory=SlurmGroup)
     policy: SlurmGroup = field(default_factory=SlurmGroup)
     actor: SlurmGroup = field(default_factory=SlurmGroup)
+    eval: SlurmGroup = field(default_factory=SlurmGroup)
+    """the eval manager (``eval.every_updates`` > 0); e.g. ``component="trainer"`` to ride in the trainer's."""
     custom: SlurmGroup = field(default_factory=SlurmGroup)
     """resources of every user-defined role's group (``layout.custom_roles``): each such role is a group
     of its own with these per-task resources; ``component="actor"`` packs them all into the actors'."""

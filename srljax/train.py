@@ -47,6 +47,7 @@ import jax
 import envs
 from srljax.acting import Acting
 from srljax.config import Experiment, consumes, write_json
+from srljax.evaluation import InlineEval
 from srljax.layout import validate
 from srljax.learner import Learner
 from srljax.metrics import EpisodeWindow, MetricsLogger, UpdateRecords
@@ -206,6 +207,10 @@ class _LaggedCollection:
 
 def train(cfg: Experiment, resume: bool = False) -> TrainResult:
     """Train ``cfg`` in this process; ``resume``: continue its trial from the newest checkpoint."""
+    if cfg.pbt.enabled:  # a population of policies (srljax/pbt.py)
+        from srljax.pbt import train_population
+
+        return train_population(cfg, resume)
     if consumes(cfg.algo) == "replay":  # DQN: sampled replay batches, not segments (srljax/replay_loop.py)
         from srljax.replay_loop import train_replay  # imported here: replay_loop imports this module
 
@@ -237,7 +242,9 @@ def train(cfg: Experiment, resume: bool = False) -> TrainResult:
     records = UpdateRecords(env_steps=collector.env_steps)
     phases = dict.fromkeys(PHASES, 0.0)
     params = learner.policy_params()
+    evals = InlineEval.make(cfg, learner.algo, logger.wandb_log)  # eval.every_updates > 0: fixed-seed episodes
     lagged = None
+    finished = False
     if overlap:
         lagged = _LaggedCollection(collector, params, cfg.num_updates - learner.version, deadline, learner.version)
     try:
@@ -268,11 +275,16 @@ def train(cfg: Experiment, resume: bool = False) -> TrainResult:
                 logger.write(record)
                 result.metrics.append(record)
             learner.maybe_save()
+            if evals is not None:
+                evals.after_update(learner.version, params, batch.env_steps)
+        finished = True
     finally:
         if lagged is not None:
             lagged.close()
         env.close()
         learner.close()
+        if evals is not None:  # the final evaluation only after a run that did not fail
+            evals.finish(learner.version, params, result.env_steps, evaluate=finished)
         logger.close()
     result.state = learner.state
     return result

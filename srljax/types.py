@@ -1,6 +1,7 @@
 """Shared data shapes that cross the seams: env -> shell -> algorithm -> wire.
 
-Shape letters: T time, B batch (envs), ``*O`` observation shape, ``*A`` action shape.
+Shape letters: T time, B batch (envs), N agents, ``*O`` observation shape, ``*A`` action shape (a
+multi-agent env's agents are an axis of ``*O`` and ``*A``: ``EnvSpec.num_agents``).
 Everything here is plain data (NamedTuples / frozen dataclasses of numpy or jax arrays), so it
 can be jitted, sharded and sent over the wire codec without pickle.
 """
@@ -34,10 +35,29 @@ class EnvSpec:
     num_envs: int = 1  # environments owned by one VecEnv
     batch_size: int = 1  # environments returned by one recv (== num_envs in sync mode)
     max_episode_steps: int = 0  # 0: unknown / none
+    # The agent axis (``envs/multi_agent.py``). With num_agents N > 1, obs is [B, N, F] float32, one packed
+    # row per agent: [own view (agent_obs_size) | global state (state_size) | own reward (1 if agent_rewards)
+    # | legal-action flags (num_actions if action_mask)], and action is [B, N] (action_shape (N,)).
+    # TimeStep.reward [B] is the team reward (the sum over agents when rewards are per agent).
+    num_agents: int = 1
+    agent_obs_size: int = 0
+    state_size: int = 0  # 0: the env gives no global state
+    agent_rewards: bool = False
+    action_mask: bool = False
 
     @property
     def action_dtype(self) -> str:
         return "int32" if self.action_kind == "discrete" else "float32"
+
+    def agent_row(self) -> dict[str, slice]:
+        """Where the parts of a multi-agent obs row lie (see the fields above); absent parts are empty slices."""
+        sizes = {"view": self.agent_obs_size, "state": self.state_size, "reward": int(self.agent_rewards),
+                 "mask": self.num_actions if self.action_mask else 0}
+        out, start = {}, 0
+        for name, size in sizes.items():
+            out[name] = slice(start, start + size)
+            start += size
+        return out
 
 
 class TimeStep(NamedTuple):

@@ -166,7 +166,8 @@ def test_act_epsilon_is_per_row_actor_state():
     action, greedy = np.asarray(action), np.asarray(greedy)
     np.testing.assert_array_equal(action[:128], greedy[:128])  # epsilon 0: greedy
     assert 0.3 < np.mean(action[128:] != greedy[128:]) < 0.7  # epsilon 1: uniform over 2 actions
-    assert extras == {} and np.array_equal(state["epsilon"], eps)
+    assert set(extras) == {"q_taken", "q_max"} and np.array_equal(state["epsilon"], eps)
+    assert np.all(np.asarray(extras["q_taken"]) <= np.asarray(extras["q_max"]) + 1e-6)
 
 
 def test_epsilon_schedules():

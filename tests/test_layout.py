@@ -21,7 +21,7 @@ def config(*overrides: str):
 
 def test_remote_inference_graph():
     layout = build_layout(config())
-    assert {g.role: g.count for g in layout.groups} == {"trainer": 1, "buffer": 0, "policy": 1, "actor": 2}
+    assert {g.role: g.count for g in layout.groups} == {"trainer": 1, "buffer": 0, "policy": 1, "actor": 2, "eval": 0}
     assert set(layout.streams) == {Stream("samples", "actor", "trainer"), Stream("inference", "actor", "policy"),
                                    Stream("params", "trainer", "policy")}
     assert layout.workers() == [("trainer", 0), ("policy", 0), ("actor", 0), ("actor", 1)]  # servers first
@@ -88,9 +88,11 @@ def imported_modules(path: Path) -> set[str]:
 def test_imports_point_down():
     """``srljax.config`` does not import the layout; ``algos`` imports nothing of srljax above types/config."""
     config_imports = {m for m in imported_modules(ROOT / "srljax" / "config.py") if m.startswith("srljax")}
-    assert config_imports <= {"srljax.slurm_config", "srljax.algo_config", "srljax.objects"}, config_imports
-    for leaf in ("slurm_config.py", "algo_config.py", "objects.py"):  # config's own imports import nothing of srljax
-        assert not {m for m in imported_modules(ROOT / "srljax" / leaf) if m.startswith("srljax")}, leaf
+    assert config_imports <= {"srljax.slurm_config", "srljax.algo_config", "srljax.objects", "srljax.eval_config",
+                              "srljax.pbt_config", "srljax.mappo_config"}, config_imports
+    for leaf in ("slurm_config.py", "algo_config.py", "objects.py", "apex.py"):  # config's own imports: leaves
+        allowed = {"srljax.apex"} if leaf == "algo_config.py" else set()  # Ape-X's layout rules (a leaf itself)
+        assert {m for m in imported_modules(ROOT / "srljax" / leaf) if m.startswith("srljax")} <= allowed, leaf
     for path in (ROOT / "algos").glob("*.py"):
         from_srljax = {m for m in imported_modules(path) if m.split(".")[0] == "srljax"}
         assert from_srljax <= {"srljax.types", "srljax.config", "srljax.objects"}, (path.name, from_srljax)
@@ -100,7 +102,7 @@ def test_role_names_are_spelled_in_one_module():
     """No module but srljax/layout.py spells a role name as a string literal (tests and docs aside)."""
     import ast
 
-    roles = {"trainer", "buffer", "policy", "actor"}
+    roles = {"trainer", "buffer", "policy", "actor", "eval"}
     offenders = []
     for folder in ("srljax", "launch", "envs"):  # algos: flax module names like "actor" are not roles
         for path in (ROOT / folder).rglob("*.py"):

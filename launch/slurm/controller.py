@@ -218,6 +218,11 @@ def main(argv: list[str] | None = None) -> int:
         controller.close()
     write_result(run_dir, result.exit_code, result.reason, result.message)
     print(("finished: " if result.exit_code == 0 else "FAILED: ") + result.message, flush=True)
+    if cfg.eval.every_updates > 0:  # the eval manager's last and best evaluations (srljax/evaluation.py)
+        from srljax.evaluation import summary_from_files
+
+        if line := summary_from_files(run_dir):
+            print(line, flush=True)
     return result.exit_code
 
 

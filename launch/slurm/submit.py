@@ -132,6 +132,7 @@ def _print_submitted(cfg: Experiment, trial: Trial, job_id: str) -> None:
     print(f"  batch script: {trial.script}", flush=True)
     print(f"  controller log: {run_dir / 'logs' / f'job-{job_id}.log'}   (tail -f it to follow the trial)", flush=True)
     print(f"  worker logs: {run_dir / 'logs'}/<role>-<index>.log; metrics: {run_dir / 'metrics.jsonl'}", flush=True)
-    print(f"  status: {PROG} status {q}", flush=True)
+    print(f"  status: {PROG} status {q}; live metrics and the bottleneck: python -m launch.status {q} "
+          f"--run-root {cfg.log.run_root}", flush=True)
     print(f"  stop:   {PROG} stop {q}", flush=True)
 

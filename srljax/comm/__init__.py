@@ -16,6 +16,7 @@ inference  InferenceServer (ROUTER)        InferenceClient (DEALER)           re
 samples    SampleReceiver (PULL)           SampleSender (PUSH)                bounded, backpressure
 params     ParamsPublisher (PUB)           ParamsSubscriber (SUB)             lossy, newest wins
 control    ControlServer (ROUTER)          ControlClient (DEALER)             small msgpack commands
+priorities PriorityReceiver (PULL)         PrioritySender (PUSH, per shard)   lossy, replay only
 =========  ==============================  =================================  ==================
 
 Every receive path decodes with ``codec.decode``; bad, foreign-trial or wrong-schema messages
@@ -38,6 +39,7 @@ from srljax.comm.control import TO_CONTROLLER, TO_WORKER, ControlClient, Control
 from srljax.comm.inference import InferenceClient, InferenceServer, Reply, Request
 from srljax.comm.names import DirectoryNames, MemoryNames, NameExists, NameNotFound, NameResolver, worker_key
 from srljax.comm.params import Params, ParamsPublisher, ParamsSubscriber
+from srljax.comm.priorities import PriorityReceiver, PrioritySender, PriorityUpdate
 from srljax.comm.samples import SampleReceiver, SampleSender
 from srljax.comm.sockets import Endpoint, bind, bind_random, make_socket
 
@@ -47,4 +49,5 @@ __all__ = [
     "InferenceClient", "InferenceServer", "Reply", "Request", "DirectoryNames", "MemoryNames", "NameExists",
     "NameNotFound", "NameResolver", "worker_key", "Params", "ParamsPublisher", "ParamsSubscriber",
     "SampleReceiver", "SampleSender", "Endpoint", "bind", "bind_random", "make_socket",
+    "PriorityReceiver", "PrioritySender", "PriorityUpdate",
 ]

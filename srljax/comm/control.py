@@ -78,13 +78,14 @@ class ControlServer(Endpoint):
         if sender != role:
             raise DecodeError(SENDER, f"{role!r} message from the {sender!r} key")
 
-    def poll(self, timeout_ms: int | None = 0,
-             accept: Callable[[ControlMessage], bool] | None = None) -> list[ControlMessage]:
-        """Wait up to ``timeout_ms`` for a message, then return it and all others already queued.
-        A message ``accept`` refuses (e.g. from a worker that has been replaced) is counted as
+    def poll(self, timeout_ms: int | None = 0, accept: Callable[[ControlMessage], bool] | None = None,
+             limit: int | None = None) -> list[ControlMessage]:
+        """Wait up to ``timeout_ms`` for a message, then return it and the others already queued (at
+        most ``limit``: under a steady flood, as 10,000 workers' heartbeats, the caller still gets its
+        turn). A message ``accept`` refuses (e.g. from a worker that has been replaced) is counted as
         ``ignored`` and neither returned nor taken as the worker's route or sign of life."""
         out = []
-        for env, msg in self._drain_valid(timeout_ms, envelope=1):
+        for env, msg in self._drain_valid(timeout_ms, envelope=1, limit=limit):
             cm = _unpack(msg)
             if accept is not None and not accept(cm):
                 self.counts["ignored"] += 1

@@ -9,8 +9,10 @@
 The backends (threads, processes, Slurm) live in ``launch/``; this package holds the workers.
 
 Roles: ``ActorWorker`` (actor.py), ``PolicyWorker`` (policy.py), ``TrainerWorker`` (trainer.py),
-``BufferWorker`` (buffer.py), all on the ``Worker`` base (worker.py: loop, control, heartbeats,
+``BufferWorker`` (buffer.py), ``EvalManager`` (eval_manager.py: evaluations by params version), all on the ``Worker`` base (worker.py: loop, control, heartbeats,
 metrics), driven by the ``Controller`` (controller.py), which restarts lost workers (restarts.py).
+A replay algorithm (Ape-X DQN) runs the same roles with ``ApexActorWorker`` (apex_actor.py),
+``ReplayBufferWorker`` (replay_buffer.py, a replay shard) and ``ReplayTrainerWorker`` (replay_trainer.py).
 
 Names are imported on first use, so a worker process loads only its own role's dependencies
 (an actor never imports orbax, a trainer never imports envpool's ring code paths).
@@ -23,8 +25,10 @@ from typing import Any
 
 _EXPORTS = {  # name -> the module that defines it
     "ActorWorker": "srljax.system.actor", "BufferWorker": "srljax.system.buffer",
-    "Controller": "srljax.system.controller", "TrialResult": "srljax.system.controller",
+    "Controller": "srljax.system.controller", "EvalManager": "srljax.system.eval_manager", "TrialResult": "srljax.system.controller",
     "PolicyWorker": "srljax.system.policy", "make_worker": "srljax.system.roles", "TrainerWorker": "srljax.system.trainer", "Worker": "srljax.system.worker",
+    "ApexActorWorker": "srljax.system.apex_actor", "ReplayBufferWorker": "srljax.system.replay_buffer",
+    "ReplayTrainerWorker": "srljax.system.replay_trainer",
 }
 
 

@@ -65,6 +65,8 @@ from srljax.config import Experiment
 from srljax.layout import CONTROLLER, TRAINER, Layout, build_layout
 from srljax.system.auth import worker_context
 from srljax.system.common import bind_address, env_spec, spec_to_wire, trial_name
+from srljax.system.exporter import serve_controller, write_trial_targets
+from srljax.system.fd_limits import FD_MARGIN, raise_open_files
 from srljax.system.restarts import Pending, Restarts
 from srljax.types import EnvSpec
 
@@ -73,6 +75,12 @@ CONFIGURE_TIMEOUT_S = 600.0  # envpool (Atari ROM load), network init, the train
 STARTUP_SILENCE_S = 30.0  # heartbeat silence allowed before the trial starts
 STOP_GRACE_S = 30.0  # the trainer writes its final checkpoint while stopping
 SUCCESS_REASONS = ("done", "stopped")
+# Work over every worker (who is missing, who is silent or hung, has the backend seen an exit) runs
+# this often, not once per message: at 10,000 workers a tick comes with every few heartbeats.
+LIVENESS_EVERY_S = 0.2
+LOOK_EVERY_S = 0.05  # how often waiting for a group (register, configure, stop) looks who is missing
+POLL_BATCH = 1000  # messages taken per tick at most, so a flood of heartbeats cannot hold off the checks
+NAMES_SHOWN = 50  # "all N workers registered": names and pids of at most this many
 
 
 @dataclass(frozen=True)
@@ -109,6 +117,7 @@ class Controller:
         self.cfg, self.names = cfg, names
         self.resume = False  # tell workers to continue the trial from its newest checkpoint (``--resume``)
         self.layout = layout or build_layout(cfg)
+        raise_open_files(len(self.layout.workers()) + FD_MARGIN, "the controller")  # a connection per worker
         self.spec = spec or env_spec(cfg)
         # its own context: the controller's key (``keys``; None: layout.auth off) and receive bounds
         self._own_ctx = ctx is None
@@ -136,6 +145,10 @@ class Controller:
         self._last_tick = time.monotonic()
         self._silence_grace_until = 0.0
         self._trainer_progress = (-1, time.monotonic())  # (updates, when that number last changed)
+        self._key_of = {name: key for key, name in self.expected.items()}  # "actor/3" -> its worker key
+        self._trainers = [k for k in self.expected if self.roles[k] == TRAINER]
+        self._next_liveness = 0.0
+        self.exporter = serve_controller(self)  # Prometheus; RUN_DIR/prometheus_targets.json lists it and every worker
 
     def say(self, text: str) -> None:
         if self._verbose:
@@ -159,8 +172,12 @@ class Controller:
 
     def _run(self) -> TrialResult:
         self._wait_until(list(self.expected), lambda k: k in self.info, REGISTER_TIMEOUT_S, "register")
+        write_trial_targets(self)
+        shown = list(self.expected)[:NAMES_SHOWN]
+        more = len(self.expected) - len(shown)
         self.say(f"all {len(self.expected)} workers registered: "
-                 + ", ".join(f"{self.expected[k]} (pid {self.info[k].get('pid')})" for k in self.expected))
+                 + ", ".join(f"{self.expected[k]} (pid {self.info[k].get('pid')})" for k in shown)
+                 + (f" and {more} more" if more else ""))
         for role in self.layout.order:
             group = [k for k in self.expected if self.roles[k] == role]
             if group:
@@ -194,8 +211,14 @@ class Controller:
 
     def _wait_until(self, keys: list[str], ready: Callable[[str], bool], timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
-        while missing := [k for k in keys if not ready(k)]:
-            if time.monotonic() > deadline:
+        missing, next_look = list(keys), 0.0
+        while True:
+            now = time.monotonic()
+            if now >= next_look:  # O(still missing), a few times a second: not once per message
+                missing, next_look = [k for k in missing if not ready(k)], now + LOOK_EVERY_S
+                if not missing:
+                    return
+            if now > deadline:
                 raise TrialEnded(TrialResult(1, "startup", f"{what} did not finish within {timeout:g} s; waiting for: "
                                              + ", ".join(self.expected[k] for k in missing)))
             self._tick(100)
@@ -211,7 +234,7 @@ class Controller:
         if now - self._last_tick > 1.0:  # we were not scheduled: heartbeats may still be in the sockets
             self._silence_grace_until = now + 2.0
         self._last_tick = now
-        for msg in self.server.poll(timeout_ms=timeout_ms, accept=self._current):
+        for msg in self.server.poll(timeout_ms=timeout_ms, accept=self._current, limit=POLL_BATCH):
             if msg.worker not in self.expected:
                 self.server.counts["unknown_worker"] += 1  # e.g. a stale worker of an earlier run of this trial
                 continue
@@ -238,7 +261,9 @@ class Controller:
             elif msg.kind == "done":
                 self.done = {k: v for k, v in msg.payload.items() if k != "incarnation"}
         self._advance_restarts()
-        self._check_liveness()
+        if now >= self._next_liveness:
+            self._next_liveness = now + LIVENESS_EVERY_S
+            self._check_liveness()
         if self._started:
             self._check_progress()
 
@@ -302,6 +327,7 @@ class Controller:
     def _configure_newcomer(self, key: str) -> None:
         pending = self.pending[key]
         pending.phase, pending.since = "configuring", time.monotonic()
+        write_trial_targets(self)  # it serves its metrics at a new port
         payload = {**self.configure_payload(), "restarted": True}
         if self.roles[key] == TRAINER:  # it continues from the newest checkpoint, if one was written
             payload["resume"] = read_meta(Path(self.cfg.run_dir) / "checkpoints") is not None
@@ -325,9 +351,8 @@ class Controller:
                  f"{pending.attempt}){'; its new addresses went to the other workers' if moved else ''}")
 
     def _check_liveness(self) -> None:
-        names = {name: key for key, name in self.expected.items()}
         for name, code in self._exited().items():
-            key = names.get(name)
+            key = self._key_of.get(name)
             waiting = key in self.pending and self.pending[key].phase == "waiting"  # the old one's exit
             if key is not None and not waiting and self.states.get(key) not in ("stopped", "error"):
                 self._lose(key, f"its process exited with code {code}")
@@ -352,7 +377,7 @@ class Controller:
                                 f"while its process still heartbeats{waits}")
 
     def _trainer_updates(self) -> int:
-        updates = [int(b.get("progress", 0)) for k, b in self.beats.items() if self.roles[k] == TRAINER]
+        updates = [int(self.beats[k].get("progress", 0)) for k in self._trainers if k in self.beats]
         return min(updates) if updates else 0
 
     def _check_progress(self) -> None:
@@ -404,14 +429,17 @@ class Controller:
         for key in live:
             self.server.send(key, "stop")
         deadline = time.monotonic() + grace_s
-        exited = set()
-        while time.monotonic() < deadline:
-            exited = set(self._exited())
-            waiting = [k for k in live if self.states.get(k) not in ("stopped", "error") and self.expected[k] not in exited]
-            if not waiting:
-                break
+        exited: set[str] = set()
+        waiting, next_look = live, 0.0
+        while (now := time.monotonic()) < deadline:
+            if now >= next_look:  # O(still running), a few times a second
+                exited, next_look = set(self._exited()), now + LOOK_EVERY_S
+                waiting = [k for k in waiting if self.states.get(k) not in ("stopped", "error")
+                           and self.expected[k] not in exited]
+                if not waiting:
+                    break
             try:
-                for msg in self.server.poll(timeout_ms=100):
+                for msg in self.server.poll(timeout_ms=100, limit=POLL_BATCH):
                     if msg.worker in self.expected and msg.kind in ("status", "heartbeat"):
                         state = msg.payload.get("state")
                         if isinstance(state, str) and self.states.get(msg.worker) != "stopped":
@@ -427,6 +455,8 @@ class Controller:
     def close(self) -> None:
         self.names.delete(worker_key(self.cfg.name, self.cfg.trial, CONTROLLER, 0))
         self.server.close()
+        if self.exporter is not None:
+            self.exporter.close()
         if self._own_ctx and isinstance(self.ctx, WireContext):
             self.ctx.close()
 

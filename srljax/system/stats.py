@@ -35,6 +35,7 @@ class WorkerStats:
         self._timers: Counter[str] = Counter()
         self._samples: dict[str, deque[float]] = {}
         self._histograms: dict[str, Counter[int]] = {}
+        self._open: dict[str, float] = {}  # begin(name) -> its start, until end(name)
         self._window = window
         self._last_time = time.monotonic()
         self._last_counters: Counter[str] = Counter()
@@ -56,6 +57,32 @@ class WorkerStats:
         """One more occurrence of the integer ``value`` (a whole-run histogram, e.g. policy lag)."""
         with self._lock:
             self._histograms.setdefault(name, Counter())[int(value)] += 1
+
+    def begin(self, name: str) -> None:
+        """Start a span that ``end`` closes (e.g. an update that ends in another poll); until then
+        ``totals`` counts it as running."""
+        with self._lock:
+            self._open[name] = time.perf_counter()
+
+    def end(self, name: str) -> None:
+        with self._lock:
+            start = self._open.pop(name, None)
+            if start is not None:
+                self._timers[name] += time.perf_counter() - start
+
+    def totals(self) -> dict[str, Any]:
+        """Whole-run values for a Prometheus scrape: ``counters``, ``seconds`` per timer (open spans
+        included), ``gauges``, ``histograms`` and ``percentiles`` (of the sample windows)."""
+        now = time.perf_counter()
+        with self._lock:
+            seconds = Counter(self._timers)
+            for name, start in self._open.items():
+                seconds[name] += now - start
+            out = {"counters": dict(self.counters), "seconds": dict(seconds), "gauges": dict(self.gauges),
+                   "histograms": {k: dict(v) for k, v in self._histograms.items()}}
+            names = list(self._samples)
+        out["percentiles"] = {name: self.percentiles(name) for name in names}
+        return out
 
     @contextlib.contextmanager
     def time(self, name: str) -> Iterator[None]:

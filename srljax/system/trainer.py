@@ -91,10 +91,10 @@ class TrainerWorker(Worker):
                      f"({int(meta.get('env_steps', 0)):,} env steps)")
         self.learner.run_state = self._run_state
         self.extras_spec = segment_extras_spec(self.learner.algo)  # what segments carry
-        self.learner.compile(zeros_trajectory(self.spec, cfg.algo.num_steps, self.extras_spec, self.share))
+        self.learner.compile(self.example_batch())
         self.codec = ParamsCodec(self.learner.algo)
         self.receiver = SampleReceiver(bind_address(cfg), self.trial, ctx=self.ctx, hwm=SAMPLE_HWM,
-                                       max_bytes=stream_limits(cfg, self.spec, self.extras_spec)["samples"])
+                                       max_bytes=self.samples_limit())
         self.register(SAMPLES, self.receiver.address)
         self.update_end = UpdateEnd(context(self.ctx))
         self.poller = zmq.Poller()
@@ -105,7 +105,7 @@ class TrainerWorker(Worker):
             self.publisher = ParamsPublisher(bind_address(cfg), self.trial, ctx=self.ctx)
             self.register(PARAMS, self.publisher.address)
             self.logger = MetricsLogger(cfg, total=cfg.total_env_steps, elapsed=float(meta.get("elapsed_s", 0.0)),
-                                        wandb_id=meta.get("wandb_id"))
+                                        wandb_id=meta.get("wandb_id"), prometheus=self.exporter)
         self.pending: list[Trajectory] = []
         self.pending_columns = 0
         self.placed: Trajectory | None = None  # the next batch, on its way to the devices
@@ -124,6 +124,14 @@ class TrainerWorker(Worker):
         self.published = -1  # the newest version published
         self.log(f"samples at {self.receiver.address}; batch {cfg.batch_envs} env columns x {cfg.algo.num_steps} "
                  f"steps ({self.share} from this process of {self.hosts}), {cfg.num_updates} updates")
+
+    def example_batch(self) -> Trajectory:
+        """A batch shaped like this process's (zeros), to compile the update for in ``setup``."""
+        return zeros_trajectory(self.spec, self.cfg.algo.num_steps, self.extras_spec, self.share)
+
+    def samples_limit(self) -> int:
+        """The largest frame the samples socket accepts (``srljax.system.bounds``)."""
+        return stream_limits(self.cfg, self.spec, self.extras_spec)["samples"]
 
     def ready_info(self) -> dict[str, Any]:
         return {"extras_spec": {k: [list(shape), dtype] for k, (shape, dtype) in self.extras_spec.items()}}
@@ -162,6 +170,7 @@ class TrainerWorker(Worker):
                 self.running = self.learner.step(self.placed)
             self.update_end.watch(self.running)
             self.update_started = time.monotonic()
+            self.stats.begin("compute/update")  # its share of wall time is the trainer's busy fraction
             self.lags += self.placed_lags.tolist()
             self.placed = None
         elif self.running is None and self.primary and self.published < self.learner.version:
@@ -223,6 +232,7 @@ class TrainerWorker(Worker):
     def _finish_update(self) -> None:
         train_metrics = jax.device_get(self.running)
         self.running = None
+        self.stats.end("compute/update")
         self.stats.add("updates")
         self.stats.sample("time/update_s", time.monotonic() - self.update_started)
         version, cfg = self.learner.version, self.cfg

@@ -35,7 +35,8 @@ Each heartbeat carries the main loop's age (seconds since a ``poll`` last return
 worker's ``progress()`` (the trainer: updates) and ``waiting()`` (what its loop waits for), so
 the controller tells a hung loop and a starved trial from a slow one.
 Metrics (``self.stats`` plus ``metrics()``) go to ``runs/<exp>/<trial>/workers/<role>-<i>.jsonl``
-every few seconds, each line stamped with pid and role.
+every few seconds, each line stamped with pid and role, and are served on the worker's Prometheus
+endpoint (``srljax/system/exporter.py``; its address goes to the controller in ``register``).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ from srljax.layout import CONTROLLER
 from srljax.system.auth import worker_context
 from srljax.system.bounds import stream_limits
 from srljax.system.common import spec_from_wire, stream_key, trial_name
+from srljax.system.exporter import METRICS_STREAM, serve_worker
 from srljax.system.stats import WorkerStats
 from srljax.types import EnvSpec
 
@@ -107,6 +109,8 @@ class Worker:
         self.incarnation = uuid.uuid4().hex[:12]  # on every control message: which of the workers of this key
         self._followed: list[tuple[Any, str, str, frozenset[int] | None]] = []  # connect_peers: (endpoint, role, stream, indices)
         self.trial_restarts = 0  # worker restarts in this trial so far (the controller's ``restarts``)
+        self.exporter: Any = None  # its Prometheus endpoint, from ``run`` (srljax/system/exporter.py)
+        self._exported: dict[str, Any] = {}  # the last ``metrics()``, which the endpoint serves
 
     # -- subclass hooks -------------------------------------------------------------------
     def setup(self) -> None:
@@ -188,6 +192,9 @@ class Worker:
     def run(self, controller_timeout: float = LOOKUP_TIMEOUT_S) -> int:
         """Serve the controller until ``stop``; 0 on a clean stop, 1 after an error."""
         address = self.names.wait(worker_key(self.cfg.name, self.cfg.trial, CONTROLLER, 0), timeout=controller_timeout)
+        self.exporter = serve_worker(self)  # its address goes to the controller in ``register``
+        if self.exporter is not None:
+            self.names.add(stream_key(self.cfg, self.role, self.index, METRICS_STREAM), self.exporter.address)
         control = threading.Thread(target=self._control_loop, args=(address,), name=f"{self.name}-control", daemon=True)
         control.start()
         self.log(f"started; controller at {address}")
@@ -220,6 +227,8 @@ class Worker:
             self.log(f"{self.state}" + (f" ({self._stop_reason})" if self._stop_reason else ""))
             self._control_done.set()
             control.join(timeout=5.0)
+            if self.exporter is not None:
+                self.exporter.close()
             if self._own_ctx and isinstance(self.ctx, WireContext):
                 self.ctx.close()
         return code
@@ -311,7 +320,7 @@ class Worker:
     def _identity(self) -> dict[str, Any]:
         node = os.environ.get("SLURMD_NODENAME")  # on Slurm: where the controller can reach this process
         return {"pid": os.getpid(), "role": self.role, "index": self.index, "host": socket.gethostname(),
-                **({"node": node} if node else {})}
+                **({"node": node} if node else {}), **({"metrics": self.exporter.address} if self.exporter else {})}
 
     def _control_loop(self, address: str) -> None:
         client = ControlClient(address, self.trial, self.key, ctx=self.ctx)
@@ -368,8 +377,9 @@ class Worker:
             path = Path(self.cfg.run_dir) / "workers" / f"{self.role}-{self.index}.jsonl"
             path.parent.mkdir(parents=True, exist_ok=True)
             self._metrics_file = path.open("a")
+        self._exported = self.metrics()  # main thread only (it reads sockets); the Prometheus endpoint serves it
         record = {"time": round(time.time(), 3), "pid": os.getpid(), "role": self.role, "index": self.index,
-                  "state": self.state, **self.stats.snapshot(), **self.metrics()}
+                  "state": self.state, **self.stats.snapshot(), **self._exported}
         self._metrics_file.write(json.dumps({k: _plain_tree(v) for k, v in record.items()}) + "\n")
         self._metrics_file.flush()
 

@@ -1,0 +1,205 @@
+"""MAPPO and IPPO (Yu et al. 2022; de Witt et al. 2020) as an ``Algorithm``: PPO over agent samples.
+
+Shape letters: T transitions, B envs, N agents, F packed row features (``EnvSpec.agent_row()``),
+A actions per agent, S samples (T * B * N).
+
+The env gives obs ``[B, N, F]`` and takes actions ``[B, N]`` (``envs/multi_agent.py``); segments are
+``[T+1, B, N, ...]`` and pass through every shell unchanged. Here each agent of each env is one PPO
+sample: one actor and one critic, shared by all agents (parameter sharing, optionally told the agent's
+index as a one-hot), the loss is ``algos.ppo.ppo_loss`` on the ``S`` samples, GAE runs per agent
+column (``[T, B*N]``) with the team reward (or each agent's own, ``spec.agent_rewards``) and the env's
+episode flags. Illegal actions (``spec.action_mask``) get a logit of ``MASKED_LOGIT``: probability 0 in
+sampling, log-probabilities and entropy.
+
+Critic inputs (``MAPPOConfig.critic``): ``central`` (MAPPO) the env's global state, or all agents'
+views concatenated (the same vector for every agent) when it has none; ``local`` (IPPO) the agent's own
+view. ``value_norm``: the critic predicts targets standardised by a running mean / std of the returns,
+updated from each batch's returns before the value loss (the paper's ValueNorm); the values the
+actors stored are de-normalised with the stats before the update for GAE.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import flax.struct
+import jax
+import jax.numpy as jnp
+import optax
+from jax import lax
+
+from algos import actor_critic
+from algos.base import RETURN_ACC, Algorithm, Metrics, Params, TrainState
+from algos.distributions import CATEGORICAL, categorical_log_prob, categorical_sample
+from algos.networks import MLP, _dense
+from algos.normalizers import VAR_EPS, RunningMeanStd, normalize, rms_init, rms_update, scale_rewards
+from algos.parallel import split_samples
+from algos.ppo import explained_variance, ppo_loss
+from algos.returns import gae, valid_mask
+from srljax.config import Experiment, MAPPOConfig
+from srljax.types import EnvSpec, Trajectory
+
+Array = jax.Array
+MASKED_LOGIT = -1e9
+"""The logit of an illegal action: finite, so log-softmax and the entropy stay free of NaN, and
+exp(-1e9 - max) is exactly 0 in float32."""
+
+
+@flax.struct.dataclass
+class MultiAgentNorm:
+    """Normaliser stats of MAPPO's ``TrainState.norm``; a field is None when disabled."""
+
+    obs: RunningMeanStd | None  # [N, F] the packed rows
+    ret: RunningMeanStd | None  # [] the team's discounted return (``normalize_reward``)
+    value: RunningMeanStd | None  # [] value targets (``value_norm``)
+
+
+class MultiAgentActorCritic(nn.Module):
+    """``{"actor" [..., Da], "critic" [..., Dc], "mask" [..., A] bool}`` -> (masked logits [..., A], value [...])."""
+
+    num_actions: int
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+
+    @nn.compact
+    def __call__(self, x: dict[str, Array]) -> tuple[Array, Array]:
+        pi_h = MLP(self.hidden_sizes, self.activation, name="actor")(x["actor"])
+        v_h = MLP(self.hidden_sizes, self.activation, name="critic")(x["critic"])
+        logits = _dense(self.num_actions, 0.01, name="policy_head")(pi_h)
+        return jnp.where(x["mask"], logits, MASKED_LOGIT), _dense(1, 1.0, name="value_head")(v_h)[..., 0]
+
+
+def network_inputs(spec: EnvSpec, a: MAPPOConfig, obs: Array, obs_norm: RunningMeanStd | None) -> dict[str, Array]:
+    """Packed rows ``obs [..., N, F]`` (raw) -> the network's inputs, each ``[..., N, D]``."""
+    n, row = spec.num_agents, spec.agent_row()
+    x = normalize(obs, obs_norm, a.obs_clip) if obs_norm is not None else obs.astype(jnp.float32)
+    lead = obs.shape[:-2]
+    view = x[..., row["view"]]
+    if a.critic == "local":
+        critic = view
+    elif spec.state_size:
+        critic = x[..., row["state"]]
+    else:  # no global state: every agent's critic sees all views, in agent order
+        critic = jnp.broadcast_to(view.reshape((*lead, 1, n * spec.agent_obs_size)), (*lead, n, n * spec.agent_obs_size))
+    actor = view
+    if a.agent_id:
+        one_hot = jnp.broadcast_to(jnp.eye(n, dtype=jnp.float32), (*lead, n, n))
+        actor, critic = jnp.concatenate([actor, one_hot], -1), jnp.concatenate([critic, one_hot], -1)
+    if spec.action_mask:
+        mask = obs[..., row["mask"]] > 0.5
+    else:
+        mask = jnp.ones((*lead, n, spec.num_actions), bool)
+    return {"actor": actor, "critic": critic, "mask": mask}
+
+
+def spec_problems(spec: EnvSpec, a: MAPPOConfig) -> list[str]:
+    """What stops MAPPO on ``spec`` (known only once an env exists; ``MAPPOConfig.problems`` checks the ids)."""
+    out = []
+    if spec.num_agents < 2 or spec.action_kind != "discrete" or spec.obs_shape[:1] != (spec.num_agents,):
+        out.append(f"algo=mappo needs a multi-agent env with discrete actions (obs [B, N, F], EnvSpec.num_agents "
+                   f"> 1, envs/multi_agent.py); {spec.id} has num_agents={spec.num_agents}, {spec.action_kind} actions")
+    elif a.critic == "central" and not spec.state_size and not spec.agent_obs_size:
+        out.append(f"algo.critic='central' on {spec.id}: the env gives no global state and no agent views to "
+                   "concatenate into one; give the env a state (EnvSpec.state_size) or use algo.critic='local' (IPPO)")
+    if a.normalize_reward and spec.agent_rewards:
+        out.append(f"algo.normalize_reward=True: {spec.id} rewards each agent separately and reward scaling keeps one "
+                   "running return per env; set algo.normalize_reward=False (algo.value_norm scales the critic)")
+    return out
+
+
+def make_mappo(cfg: Experiment, spec: EnvSpec) -> Algorithm:
+    """Build MAPPO / IPPO (``cfg.algo``, a ``MAPPOConfig``) for the multi-agent ``spec``."""
+    a, t = cfg.algo, cfg.trainer
+    assert isinstance(a, MAPPOConfig)
+    problems = spec_problems(spec, a)
+    if problems:
+        raise ValueError("; ".join(problems))
+    n, row = spec.num_agents, spec.agent_row()
+    net = MultiAgentActorCritic(spec.num_actions, tuple(a.hidden_sizes), a.activation)
+    epochs, num_mb = t.update_epochs, t.num_minibatches
+    steps_per_update = epochs * num_mb
+    gamma, lam, norm_rew = a.gamma, a.gae_lambda, a.normalize_reward
+    if t.anneal_lr:
+        schedule = optax.linear_schedule(t.lr, 0.0, cfg.num_updates * steps_per_update)
+    else:
+        schedule = optax.constant_schedule(t.lr)
+    tx = optax.chain(optax.clip_by_global_norm(t.max_grad_norm), optax.adam(schedule, eps=t.adam_eps))
+    loss = jax.value_and_grad(
+        lambda p, mb: ppo_loss(p, net.apply, mb, dist=CATEGORICAL, clip_coef=a.clip_coef, clip_vloss=a.clip_vloss,
+                               ent_coef=a.ent_coef, vf_coef=a.vf_coef, norm_adv=a.norm_adv), has_aux=True)
+    sgd_step = actor_critic.sgd_step(loss, tx)
+
+    def init(rng: Array) -> TrainState:
+        rng, key = jax.random.split(rng)
+        example = network_inputs(spec, a, jnp.zeros((1, *spec.obs_shape), jnp.float32), None)
+        params = jax.jit(net.init)(key, example)
+        norm = MultiAgentNorm(obs=rms_init(spec.obs_shape) if a.normalize_obs else None,
+                              ret=rms_init(()) if norm_rew else None, value=rms_init(()) if a.value_norm else None)
+        return TrainState(params=params, opt_state=tx.init(params), norm=norm, step=jnp.zeros((), jnp.int32), rng=rng)
+
+    def act(pp: Params, obs: Array, actor_state: Any, first: Any, rng: Array) -> tuple[Array, dict[str, Array], Any]:
+        logits, value = net.apply(pp["params"], network_inputs(spec, a, obs, pp["obs_norm"]))  # [B, N, A], [B, N]
+        action = categorical_sample(rng, logits)
+        return action, {"logp": categorical_log_prob(logits, action), "value": value}, actor_state
+
+    def minibatches(key: Array, flat: dict[str, Any]) -> dict[str, Any]:
+        """flat [S, ...] -> shuffled [M, S // M, ...]; a remainder sits out this epoch."""
+        s = jax.tree.leaves(flat)[0].shape[0]
+        size = s // num_mb
+        perm = jax.random.permutation(key, s)[: num_mb * size]
+        mbs = jax.tree.map(lambda x: jnp.take(x, perm, axis=0).reshape((num_mb, size, *x.shape[1:])), flat)
+        return split_samples(mbs, axis=1)
+
+    def update(state: TrainState, traj: Trajectory) -> tuple[TrainState, Metrics]:
+        def per_agent(x: Array) -> Array:  # env data [R, B] -> agent columns [R, B*N]
+            return jnp.repeat(x, n, axis=1)
+
+        norm = state.norm
+        mask_env = valid_mask(traj.terminated, traj.truncated)  # [T, B]
+        if spec.agent_rewards:
+            r_t = traj.obs[1:, :, :, row["reward"]][..., 0].reshape(mask_env.shape[0], -1)  # [T, B*N]
+        else:
+            r_t = traj.reward[1:]
+            if norm_rew:
+                r_t, norm = scale_rewards(norm, r_t, mask_env, traj.extras[RETURN_ACC][0], gamma, a.reward_norm_clip)
+            r_t = per_agent(r_t)
+        mask = per_agent(mask_env)  # [T, B*N]
+        stored = traj.extras["value"].astype(jnp.float32).reshape(traj.reward.shape[0], -1)  # [T+1, B*N]
+        values = stored * jnp.sqrt(norm.value.var + VAR_EPS) + norm.value.mean if a.value_norm else stored
+        adv = gae(values, r_t, per_agent(traj.terminated[1:]), per_agent(traj.truncated[1:]), gamma, lam)
+        ret = adv + values[:-1]
+        if a.value_norm:  # targets in the critic's units with the stats updated from this batch
+            norm = norm.replace(value=rms_update(norm.value, ret, mask))
+            ret = (ret - norm.value.mean) / jnp.sqrt(norm.value.var + VAR_EPS)
+        inputs = network_inputs(spec, a, traj.obs[:-1], state.norm.obs)  # the stats the actors used
+        samples = {
+            "obs": jax.tree.map(lambda x: x.reshape((-1, *x.shape[3:])), inputs),
+            "action": traj.action[:-1].reshape(-1),
+            "logp": traj.extras["logp"][:-1].astype(jnp.float32).reshape(-1),
+            "value": stored[:-1].reshape(-1),
+            "adv": adv.reshape(-1),
+            "ret": ret.reshape(-1),
+            "mask": mask.reshape(-1),
+        }
+        rng, key = jax.random.split(state.rng)
+        (params, opt_state), stats = lax.scan(lambda c, k: lax.scan(sgd_step, c, minibatches(k, samples)),
+                                              (state.params, state.opt_state), jax.random.split(key, epochs))
+        if a.normalize_obs:
+            norm = norm.replace(obs=rms_update(norm.obs, traj.obs[:-1], mask_env))
+        metrics = {k: jnp.mean(v) for k, v in stats.items()}
+        metrics["explained_variance"] = explained_variance(samples["value"], samples["ret"], samples["mask"])
+        metrics["lr"] = jnp.asarray(schedule(state.step * steps_per_update), jnp.float32)
+        if spec.action_mask:
+            metrics["legal_actions"] = jnp.mean(jnp.sum(inputs["mask"], -1).astype(jnp.float32))
+        return TrainState(params=params, opt_state=opt_state, norm=norm, step=state.step + 1, rng=rng), metrics
+
+    return Algorithm(
+        init=init,
+        policy_params=lambda state: {"params": state.params, "obs_norm": state.norm.obs},
+        initial_actor_state=lambda batch: (),
+        act=act,
+        update=update,
+        extras_spec={"logp": ((n,), "float32"), "value": ((n,), "float32")},
+        return_gamma=gamma if norm_rew else None,
+    )

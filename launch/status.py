@@ -1,0 +1,265 @@
+"""``python -m launch.status -e EXP -f TRIAL``: what a running trial's workers do, and what bounds it.
+
+    python -m launch.status -e atari_ppo_distributed -f pong1               # local or Slurm alike
+    python -m launch.status -e atari_ppo_distributed -f pong1 --interval 20 # longer window (slow updates)
+
+Reads ``RUN_DIR/prometheus_targets.json`` (every worker's endpoint, ``srljax/system/exporter.py``),
+scrapes every endpoint twice ``--interval`` seconds apart and prints, per role: workers answering,
+busy fraction, throughput and queue depths, the share of wall time in each phase, and one sentence
+naming what bounds the run (env stepping, inference, the trainer's update, sample transport or
+params transport) with the figures that show it. For a Slurm trial (``slurm/job.json`` in the run
+folder) the job's state per group comes first (``python -m launch.slurm status``).
+
+``summarise`` (scraped values -> ``RoleFigures``) and ``diagnose`` (figures -> the sentence) are
+pure functions; ``tests/test_status.py`` feeds them synthetic metrics for each case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from srljax.layout import ACTOR, BUFFER, POLICY, TRAINER
+from srljax.prometheus import Target, read_targets, scrape, values
+
+INTERVAL_S = 5.0
+BUSY = 0.75  # a role whose workers are busy this share of their time is the bound
+HELD_BACK = 0.30  # actors waiting this share of their time on the sinks or for params are held back
+
+ENV, INFERENCE, UPDATE, SAMPLES, PARAMS = ("env stepping", "inference", "the trainer's update", "sample transport",
+                                          "params transport")
+CAUSES = (ENV, INFERENCE, UPDATE, SAMPLES, PARAMS)
+
+THROUGHPUT = {  # role -> counters reported per second (summed over the role's workers)
+    ACTOR: ("env_steps", "segments"), POLICY: ("rows", "batches"), BUFFER: ("env_steps", "segments"),
+    TRAINER: ("updates", "env_steps"),
+}
+BUSY_PHASES = {TRAINER: ("compute/update",)}
+"""Roles whose busy time is these phases (the trainer's loop waits while its update runs); any other
+role is busy whenever it does not wait on another worker (every ``wait/*`` phase but ``wait/env``: an
+actor's env stepping is its work; a policy worker's decoding and replying are part of inference)."""
+FIGURES = {  # role -> {name: sample key} read from the endpoints' windows (mean over workers)
+    ACTOR: {"inference latency p50 ms": 'srljax_latency_inference_ms{stat="p50"}'},
+    POLICY: {"batch fill": 'srljax_batch_fill{stat="mean"}'},
+    TRAINER: {"update s p50": 'srljax_time_update_s{stat="p50"}'},
+}
+
+
+@dataclass(frozen=True)
+class RoleFigures:
+    """One role over the window between two scrapes (shares: of wall time, mean over its workers)."""
+
+    role: str
+    count: int
+    busy: float
+    throughput: dict[str, float] = field(default_factory=dict)  # counter -> per second, summed
+    shares: dict[str, float] = field(default_factory=dict)  # phase -> share of wall time
+    queues: dict[str, float] = field(default_factory=dict)  # queue gauge -> summed over workers
+    figures: dict[str, float] = field(default_factory=dict)  # FIGURES, and "policy lag" for the trainer
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    cause: str  # one of CAUSES
+    sentence: str
+
+
+# -- figures from two scrapes ------------------------------------------------------------------------------
+def summarise(scrapes: list[tuple[str, Mapping[str, float], Mapping[str, float], float]]) -> dict[str, RoleFigures]:
+    """``scrapes``: per worker (role, values at the first scrape, at the second, seconds between them),
+    values as ``srljax.prometheus.values`` flattens them. Returns the figures of every role."""
+    by_role: dict[str, list[tuple[Mapping[str, float], Mapping[str, float], float]]] = defaultdict(list)
+    for role, before, after, dt in scrapes:
+        by_role[role].append((before, after, max(dt, 1e-9)))
+    return {role: _role(role, workers) for role, workers in sorted(by_role.items())}
+
+
+def _delta(before: Mapping[str, float], after: Mapping[str, float], key: str) -> float:
+    return max(0.0, after.get(key, 0.0) - before.get(key, 0.0))
+
+
+def _role(role: str, workers: list[tuple[Mapping[str, float], Mapping[str, float], float]]) -> RoleFigures:
+    n = len(workers)
+    shares: dict[str, float] = defaultdict(float)
+    throughput: dict[str, float] = defaultdict(float)
+    queues: dict[str, float] = defaultdict(float)
+    figures: dict[str, float] = defaultdict(float)
+    prefix = 'srljax_time_seconds_total{phase="'
+    for before, after, dt in workers:
+        for key in after:
+            if key.startswith(prefix):
+                shares[key[len(prefix):-2]] += _delta(before, after, key) / dt / n
+            elif key.startswith("srljax_queue_"):
+                queues[key[len("srljax_queue_"):]] += after[key]
+        for counter in THROUGHPUT.get(role, ()):
+            throughput[counter] += _delta(before, after, f"srljax_{counter}_total") / dt
+        for name, key in FIGURES.get(role, {}).items():
+            figures[name] += after.get(key, 0.0) / n
+        if role == TRAINER:  # the lag of the columns taken in the window (whole run if none came)
+            count = _delta(before, after, "srljax_lag_received_count")
+            lag = (_delta(before, after, "srljax_lag_received_sum") / count if count else
+                   after.get("srljax_lag_received_sum", 0.0) / max(after.get("srljax_lag_received_count", 0.0), 1.0))
+            figures["policy lag"] += lag / n
+    if role in BUSY_PHASES:
+        busy = sum(shares.get(phase, 0.0) for phase in BUSY_PHASES[role])
+    else:
+        busy = 1.0 - sum(v for k, v in shares.items() if k.startswith("wait/") and k != "wait/env")
+    return RoleFigures(role, n, min(max(busy, 0.0), 1.0), dict(throughput), dict(shares), dict(queues), dict(figures))
+
+
+# -- the diagnosis -------------------------------------------------------------------------------------------
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def diagnose(roles: Mapping[str, RoleFigures]) -> Diagnosis:
+    """Name what bounds the run, with the figures that show it.
+
+    1. the trainer updates >= ``BUSY`` of the time: its update (nothing else can go faster);
+    2. policy workers busy >= ``BUSY``: inference;
+    3. actors wait >= ``HELD_BACK`` of their time on the sinks (``wait/push``) or for newer params
+       (``wait/lag_limit``) while the trainer is not busy: samples, or params, do not travel fast
+       enough (whichever wait is larger);
+    4. else the actors are the producers, and what they spend their time on bounds the run: env
+       stepping (``wait/env``) or inference (``wait/inference``, remote; ``compute/act``, inline).
+    """
+    trainer, policy, actor, buffer = (roles.get(r) for r in (TRAINER, POLICY, ACTOR, BUFFER))
+    trainer_busy = trainer.busy if trainer else 0.0
+    actor_line = ""
+    if actor:
+        waits = {k: v for k, v in sorted(actor.shares.items(), key=lambda kv: -kv[1]) if v >= 0.01}
+        actor_line = "actors' time: " + ", ".join(f"{k} {_pct(v)}" for k, v in waits.items())
+    updates = ""
+    if trainer:
+        update_s = trainer.figures.get("update s p50", 0.0)
+        updates = (f"{TRAINER}{'s' if trainer.count > 1 else ''} updating {_pct(trainer_busy)} of the time "
+                   f"({trainer.throughput.get('updates', 0.0):.2f} updates/s"
+                   + (f", {update_s:.2f} s each" if update_s else "") + ")")
+    if trainer and trainer_busy >= BUSY:
+        return _said(UPDATE, f"{updates}; {actor_line}" if actor_line else updates)
+    if policy and policy.busy >= BUSY:
+        return _said(INFERENCE, f"policy workers busy {_pct(policy.busy)} of the time "
+                                f"({policy.throughput.get('rows', 0.0):,.0f} rows/s, batch fill "
+                                f"{_pct(policy.figures.get('batch fill', 0.0))}); {actor_line}")
+    if actor is None:
+        return _said(UPDATE if trainer else ENV, updates or "no actors answered")
+    push, lag = actor.shares.get("wait/push", 0.0), actor.shares.get("wait/lag_limit", 0.0)
+    starved = f"; {updates}" if updates else ""
+    if push + lag >= HELD_BACK:
+        if push >= lag:
+            via = (f"; buffers wait {_pct(buffer.shares.get('wait/push', 0.0))} of the time to push to the trainer"
+                   if buffer else "")
+            held = trainer.queues.get("pending_columns", 0.0) if trainer else 0.0
+            return _said(SAMPLES, f"actors wait {_pct(push)} of their time to push segments{via}{starved}"
+                                  + (f" and hold {held:g} columns of a batch" if trainer else ""))
+        lag_text = f", policy lag {trainer.figures.get('policy lag', 0.0):.1f} versions" if trainer else ""
+        return _said(PARAMS, f"actors wait {_pct(lag)} of their time for newer params (the lag throttle){starved}"
+                             f"{lag_text}")
+    env = actor.shares.get("wait/env", 0.0)
+    infer = actor.shares.get("wait/inference", 0.0) + actor.shares.get("wait/request_send", 0.0) \
+        + actor.shares.get("compute/act", 0.0)
+    if infer > env:
+        latency = actor.figures.get("inference latency p50 ms", 0.0)
+        extra = (f" (round trip p50 {latency:.1f} ms; policy workers busy {_pct(policy.busy)})" if policy else
+                 " (inline, compute/act)")
+        return _said(INFERENCE, f"actors spend {_pct(infer)} of their time on inference{extra} and {_pct(env)} "
+                                f"waiting for their envs{starved}")
+    return _said(ENV, f"actors spend {_pct(env)} of their time waiting for their envs to step and {_pct(infer)} "
+                      f"on inference ({actor.throughput.get('env_steps', 0.0):,.0f} env steps/s){starved}")
+
+
+def _said(cause: str, figures: str) -> Diagnosis:
+    return Diagnosis(cause, f"Bound by {cause}: {figures}.")
+
+
+# -- the report ----------------------------------------------------------------------------------------------
+def report(roles: Mapping[str, RoleFigures], diagnosis: Diagnosis, interval: float) -> list[str]:
+    lines = [f"over {interval:.1f} s:", f"  {'role':<10} {'count':>5} {'busy':>5}  {'throughput':<36} queues"]
+    for r in roles.values():
+        rates = ", ".join(f"{v:,.2f} {k.replace('_', ' ')}/s" if v < 10 else f"{v:,.0f} {k.replace('_', ' ')}/s"
+                          for k, v in r.throughput.items())
+        queues = ", ".join(f"{k.replace('_', ' ')} {v:g}" for k, v in sorted(r.queues.items())) or "-"
+        lines.append(f"  {r.role:<10} {r.count:>5} {_pct(r.busy):>5}  {rates or '-':<36} {queues}")
+    lines.append("  time per worker (share of wall time):")
+    for r in roles.values():
+        shares = ", ".join(f"{k} {_pct(v)}" for k, v in sorted(r.shares.items(), key=lambda kv: -kv[1]) if v >= 0.005)
+        figures = ", ".join(f"{k} {v:.3g}" for k, v in r.figures.items())
+        if shares or figures:
+            lines.append(f"    {r.role:<10} {shares}" + (f"; {figures}" if figures else ""))
+    lines.append(diagnosis.sentence)
+    return lines
+
+
+def measure(targets: list[Target], interval: float) -> tuple[list[tuple[str, dict, dict, float]], list[str]]:
+    """Scrape every target twice, ``interval`` s apart; (per worker answering both times, problems)."""
+    def once(target: Target) -> tuple[float, dict[str, float] | None, str]:
+        try:
+            return time.monotonic(), values(scrape(target.address)), ""
+        except (OSError, ValueError) as error:
+            return time.monotonic(), None, str(error)
+
+    with ThreadPoolExecutor(max_workers=min(32, max(1, len(targets)))) as pool:
+        first = list(pool.map(once, targets))
+        time.sleep(interval)
+        second = list(pool.map(once, targets))
+    out, problems = [], []
+    for target, (t0, before, e0), (t1, after, e1) in zip(targets, first, second):
+        name = f"{target.labels.get('role', '?')}/{target.labels.get('index', '?')}"
+        if before is None or after is None:
+            problems.append(f"{name} at {target.address} did not answer: {e0 or e1}")
+        elif target.labels.get("role") != "controller":
+            out.append((target.labels.get("role", "?"), before, after, t1 - t0))
+    return out, problems
+
+
+def _slurm_lines(run_dir: Path, name: str) -> list[str]:
+    if not (run_dir / "slurm" / "job.json").exists():
+        return []
+    try:
+        from launch.slurm.jobs import SlurmError
+        from launch.slurm.trial import Trial, status_lines
+
+        return status_lines(Trial(run_dir), name)
+    except (OSError, SlurmError) as error:  # no Slurm commands here (e.g. on a laptop, reading a shared folder)
+        return [f"{name}: Slurm job state unavailable ({error})"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m launch.status", description=__doc__.splitlines()[0])
+    parser.add_argument("-e", "--experiment", required=True, help="experiment name (the run folder's parent)")
+    parser.add_argument("-f", "--trial", required=True, help="trial name")
+    parser.add_argument("--run-root", default="runs", help="run root (default: runs, the configs' log.run_root)")
+    parser.add_argument("--interval", type=float, default=INTERVAL_S,
+                        help=f"seconds between the two scrapes (default {INTERVAL_S:g}; several updates' worth is best)")
+    args = parser.parse_args(argv)
+    run_dir = Path(args.run_root) / args.experiment / args.trial
+    name = f"{args.experiment}/{args.trial}"
+    for line in _slurm_lines(run_dir, name):
+        print(line, flush=True)
+    try:
+        targets = read_targets(run_dir)
+    except (FileNotFoundError, ValueError) as error:
+        print(f"{name}: {error}", file=sys.stderr)
+        return 1
+    print(f"{name}: scraping {len(targets)} endpoints listed in {run_dir / 'prometheus_targets.json'} "
+          f"twice, {args.interval:g} s apart", flush=True)
+    scrapes, problems = measure(targets, args.interval)
+    for problem in problems:
+        print(f"  {problem}", flush=True)
+    if not scrapes:
+        print(f"{name}: no worker answered: has the trial ended? (status.json: {run_dir / 'status.json'})",
+              file=sys.stderr)
+        return 1
+    roles = summarise(scrapes)
+    print("\n".join(report(roles, diagnose(roles), args.interval)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,232 @@
+"""ApexActorWorker: an Ape-X actor; acts with its own constant epsilon, computes initial priorities, feeds one shard.
+
+    worker = ApexActorWorker(cfg, index=2, names=names)   # run by a backend for algo=dqn, distributed
+
+The ACTOR role's worker for a replay algorithm (``srljax.layout.REPLAY_WORKERS``). It steps its
+envpool ring like ``ActorWorker`` and acts inline (``srljax.acting.Acting``, the single-process
+loop's acting code) with the newest params the trainer published, every env row with the
+epsilon ``algos.dqn.apex_epsilon(i, N)`` held in its actor state (never in the params).
+
+Rows are kept per env (``RowChunker``): once an env has ``T + n`` rows (``algo.num_steps``,
+``algo.n_step``), its first ``T`` have whole n-step windows, get their initial priorities from
+the Q-values the actor computed while acting (``algos.dqn.initial_priorities``, as Ape-X does),
+and go to shard ``i % S`` (``srljax.apex``; always the same one, which keeps its envs' streams)
+as one chunk ``[T, k]`` once every env has one ready; the last n rows start the next chunk.
+
+Waits: at most ``MAX_QUEUED`` chunks wait here for a full shard; and with ``algo.throttle``
+``both`` or ``inserts``, an actor that has inserted more than its share of the env steps the
+updates so far allow (``srljax.apex.actor_allowance``, with one chunk of slack) waits for newer params;
+if none comes for 3x the usual time between versions (at least 5 s: the trainer may be starved,
+e.g. by a restarted shard that lost its rows) it may insert one more chunk, and so on.
+A full replay never blocks it: the shard overwrites its oldest rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections import deque
+from typing import Any
+
+import jax
+import numpy as np
+
+import algos
+import envs
+from algos.dqn import apex_epsilon, initial_priorities
+from srljax.acting import Acting
+from srljax.apex import actor_allowance, shard_of
+from srljax.comm import SampleSender
+from srljax.layout import ACTOR, BUFFER, PARAMS, SAMPLES, TRAINER, actor_envs_per_recv
+from srljax.system.actor import ActorWorker
+from srljax.system.common import episode_meta
+from srljax.system.params import ParamsCodec, ParamsFollower
+from srljax.types import EnvSpec, TimeStep
+
+SEND_HWM = 2
+ESCAPE_MIN_S = 5.0
+ESCAPE_UPDATES = 3
+MAX_QUEUED = 2
+WAIT_MS = 20
+ROW_FIELDS = ("obs", "action", "reward", "terminated", "truncated", "q_taken", "q_max")
+
+
+class RowChunker:
+    """Per-env rows until ``T + n`` are held; then the first ``T`` leave with their initial priorities.
+
+        chunker = RowChunker(spec, num_steps=50, n_step=3, gamma=0.99)
+        chunker.add(ts, action, extras)          # extras: q_taken, q_max [B]
+        if chunker.ready():
+            chunk = chunker.pop()                # {obs [T, k, *O], ..., priority [T, k], env_id [k]}
+    """
+
+    def __init__(self, spec: EnvSpec, num_steps: int, n_step: int, gamma: float):
+        self.num_steps, self.n_step, self.gamma = num_steps, n_step, gamma
+        rows, n = num_steps + n_step, spec.num_envs
+        self.store = {"obs": np.zeros((rows, n, *spec.obs_shape), spec.obs_dtype),
+                      "action": np.zeros((rows, n, *spec.action_shape), spec.action_dtype),
+                      "reward": np.zeros((rows, n), np.float32), "terminated": np.zeros((rows, n), bool),
+                      "truncated": np.zeros((rows, n), bool), "q_taken": np.zeros((rows, n), np.float32),
+                      "q_max": np.zeros((rows, n), np.float32)}
+        self.pos = np.zeros(n, np.int64)
+        self.ready_chunks: dict[int, deque[dict[str, np.ndarray]]] = {}  # env -> its chunks (T rows each), in order
+
+    def add(self, ts: TimeStep, action: np.ndarray, extras: dict[str, np.ndarray]) -> None:
+        ids = np.asarray(ts.env_id)
+        rows = self.pos[ids]
+        values = {"obs": ts.obs, "action": action, "reward": ts.reward, "terminated": ts.terminated,
+                  "truncated": ts.truncated, "q_taken": extras["q_taken"], "q_max": extras["q_max"]}
+        for name, store in self.store.items():
+            store[rows, ids] = values[name]
+        self.pos[ids] += 1
+        for env in ids[self.pos[ids] == self.num_steps + self.n_step]:
+            self._finish(int(env))
+
+    def _finish(self, env: int) -> None:
+        t, s = self.num_steps, {k: v[:, env] for k, v in self.store.items()}
+        chunk = {k: s[k][:t].copy() for k in ("obs", "action", "reward", "terminated", "truncated")}
+        chunk["priority"] = initial_priorities(s["q_taken"], s["q_max"], s["reward"], s["terminated"],
+                                               s["truncated"], self.n_step, self.gamma)
+        self.ready_chunks.setdefault(env, deque()).append(chunk)
+        for store in self.store.values():  # the last n rows start the next chunk
+            store[: self.n_step, env] = store[t:, env]
+        self.pos[env] = self.n_step
+
+    def ready(self, envs: int) -> bool:
+        """Every env has a chunk, or one env is a whole chunk ahead (async envs): send what there is."""
+        return len(self.ready_chunks) >= envs or any(len(q) > 1 for q in self.ready_chunks.values())
+
+    def pop(self) -> dict[str, np.ndarray]:
+        """The oldest chunk of every env that has one, as one ``[T, k]`` message tree (``env_id`` [k] int32)."""
+        ids = sorted(self.ready_chunks)
+        chunks = [self.ready_chunks[env].popleft() for env in ids]
+        for env in ids:
+            if not self.ready_chunks[env]:
+                del self.ready_chunks[env]
+        out = {k: np.stack([c[k] for c in chunks], axis=1) for k in chunks[0]}
+        out["env_id"] = np.asarray(ids, np.int32)
+        return out
+
+
+class ApexActorWorker(ActorWorker):
+    role = ActorWorker.role
+    placement = ActorWorker.placement
+
+    def setup(self) -> None:
+        cfg = self.cfg
+        self.remote = False  # apex_problems refuses remote inference
+        env_cfg = dataclasses.replace(cfg.env, batch_size=actor_envs_per_recv(cfg))
+        self.env = envs.make(env_cfg, seed=cfg.seed + self.index * cfg.env.num_envs)
+        self.spec = self.env.spec
+        self.algo = algos.make(cfg, self.spec)
+        self.epsilon = apex_epsilon(self.index, cfg.layout.num_actors)
+        self.shard = shard_of(self.index, cfg)
+        self.sender = SampleSender(None, self.trial, ctx=self.ctx, hwm=SEND_HWM)
+        if not self.connect_peers(self.sender, BUFFER, SAMPLES, [self.shard]):  # follows a restarted shard
+            raise RuntimeError(f"the configure message named no replay buffer worker {self.shard} to push to")
+        key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 1000 + self.index)
+        self.acting = Acting(self.algo, self.spec.num_envs, key)
+        self.acting.actor_state["epsilon"][:] = self.epsilon
+        codec = ParamsCodec(self.algo)
+        self.acting.warm_up(codec.zeros(), self.spec)
+        self.follower = ParamsFollower(self.trial, self.peers_of(TRAINER, PARAMS), codec, self.stats, self.ctx)
+        self.follow_peers(self.follower.sub, TRAINER, PARAMS)
+        self.chunker = RowChunker(self.spec, cfg.algo.num_steps, cfg.algo.n_step, cfg.algo.gamma)
+        self.outgoing: deque[tuple[dict[str, np.ndarray], dict[str, Any]]] = deque()
+        self.returns: list[float] = []
+        self.lengths: list[int] = []
+        self.rows_sent = 0
+        self.throttle = cfg.algo.throttle in ("both", "inserts")
+        self.bonus = 0.0  # rows granted by ``_escape`` beyond the allowance
+        self.version_seen, self.version_time, self.last_escape, self.update_interval = -1, time.monotonic(), 0.0, 1.0
+        self.blocked = ""
+        self.stats.gauge("epsilon", self.epsilon)
+        self.env.async_reset()
+        self.log(f"{self.spec.num_envs} envs {self.spec.id}, epsilon {self.epsilon:.4g}, feeds replay buffer worker "
+                 f"{self.shard}; chunks of {cfg.algo.num_steps} rows + {cfg.algo.n_step} for the n-step windows")
+
+    def poll(self) -> None:
+        if len(self.outgoing) >= MAX_QUEUED:
+            with self.stats.time("wait/push"):
+                self._push(WAIT_MS)
+            if len(self.outgoing) >= MAX_QUEUED:
+                self.blocked = f"replay buffer worker {self.shard} full: {len(self.outgoing)} chunks wait"
+                return
+        else:
+            self._push(0)
+        self.follower.poll(timeout_ms=0 if self.follower.params is not None else 50)
+        if self.follower.params is None:
+            self.blocked = "params: none received yet"
+            return
+        self._track_versions()
+        if self.throttle and self.rows_sent > actor_allowance(self.cfg, self.follower.version, self.index) + self.bonus:
+            if not self._escape():
+                self.blocked = (f"replay ratio: inserted {self.rows_sent} env steps by params version "
+                                f"{self.follower.version}, waits for a newer one")
+                with self.stats.time("wait/replay_ratio"):
+                    self.follower.poll(timeout_ms=WAIT_MS)
+                return
+        with self.stats.time("wait/env"):
+            ts = self.env.recv()
+        if self._empty(ts):
+            return
+        self.blocked = ""
+        with self.stats.time("compute/act"):
+            action, extras = self.acting.act(self.follower.params, ts)
+        self.env.send(action, ts.env_id)
+        self._record_rows(ts, action, extras)
+
+    def _track_versions(self) -> None:
+        now = time.monotonic()
+        if self.follower.version != self.version_seen:
+            if self.version_seen >= 0:  # how long updates take, as this actor sees them
+                self.update_interval = 0.9 * self.update_interval + 0.1 * (now - self.version_time)
+            self.version_seen, self.version_time = self.follower.version, now
+
+    def _escape(self) -> bool:
+        """The trainer has published nothing new for a while (``ESCAPE_UPDATES`` x its usual interval, at least
+        ``ESCAPE_MIN_S``): it may be starved (a restarted shard that lost the rows it would sample), so
+        this actor may insert one more chunk; a merely slow trainer lets this happen rarely."""
+        now = time.monotonic()
+        wait = max(ESCAPE_MIN_S, ESCAPE_UPDATES * self.update_interval)
+        if now - max(self.version_time, self.last_escape) < wait:
+            return False
+        self.bonus += self.cfg.algo.num_steps * self.spec.num_envs
+        self.last_escape = now
+        self.stats.add("throttle_escapes")
+        return True
+
+    def _record_rows(self, ts: TimeStep, action: np.ndarray, extras: dict[str, np.ndarray]) -> None:
+        ended = ~np.isnan(ts.episode_return)
+        self.returns += ts.episode_return[ended].tolist()
+        self.lengths += ts.episode_length[ended].tolist()
+        self.stats.add("env_steps", len(ts.env_id))
+        self.stats.add("episodes", int(ended.sum()))
+        self.chunker.add(ts, action, extras)
+        while self.chunker.ready(self.spec.num_envs):
+            self._queue_chunk()
+
+    def _queue_chunk(self) -> None:
+        if not self.chunker.ready_chunks:
+            return
+        meta = {**episode_meta(self.returns, self.lengths), "epsilon": float(self.epsilon),
+                "incarnation": self.incarnation}
+        self.outgoing.append((self.chunker.pop(), meta))
+        self.returns, self.lengths = [], []
+        self._push(0)
+
+    def _push(self, timeout_ms: int) -> None:
+        while self.outgoing:
+            tree, meta = self.outgoing[0]
+            if not self.sender.send(tree, timeout_ms=timeout_ms, version=self.follower.version,
+                                    meta={**meta, ACTOR: self.index}):
+                return
+            self.outgoing.popleft()
+            self.rows_sent += tree["reward"].size
+            self.stats.add("segments")
+
+    def waiting(self) -> str:
+        return getattr(self, "blocked", "")
+
+    def metrics(self) -> dict[str, Any]:
+        return {**super().metrics(), "epsilon": getattr(self, "epsilon", None), "rows_sent": getattr(self, "rows_sent", 0)}

@@ -1,0 +1,129 @@
+"""EvalManager: the ``eval`` role, evaluating the trainer's params by version (SRL's Eval Manager).
+
+    python -m launch.local configs/cartpole_ppo_eval_distributed.py    # RUN_DIR/eval.jsonl, RUN_DIR/best/
+
+One worker, added to the graph when ``eval.every_updates`` > 0. It subscribes to the trainer's params
+stream like an actor and, every ``eval.every_updates`` versions, plays ``eval.episodes`` episodes on
+envs of its own with fixed seeds and deterministic actions (``srljax.evaluation.Evaluator``: the
+single-process loop's code), in a thread, so its loop keeps turning (heartbeats, params) during a
+long Atari evaluation. A version that arrives while an evaluation runs is not queued: the next
+evaluation takes the newest version held, so the manager never falls behind the trainer. Results
+go to ``RUN_DIR/eval.jsonl`` (by version), its own wandb run (``<exp>/<trial>/eval``) and, for the
+best mean return so far, ``RUN_DIR/best/`` (``srljax.evaluation.EvalBook``). When the trial ends
+(``stop``) it evaluates the last version (``eval.final``: waiting up to ``FINAL_WAIT_S`` for the
+trainer's last params) and logs the summary line.
+
+It is its own eval actor: this first version runs the episodes in the manager's process rather
+than fanning them out to several eval actors.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from srljax.layout import EVAL
+from srljax.system.worker import Worker
+
+FINAL_WAIT_S = 10.0  # at stop: how long to wait for the trainer's last params version
+
+
+class EvalManager(Worker):
+    role = EVAL
+    placement = "cpu"
+
+    def setup(self) -> None:
+        import algos
+        from srljax.evaluation import EvalBook, Evaluator
+        from srljax.layout import PARAMS, TRAINER
+        from srljax.metrics import _start_wandb
+        from srljax.system.params import ParamsCodec, ParamsFollower
+
+        algo = algos.make(self.cfg, self.spec)
+        self.follower = ParamsFollower(self.trial, self.peers_of(TRAINER, PARAMS), ParamsCodec(algo), self.stats, self.ctx)
+        self.follow_peers(self.follower.sub, TRAINER, PARAMS)
+        self.evaluator = Evaluator(self.cfg, algo)
+        self._wandb = None
+        if self.cfg.log.wandb != "disabled":
+            import secrets
+
+            self._wandb = _start_wandb(self.cfg, self.role, secrets.token_hex(4))
+        self.book = EvalBook(self.cfg, self._wandb_log)
+        self._thread: threading.Thread | None = None
+        self._done: tuple[Any, Any] | None = None  # (result, params) of the evaluation that finished
+        self._error: BaseException | None = None
+
+    def _wandb_log(self, values: dict[str, float], step: int) -> None:
+        if self._wandb is not None:
+            self._wandb.log(values, step=step)
+
+    def poll(self) -> None:
+        self._collect()
+        self.follower.poll(timeout_ms=50)
+        version = self.follower.version
+        if self._thread is None and version > 0 and self.book.due(version):
+            params = self.follower.params
+            self._thread = threading.Thread(target=self._evaluate, args=(params, version),
+                                            name=f"{self.name}-evaluate", daemon=True)
+            self._thread.start()
+
+    def _evaluate(self, params: Any, version: int) -> None:
+        try:
+            self._done = (self.evaluator.evaluate(params, version), params)
+        except BaseException as error:  # re-raised in the main loop: the controller sees the traceback
+            self._error = error
+
+    def _collect(self) -> None:
+        """Record a finished evaluation; re-raise its error."""
+        if self._thread is None or self._thread.is_alive():
+            return
+        self._thread = None
+        if self._error is not None:
+            raise RuntimeError("evaluation failed") from self._error
+        result, params = self._done
+        self._done = None
+        record = self.book.add(result, params)
+        self.stats.add("evaluations")
+        self.stats.gauge("eval_version", result.version)
+        self.stats.gauge("eval_mean", record["mean"])
+
+    def progress(self) -> int:
+        return max(0, getattr(getattr(self, "book", None), "last_version", 0))
+
+    def waiting(self) -> str:
+        thread = getattr(self, "_thread", None)
+        return "" if thread is not None else "for a params version due for evaluation"
+
+    def close(self) -> None:
+        try:
+            if getattr(self, "book", None) is None:
+                return
+            if self._thread is not None:
+                self._thread.join()
+                self._collect()
+            if self.cfg.eval.final and self.state != "error":
+                self._final()
+            self.log(self.book.summary())
+        finally:
+            for thing in (getattr(self, "book", None), getattr(self, "follower", None)):
+                if thing is not None:
+                    thing.close()
+            if getattr(self, "_wandb", None) is not None:
+                self._wandb.finish()
+
+    def _final(self) -> None:
+        """Evaluate the trial's last version, waiting briefly for the trainer's last params."""
+        last = self.cfg.num_updates
+        deadline = time.monotonic() + FINAL_WAIT_S
+        while self.follower.version < last and time.monotonic() < deadline:
+            self.follower.poll(timeout_ms=100)
+        version = self.follower.version
+        if version < 1:
+            return
+        if version in self.book.evaluated:
+            from srljax.evaluation import EVAL_FILE, _last_record
+
+            self.book.final = _last_record(self.book.run_dir / EVAL_FILE, version)
+            return
+        self.book.add(self.evaluator.evaluate(self.follower.params, version), self.follower.params, final=True)

@@ -1,0 +1,265 @@
+"""ReplayBufferWorker: one shard of Ape-X's prioritized replay; actors insert rows, the trainer pulls batches.
+
+    worker = ReplayBufferWorker(cfg, index=0, names=names)   # run by a backend for algo=dqn, distributed
+
+The BUFFER role's worker for a replay algorithm (``srljax.layout.REPLAY_WORKERS``). Shard s holds
+``algo.replay.capacity / layout.num_buffer_workers`` transitions in a ``srljax.replay.Replay`` with one
+stream per env of each actor that feeds it (actor i feeds shard i % S, ``srljax.apex``).
+
+* **In** (samples, PULL): an actor's chunk ``[T, k]`` of rows (obs, action, reward, flags) of k of its
+  envs, each row with the initial priority the actor computed from its own Q-values
+  (``algos.dqn.initial_priorities``). Rows go in as they come; a full replay overwrites the oldest,
+  so actors are never blocked by it. A chunk from a new incarnation of an actor (it was restarted)
+  first ends that actor's episodes in progress (``Replay.cut_streams``).
+* **Out** (samples, PUSH to the trainer): sampled batches, only as many as the trainer granted
+  (credit, ``grant`` on the priorities stream: at most the trainer's prefetch is ever in flight),
+  and every ``REPORT_S`` a report (an empty tree) whose meta carries the env steps inserted since
+  the last one, the completed episodes, the actors' epsilons, the shard's size and incarnation.
+* **Back** (priorities, PULL): ``|TD error|`` for the rows of a batch this incarnation drew, and
+  ``save`` (the trainer checkpointed): with ``checkpoint.replay`` the shard writes its contents to
+  ``RUN_DIR/replay/shard-<s>.npz`` (written to a temporary file and renamed, so a crash leaves the
+  previous one whole), also on close. ``--resume`` loads it; a restarted shard starts empty.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from srljax.apex import num_shards, shard_actors, shard_capacity, shard_streams, stream_base
+from srljax.comm import PriorityReceiver, SampleReceiver, SampleSender
+from srljax.comm.priorities import KIND_GRANT, KIND_SAVE
+from srljax.layout import ACTOR, BUFFER, PRIORITIES, SAMPLES, TRAINER
+from srljax.replay import Replay, SampleKeys
+from srljax.system.bounds import FLOOR, HEADROOM
+from srljax.system.common import bind_address, check_array, episode_meta, episodes_from_meta
+from srljax.system.worker import Worker
+
+REPORT_S = 0.25  # how often inserts and episodes go to the trainer when no batch is asked for
+DRAIN_MAX = 64
+
+
+def snapshot_path(cfg: Any, shard: int) -> Path:
+    return Path(cfg.run_dir) / "replay" / f"shard-{shard}.npz"
+
+
+class ReplayBufferWorker(Worker):
+    role = BUFFER
+    serves = (SAMPLES, PRIORITIES)
+
+    def setup(self) -> None:
+        cfg, spec, a = self.cfg, self.spec, self.cfg.algo
+        if spec is None:
+            raise RuntimeError("the configure message carried no env spec")
+        r = a.replay
+        self.replay = Replay(shard_capacity(cfg), shard_streams(cfg, self.index), spec.obs_shape, spec.obs_dtype,
+                             spec.action_shape, spec.action_dtype, n_step=a.n_step, alpha=r.alpha,
+                             priority_eps=r.priority_eps, dedup_frames=r.dedup_frames)
+        self.rng = np.random.default_rng([cfg.seed, 7919, self.index])
+        self.shard_incarnation = uuid.uuid4().hex[:8]  # in every batch: priorities for another one are dropped
+        self.receiver = SampleReceiver(bind_address(cfg), self.trial, ctx=self.ctx, hwm=4)
+        self.register(SAMPLES, self.receiver.address)
+        limit = FLOOR + HEADROOM * 24 * max(a.batch_size, 1)  # three [N] arrays of 8 bytes
+        self.back = PriorityReceiver(bind_address(cfg), self.trial, ctx=self.ctx, max_bytes=limit)
+        self.register(PRIORITIES, self.back.address)
+        self.sender = SampleSender(None, self.trial, ctx=self.ctx, hwm=4)
+        self.connect_peers(self.sender, TRAINER, SAMPLES)
+        self.actors = shard_actors(cfg, self.index)
+        self.actor_incarnation: dict[int, str] = {}
+        self.epsilons: dict[str, float] = {}
+        self.unreported_steps, self.returns, self.lengths = 0, [], []
+        self.actor_returns: dict[str, list[float]] = {}  # per actor: epsilons differ, so do their returns
+        self.granted = self.served = 0
+        self.next_report = 0.0
+        self.batches_sent = self.priorities_applied = 0
+        if self.resume and not self.restarted and cfg.checkpoint.replay:
+            self._load_snapshot()
+        self.log(f"replay shard {self.index}: {self.replay.capacity:,} transitions in {self.replay.num_streams} streams "
+                 f"(actors {self.actors}); samples at {self.receiver.address}, priorities at {self.back.address}")
+
+    # -- loop -------------------------------------------------------------------------------------
+    def poll(self) -> None:
+        self._take_back()
+        with self.stats.time("wait/samples"):
+            msg = self.receiver.recv(timeout_ms=0 if self.served < self.granted else 20)
+            taken = 0
+            while msg is not None:
+                self._insert(msg)
+                taken += 1
+                msg = self.receiver.recv(timeout_ms=0) if taken < DRAIN_MAX else None
+        if self.served < self.granted and self.replay.size >= self.cfg.algo.batch_size:
+            self._send_batch()
+        elif time.monotonic() >= self.next_report:
+            self._send(None, {})
+        self.stats.gauge("replay/size", self.replay.size)
+
+    def _take_back(self) -> None:
+        for _ in range(DRAIN_MAX):
+            got = self.back.recv(timeout_ms=0)
+            if got is None:
+                return
+            kind, value, msg = got
+            if kind == KIND_SAVE:
+                self.save_snapshot(int(value))
+                continue
+            if msg.meta.get("incarnation") != self.shard_incarnation:
+                self.stats.add("priorities_other_incarnation")
+                continue
+            if kind == KIND_GRANT:
+                self.granted = max(self.granted, int(value))
+                continue
+            try:
+                self.priorities_applied += self.replay.update_priorities(SampleKeys(value.slot, value.written), value.priority)
+            except (ValueError, IndexError):
+                self.stats.add("priorities_invalid")
+            self.stats.add("priority_updates")
+
+    def _insert(self, msg: Any) -> None:
+        """Rows ``[T, k]`` of k envs of one actor, with their initial priorities."""
+        try:
+            actor = int(msg.meta.get(ACTOR, -1))
+            if actor not in self.actors:
+                raise ValueError(f"actor {actor} does not feed shard {self.index}")
+            rows = self._checked_rows(msg.tree)
+        except (ValueError, TypeError):
+            self.stats.add("samples_invalid")
+            return
+        base = stream_base(self.cfg, actor)
+        streams = base + rows["env_id"].astype(np.int64)
+        incarnation = str(msg.meta.get("incarnation", ""))
+        if self.actor_incarnation.get(actor, incarnation) != incarnation:  # a restarted actor: its envs are new
+            self.stats.add("streams_cut", self.replay.cut_streams(base + np.arange(self.cfg.env.num_envs)))
+        self.actor_incarnation[actor] = incarnation
+        try:
+            for t in range(rows["reward"].shape[0]):
+                keep = self._continues(rows["obs"][t], streams)
+                self.replay.add(rows["obs"][t][keep], rows["action"][t][keep], rows["reward"][t][keep],
+                                rows["terminated"][t][keep], rows["truncated"][t][keep], streams[keep],
+                                priority=rows["priority"][t][keep])
+        except ValueError:  # a stack that cannot be deduplicated: counted, the rest of the chunk dropped
+            self.stats.add("samples_invalid")
+            return
+        steps = rows["reward"].size
+        self.unreported_steps += steps
+        self.stats.add("env_steps", steps)
+        returns, lengths = episodes_from_meta(msg.meta)
+        self.returns += returns.tolist()
+        self.lengths += lengths.tolist()
+        self.actor_returns.setdefault(str(actor), []).extend(returns.tolist())
+        if isinstance(msg.meta.get("epsilon"), float):
+            self.epsilons[str(actor)] = msg.meta["epsilon"]
+
+    def _continues(self, obs: np.ndarray, streams: np.ndarray) -> np.ndarray:
+        """Rows to insert: all, except (frame dedup) a stream's first rows until a fresh stack starts one,
+        since a stack that continues rows this shard never saw cannot be rebuilt (a restarted shard)."""
+        keep = np.ones(streams.shape[0], bool)
+        if self.replay.dedup:
+            fresh = np.all(obs == obs[:, -1:], axis=tuple(range(1, obs.ndim)))
+            keep = (self.replay.count[streams] > 0) | fresh
+        return keep
+
+    def _checked_rows(self, tree: Any) -> dict[str, np.ndarray]:
+        spec = self.spec
+        if not isinstance(tree, dict) or set(tree) != {"obs", "action", "reward", "terminated", "truncated",
+                                                       "priority", "env_id"}:
+            raise ValueError("not a chunk of replay rows")
+        reward = tree["reward"]
+        if not isinstance(reward, np.ndarray) or reward.ndim != 2 or 0 in reward.shape:
+            raise ValueError("reward must be [T, k]")
+        t, k = reward.shape
+        env_id = check_array("env_id", tree["env_id"], (k,), "int32")
+        if env_id.min() < 0 or env_id.max() >= self.cfg.env.num_envs or np.unique(env_id).size != k:
+            raise ValueError("env ids must be distinct and < env.num_envs")
+        return {"obs": check_array("obs", tree["obs"], (t, k, *spec.obs_shape), spec.obs_dtype),
+                "action": check_array("action", tree["action"], (t, k, *spec.action_shape), spec.action_dtype),
+                "reward": check_array("reward", reward, (t, k), "float32"),
+                "terminated": check_array("terminated", tree["terminated"], (t, k), "bool"),
+                "truncated": check_array("truncated", tree["truncated"], (t, k), "bool"),
+                "priority": check_array("priority", tree["priority"], (t, k), "float32"), "env_id": env_id}
+
+    def _send_batch(self) -> None:
+        a = self.cfg.algo
+        progress = self.replay.inserted * num_shards(self.cfg) / self.cfg.total_env_steps  # of the run, roughly
+        beta = a.replay.beta0 + (1.0 - a.replay.beta0) * min(1.0, progress)
+        with self.stats.time("compute/sample"):
+            batch, keys = self.replay.sample(a.batch_size, beta, self.rng)
+        tree = {**batch._asdict(), "slot": keys.slot, "written": keys.written}
+        if self._send(tree, {"beta": beta}):
+            self.served += 1
+            self.batches_sent += 1
+            self.stats.add("batches")
+
+    def _send(self, tree: dict[str, Any] | None, extra: dict[str, Any]) -> bool:
+        """A batch (``tree``) or a report (None), with what was inserted since the last message that went out."""
+        meta = {"shard": self.index, "incarnation": self.shard_incarnation, PRIORITIES: self.back.address,
+                "served": self.served,
+                "env_steps": self.unreported_steps, "replay_size": self.replay.size, "epsilons": dict(self.epsilons),
+                **episode_meta(self.returns, self.lengths), "actor_returns": self.actor_returns, **extra}
+        if not self.sender.send(tree if tree is not None else {}, timeout_ms=0, meta=meta):
+            return False
+        self.unreported_steps, self.returns, self.lengths, self.actor_returns = 0, [], [], {}
+        self.next_report = time.monotonic() + REPORT_S
+        return True
+
+    # -- snapshots ----------------------------------------------------------------------------------
+    def save_snapshot(self, version: int | None) -> None:
+        """Write the replay to ``RUN_DIR/replay/shard-<s>.npz`` (``checkpoint.replay``), atomically by rename."""
+        if not self.cfg.checkpoint.replay:
+            return
+        path = snapshot_path(self.cfg, self.index)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.stem}-{os.getpid()}.npz")
+        with self.stats.time("compute/snapshot"), tmp.open("wb") as f:
+            np.savez(f, version=np.asarray(-1 if version is None else version), **{k.replace("/", "__"): v for k, v in self.replay.state().items()})
+        os.replace(tmp, path)
+        self.stats.add("snapshots")
+        when = "at stop" if version is None else f"for update {version}"
+        self.log(f"replay snapshot {when}: {self.replay.size:,} transitions -> {path}")
+
+    def _load_snapshot(self) -> None:
+        path = snapshot_path(self.cfg, self.index)
+        if not path.exists():
+            self.log(f"--resume: no replay snapshot at {path}; this shard starts empty")
+            return
+        with np.load(path) as data:
+            state = {k.replace("__", "/"): data[k] for k in data.files if k != "version"}
+            version = int(data["version"])
+        self.replay.load_state(state)
+        self.replay.cut_streams(np.arange(self.replay.num_streams))  # the actors' envs are new
+        when = "written at stop" if version < 0 else f"of update {version}"
+        self.log(f"--resume: {self.replay.size:,} transitions restored from the snapshot {when}")
+
+    # -- reporting ----------------------------------------------------------------------------------
+    def waiting(self) -> str:
+        replay = getattr(self, "replay", None)
+        if replay is None:
+            return "setup"
+        return (f"holds {replay.size} sampleable transitions; {self.granted - self.served} batches asked for"
+                + ("" if replay.size >= self.cfg.algo.batch_size else " (filling)"))
+
+    def progress(self) -> int:
+        return int(self.stats.counters["env_steps"] + self.stats.counters["batches"])
+
+    def metrics(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if getattr(self, "replay", None) is not None:
+            out |= {"replay_size": self.replay.size, "replay_inserted": self.replay.inserted,
+                    "priorities_applied": self.priorities_applied}
+        for name in ("receiver", "sender", "back"):
+            endpoint = getattr(self, name, None)
+            if endpoint is not None:
+                out.update({f"{name}/{k}": v for k, v in endpoint.counters().items()})
+        return out
+
+    def close(self) -> None:
+        if getattr(self, "replay", None) is not None and self.replay.inserted:
+            self.save_snapshot(None)
+        for name in ("receiver", "sender", "back"):
+            thing = getattr(self, name, None)
+            if thing is not None:
+                thing.close()

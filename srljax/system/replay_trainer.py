@@ -1,0 +1,279 @@
+"""ReplayTrainerWorker: Ape-X's learner; pulls sampled batches from every replay shard, sends priorities back.
+
+    worker = ReplayTrainerWorker(cfg, index=0, names=names)   # run by a backend for algo=dqn, distributed
+
+The TRAINER role's worker for a replay algorithm (``srljax.layout.REPLAY_WORKERS``): the segment
+trainer's setup, params publishing, checkpoints and resume (``TrainerWorker``), with batches from
+replay buffer workers instead of segments from actors:
+
+* **Credit.** A shard samples only batches the trainer asked for: the trainer grants each shard
+  incarnation it has heard from up to ``PREFETCH`` batches in flight (``PrioritySender.grant``,
+  cumulative, resent every second), and only while it holds fewer than ``QUEUE`` batches. So
+  batches are sampled with fresh priorities and no queue grows.
+* **Reports.** Every shard message (batch or report) carries the env steps inserted since its last
+  one, completed episodes and the actors' epsilons: they are this trainer's ``env_steps``, episode
+  window, ``epsilon/actor_<i>`` and ``episode_return/actor_<i>`` (each actor's last ``log.window``
+  games: with Ape-X's epsilons from 0.4 down to ~0, the mixed ``episode_return`` is held down by
+  the most exploring actors).
+* **Replay ratio.** With ``algo.throttle`` ``both`` or ``updates`` an update is dispatched only while
+  the updates stay within ``srljax.apex.trainer_allowance`` of the inserts (``algo.ratio_tolerance``
+  over ``algo.replay_ratio``); time spent waiting is ``wait/replay_ratio``, and every metrics line has
+  ``samples_per_insert``, the ratio achieved.
+* **Priorities back.** When an update ends, its ``|TD error|`` goes to the shard incarnation that
+  drew the batch (one PUSH per shard, following a restarted one), keyed by slot and write count;
+  nothing is sent for uniform replay (``algo.replay.alpha=0``).
+* **Checkpoints.** After each checkpoint the shards are told to ``save`` (``checkpoint.replay``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Any
+
+import jax
+import numpy as np
+
+from srljax.apex import num_shards, samples_per_insert, trainer_allowance
+from srljax.comm import Message, PrioritySender, PriorityUpdate
+from srljax.layout import BUFFER, PRIORITIES
+from srljax.metrics import UpdateRecords
+from srljax.system.bounds import FLOOR, HEADROOM
+from srljax.system.common import check_array, episodes_from_meta
+from srljax.system.trainer import DRAIN_MAX, IDLE_POLL_MS, TrainerWorker
+from srljax.types import ReplayBatch
+
+PREFETCH = 2  # batches one shard may have in flight towards the trainer
+QUEUE = 2  # batches held here, ready to be put on the devices
+GRANT_EVERY_S = 1.0
+
+
+class ReplayTrainerWorker(TrainerWorker):
+    role = TrainerWorker.role
+    placement = TrainerWorker.placement
+    serves = TrainerWorker.serves
+
+    def example_batch(self) -> ReplayBatch:
+        spec, a = self.spec, self.cfg.algo
+        n, k = a.batch_size, a.n_step
+        obs = np.zeros((n, *spec.obs_shape), spec.obs_dtype)
+        return ReplayBatch(obs=obs, action=np.zeros((n, *spec.action_shape), spec.action_dtype),
+                           reward=np.zeros((n, k), np.float32), terminated=np.zeros((n, k), bool),
+                           truncated=np.zeros((n, k), bool), next_obs=obs.copy(), weight=np.ones(n, np.float32))
+
+    def samples_limit(self) -> int:
+        row = int(np.prod(self.spec.obs_shape)) * np.dtype(self.spec.obs_dtype).itemsize
+        return max(super().samples_limit(), FLOOR + HEADROOM * self.cfg.algo.batch_size * max(row, 8 * self.cfg.algo.n_step))
+
+    def setup(self) -> None:
+        super().setup()
+        cfg = self.cfg
+        self.shards = num_shards(cfg)
+        # Shards are configured after the trainer (servers first), so their priorities addresses come
+        # in their messages' meta; a restarted shard's new address comes the same way.
+        self.back = [PrioritySender(None, self.trial, ctx=self.ctx) for _ in range(self.shards)]
+        self.back_address: dict[int, str] = {}
+        self.shard_incarnation: dict[int, str] = {}
+        self.granted = [0] * self.shards
+        self.received = [0] * self.shards
+        self.next_grant = [0.0] * self.shards
+        self.batches: deque[tuple[ReplayBatch, int, str, np.ndarray, np.ndarray]] = deque()
+        self.running_keys: tuple[int, str, np.ndarray, np.ndarray] | None = None
+        self.throttle = cfg.algo.throttle in ("both", "updates")
+        self.prioritized = cfg.algo.replay.alpha > 0
+        self.replay_sizes: dict[int, int] = {}
+        self.epsilons: dict[str, float] = {}
+        self.actor_returns: dict[str, deque[float]] = {}  # each actor's recent episodes (log.window)
+        self.records = UpdateRecords(env_steps=self.env_steps)
+        self.log(f"Ape-X: batches of {cfg.algo.batch_size} from {self.shards} replay buffer worker(s), replay ratio "
+                 f"{cfg.algo.replay_ratio:g} +- {cfg.algo.ratio_tolerance:.0%} (throttle: {cfg.algo.throttle}), "
+                 f"{cfg.num_updates:,} updates")
+
+    # -- loop -------------------------------------------------------------------------------------------
+    def poll(self) -> None:
+        if self.running is not None and self.update_end.ended():
+            self._finish_update()
+        if self.running is None and time.monotonic() >= self.next_publish:
+            self._publish(fresh=self.wire_params is None)
+        if self.learner.version >= self.cfg.num_updates and self.running is None:
+            if not self.done_sent:
+                self.done_sent = True
+                self.tell_controller("done", {"env_steps": self.env_steps, "updates": self.learner.version})
+            time.sleep(0.05)
+            return
+        with self.stats.time("wait/samples_or_update"):
+            woken = dict(self.poller.poll(IDLE_POLL_MS))
+        if self.receiver.sock in woken:
+            for _ in range(DRAIN_MAX):
+                msg = self.receiver.recv(timeout_ms=0)
+                if msg is None:
+                    break
+                self._take(msg)
+        self._grant()
+        if self.placed is None and self.batches and self.learner.version + (self.running is not None) < self.cfg.num_updates:
+            batch, *keys = self.batches.popleft()
+            self.placed = self.learner.put(batch)
+            self.placed_keys = tuple(keys)
+        if self.running is None and self.placed is not None and self._ahead():
+            self.stats.add("waits_replay_ratio")
+        elif self.running is None and self.placed is not None:
+            with self.stats.time("compute/dispatch"):
+                self.running = self.learner.step(self.placed)
+            self.update_end.watch(self.running)
+            self.update_started = time.monotonic()
+            self.running_keys, self.placed = self.placed_keys, None
+        elif self.running is None and self.published < self.learner.version:
+            self._publish()  # idle with updates the actors have not seen: actors may wait for them
+            self.stats.add("publishes_idle")
+
+    def _connect_shard(self, shard: int, address: str) -> None:
+        """Send priorities and credit for ``shard`` to ``address`` (its priorities socket), leaving the old one."""
+        old = self.back_address.get(shard)
+        if old == address:
+            return
+        if old:
+            self.back[shard].disconnect(old)
+        rules = getattr(self.ctx, "rules", None)
+        if rules is not None:  # the address came over the authenticated samples stream: pin the buffer role's key
+            rules.peer_roles[address] = BUFFER
+        self.back[shard].connect(address)
+        self.back_address[shard] = address
+        self.log(f"replay buffer worker {shard}: priorities to {address}")
+
+    def _ahead(self) -> bool:
+        """No update yet: fewer than ``algo.learning_starts`` env steps inserted, or (throttled) the updates
+        would leave the replay ratio's tolerance."""
+        if self.env_steps < self.cfg.algo.learning_starts:
+            return True
+        return self.throttle and self.learner.version + 1 > trainer_allowance(self.cfg, self.env_steps)
+
+    def _grant(self) -> None:
+        """Ask each known shard incarnation for up to ``PREFETCH`` batches in flight, while the queue has room."""
+        now = time.monotonic()
+        for shard, incarnation in self.shard_incarnation.items():
+            want = self.received[shard] + PREFETCH if len(self.batches) < QUEUE else self.granted[shard]
+            if want > self.granted[shard] or (now >= self.next_grant[shard] and self.granted[shard] > self.received[shard]):
+                self.granted[shard] = max(want, self.granted[shard])
+                self.back[shard].grant(self.granted[shard], incarnation=incarnation)
+                self.next_grant[shard] = now + GRANT_EVERY_S
+
+    def _take(self, msg: Message) -> None:
+        """A shard's batch or report: count its inserts and episodes; queue the batch."""
+        meta = msg.meta
+        try:
+            shard, incarnation = int(meta["shard"]), str(meta["incarnation"])
+            steps = int(meta.get("env_steps", 0))
+            if not 0 <= shard < self.shards or steps < 0:
+                raise ValueError(shard)
+        except (KeyError, TypeError, ValueError):
+            self.stats.add("samples_invalid")
+            return
+        if self.shard_incarnation.get(shard) != incarnation:  # a new (or restarted) shard: credit starts afresh
+            address = meta.get(PRIORITIES)
+            if not isinstance(address, str) or not address:
+                self.stats.add("samples_invalid")
+                return
+            self._connect_shard(shard, address)
+            self.shard_incarnation[shard] = incarnation
+            self.granted[shard] = self.received[shard] = 0
+        self.env_steps += steps
+        self.stats.add("env_steps", steps)
+        self.episodes.add(*episodes_from_meta(meta))
+        if isinstance(meta.get("replay_size"), int):
+            self.replay_sizes[shard] = meta["replay_size"]
+        if isinstance(meta.get("actor_returns"), dict):
+            for actor, returns in meta["actor_returns"].items():
+                if isinstance(returns, list) and all(isinstance(r, (int, float)) for r in returns):
+                    self.actor_returns.setdefault(str(actor), deque(maxlen=self.cfg.log.window)).extend(returns)
+        if isinstance(meta.get("epsilons"), dict):
+            self.epsilons.update({str(k): float(v) for k, v in meta["epsilons"].items() if isinstance(v, float)})
+        if not msg.tree:
+            return  # a report
+        try:
+            batch, slot, written = self._checked_batch(msg.tree)
+        except ValueError:
+            self.stats.add("samples_invalid")
+            return
+        self.received[shard] += 1
+        self.stats.add("samples")
+        self.batches.append((batch, shard, incarnation, slot, written))
+
+    def _checked_batch(self, tree: Any) -> tuple[ReplayBatch, np.ndarray, np.ndarray]:
+        spec, a = self.spec, self.cfg.algo
+        n, k = a.batch_size, a.n_step
+        if not isinstance(tree, dict) or set(tree) != {*ReplayBatch._fields, "slot", "written"}:
+            raise ValueError("not a replay batch")
+        batch = ReplayBatch(
+            obs=check_array("obs", tree["obs"], (n, *spec.obs_shape), spec.obs_dtype),
+            action=check_array("action", tree["action"], (n, *spec.action_shape), spec.action_dtype),
+            reward=check_array("reward", tree["reward"], (n, k), "float32"),
+            terminated=check_array("terminated", tree["terminated"], (n, k), "bool"),
+            truncated=check_array("truncated", tree["truncated"], (n, k), "bool"),
+            next_obs=check_array("next_obs", tree["next_obs"], (n, *spec.obs_shape), spec.obs_dtype),
+            weight=check_array("weight", tree["weight"], (n,), "float32"))
+        return batch, check_array("slot", tree["slot"], (n,), "int64"), check_array("written", tree["written"], (n,), "int64")
+
+    def _finish_update(self) -> None:
+        train_metrics, per_sample = jax.device_get(self.running)
+        self.running = None
+        self.stats.add("updates")
+        self.stats.sample("time/update_s", time.monotonic() - self.update_started)
+        if self.prioritized and self.running_keys is not None:
+            shard, incarnation, slot, written = self.running_keys
+            update = PriorityUpdate(slot, written, np.asarray(per_sample["priority"], np.float32))
+            if not self.back[shard].send(update, incarnation=incarnation, version=self.learner.version):
+                self.stats.add("priorities_dropped")
+        version, cfg = self.learner.version, self.cfg
+        last = version >= cfg.num_updates
+        if version % cfg.trainer.publish_every == 0 or last:
+            self._publish()
+        if version % cfg.log.log_every == 0 or last:
+            self._log_metrics(train_metrics)
+        before = self.learner.checkpointer.latest_step() if self.learner.checkpointer is not None else None
+        self.learner.maybe_save()
+        if self.learner.checkpointer is not None and self.learner.checkpointer.latest_step() != before:
+            self._tell_shards_to_save()
+
+    def _tell_shards_to_save(self) -> None:
+        if self.cfg.checkpoint.replay:
+            for sender in self.back:
+                sender.save(self.learner.version)
+
+    def _log_metrics(self, train_metrics: dict[str, Any]) -> None:
+        self.total_env_steps = self.env_steps
+        if self.logger is None:
+            return
+        ratio = samples_per_insert(self.cfg, self.learner.version, self.env_steps)
+        self.stats.gauge("samples_per_insert", ratio)
+        self.logger.write(self.records.record(
+            self.learner.version, self.env_steps, self.episodes.summary(), train_metrics,
+            samples_per_insert=ratio, replay_size=sum(self.replay_sizes.values()),
+            **{f"epsilon/actor_{k}": v for k, v in sorted(self.epsilons.items(), key=lambda kv: int(kv[0]))},
+            **{f"episode_return/actor_{k}": float(np.mean(v)) for k, v in sorted(self.actor_returns.items()) if v},
+            worker_restarts=self.trial_restarts))
+
+    def waiting(self) -> str:
+        if getattr(self, "back", None) is None:
+            return super().waiting()
+        if self.running is not None:
+            return "update running"
+        if self.learner.version >= self.cfg.num_updates:
+            return "done"
+        if self.placed is not None and self._ahead():
+            return (f"replay ratio: {self.learner.version} updates for {self.env_steps:,} env steps inserted "
+                    f"(algo.learning_starts={self.cfg.algo.learning_starts:,}); waits for inserts")
+        return f"batches: holds {len(self.batches)}, shards heard from: {sorted(self.shard_incarnation)}"
+
+    def metrics(self) -> dict[str, Any]:
+        out = super().metrics()
+        for shard, sender in enumerate(getattr(self, "back", [])):
+            out.update({f"priorities{shard}/{k}": v for k, v in sender.counters().items()})
+        return out
+
+    def close(self) -> None:
+        super().close()  # the final checkpoint
+        if getattr(self, "back", None) is not None:
+            if self.cfg.checkpoint.final:
+                self._tell_shards_to_save()
+            for sender in self.back:
+                sender.close()

@@ -1,0 +1,345 @@
+"""Ape-X (distributed DQN): initial priorities against the replay's own n-step targets, the priority
+stream kind, routing of priorities to the shard incarnation that drew a batch, shard stream ids, the
+actor's row chunks, the replay's checkpoint state, and the config refusals. The learning run and a
+two-shard graph are ``-m slow``."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zmq
+
+from algos.dqn import initial_priorities
+from algos.returns import n_step_return
+from srljax.apex import actor_allowance, shard_actors, shard_of, shard_streams, stream_base, trainer_allowance
+from srljax.comm import PriorityReceiver, PrioritySender, PriorityUpdate
+from srljax.config import (
+    CheckpointConfig,
+    DQNConfig,
+    EnvConfig,
+    Experiment,
+    LayoutConfig,
+    LogConfig,
+    PPOConfig,
+    ReplayConfig,
+    TrainerConfig,
+)
+from srljax.layout import ACTOR, BUFFER, PRIORITIES, TRAINER, build_layout, problems, worker_class
+from srljax.replay import Replay, SampleKeys
+from srljax.run_dir import resume_problems
+from srljax.system.apex_actor import RowChunker
+from srljax.types import EnvSpec, TimeStep
+
+REPO = Path(__file__).resolve().parents[1]
+TRIAL = "exp/t0"
+
+
+def random_stream(rng: np.random.Generator, rows: int) -> dict[str, np.ndarray]:
+    done = rng.random(rows) < 0.15
+    term = done & (rng.random(rows) < 0.5)
+    return {"obs": rng.normal(size=(rows, 3)).astype(np.float32), "action": rng.integers(0, 2, rows).astype(np.int32),
+            "reward": rng.normal(size=rows).astype(np.float32), "terminated": term, "truncated": done & ~term,
+            "q_taken": rng.normal(size=rows).astype(np.float32), "q_max": rng.normal(size=rows).astype(np.float32)}
+
+
+@pytest.mark.parametrize("n_step", [1, 3])
+def test_initial_priorities_match_the_replays_own_n_step_targets(n_step):
+    """The actor's priority of row t is |G - Q(s_t, a_t)| for the very window the replay samples for row t."""
+    rng = np.random.default_rng(n_step)
+    s = random_stream(rng, 60)
+    prio = initial_priorities(s["q_taken"], s["q_max"], s["reward"], s["terminated"], s["truncated"], n_step, 0.9)
+    assert prio.shape == (60 - n_step,)
+    replay = Replay(200, 1, (3,), "float32", n_step=n_step, alpha=1.0, check_memory=False)
+    for t in range(60):
+        replay.add(s["obs"][t:t + 1], s["action"][t:t + 1], s["reward"][t:t + 1], s["terminated"][t:t + 1],
+                   s["truncated"][t:t + 1], np.array([0]))
+    slots = np.arange(60 - n_step)
+    batch = replay._gather(slots, np.ones(slots.size, np.float32))
+    boot = np.array([np.flatnonzero((s["obs"] == row).all(axis=1))[0] for row in batch.next_obs])  # the bootstrap rows
+    g = np.asarray(n_step_return(batch.reward.T, batch.terminated.T, batch.truncated.T, s["q_max"][boot], 0.9))
+    want = np.where(s["terminated"][slots] | s["truncated"][slots], 0.0, np.abs(g - s["q_taken"][slots]))
+    np.testing.assert_allclose(prio, want, rtol=1e-5, atol=1e-5)
+    assert np.count_nonzero(want) > 10  # most rows are not done rows
+
+
+def test_initial_priorities_decide_what_is_sampled():
+    """Rows inserted with an actor's priority are drawn in proportion to it (not at the max priority)."""
+    replay = Replay(400, 2, (1,), "float32", n_step=1, alpha=1.0, check_memory=False)
+    for t in range(150):
+        replay.add(np.zeros((2, 1), np.float32), np.zeros(2, np.int32), np.zeros(2), np.zeros(2, bool),
+                   np.zeros(2, bool), np.array([0, 1]), priority=np.array([1.0, 9.0], np.float32))
+    _, keys = replay.sample(4000, beta=0.4, rng=np.random.default_rng(0))
+    share = np.mean(keys.slot // replay.length == 1)
+    assert 0.87 < share < 0.93  # 9 / (1 + 9)
+
+
+def test_priority_stream_round_trip_and_bad_messages_are_dropped():
+    ctx = zmq.Context()
+    try:
+        rx = PriorityReceiver("tcp://127.0.0.1:*", TRIAL, ctx=ctx)
+        tx = PrioritySender(rx.address, TRIAL, ctx=ctx)
+        update = PriorityUpdate(np.arange(5), np.arange(5) * 2, np.linspace(0, 1, 5).astype(np.float32))
+        deadline = time.monotonic() + 5
+        while not tx.send(update, incarnation="abc", version=7) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert tx.grant(3, incarnation="abc") and tx.save(9)
+        tx._encode_send("priorities", {"slot": np.arange(3), "written": np.arange(2), "priority": np.ones(3)}, 1000)
+        kind, got, msg = rx.recv(timeout_ms=2000)
+        assert kind == "priorities" and msg.meta["incarnation"] == "abc" and msg.version == 7
+        np.testing.assert_array_equal(got.slot, update.slot)
+        np.testing.assert_array_equal(got.written, update.written)
+        np.testing.assert_array_equal(got.priority, update.priority)
+        assert rx.recv(timeout_ms=2000)[:2] == ("grant", 3)
+        assert rx.recv(timeout_ms=2000)[:2] == ("save", 9)
+        assert rx.recv(timeout_ms=300) is None  # the malformed one: dropped and counted, not raised
+        assert rx.counters()["drop.shape"] == 1
+    finally:
+        for endpoint in ("tx", "rx"):
+            if endpoint in locals():
+                locals()[endpoint].close()
+        ctx.term()
+
+
+def test_priorities_land_only_on_the_shard_that_drew_the_batch():
+    """Two shards: a batch's update applies to its own rows; the other shard, and rows overwritten since the
+    draw, keep their priorities (what ``ReplayBufferWorker`` does with each update it receives)."""
+    shards = [Replay(64, 2, (1,), "float32", n_step=1, alpha=1.0, check_memory=False) for _ in range(2)]
+    for replay in shards:
+        for _ in range(10):
+            replay.add(np.zeros((2, 1), np.float32), np.zeros(2, np.int32), np.zeros(2), np.zeros(2, bool),
+                       np.zeros(2, bool), np.array([0, 1]))
+    _, keys = shards[0].sample(8, beta=0.4, rng=np.random.default_rng(1))
+    before = [r.tree.total for r in shards]
+    applied = shards[0].update_priorities(keys, np.full(8, 5.0))
+    assert applied == 8 and shards[0].tree.total > before[0] and shards[1].tree.total == before[1]
+    for _ in range(40):  # overwrite every row: a late update for the old rows is skipped
+        shards[0].add(np.zeros((2, 1), np.float32), np.zeros(2, np.int32), np.zeros(2), np.zeros(2, bool),
+                      np.zeros(2, bool), np.array([0, 1]))
+    assert shards[0].update_priorities(SampleKeys(keys.slot, keys.written), np.full(8, 50.0)) == 0
+
+
+def apex_cfg(**layout) -> Experiment:
+    return Experiment(total_env_steps=20_000, env=EnvConfig(id="CartPole-v1", num_envs=2),
+                      algo=DQNConfig(learning_starts=1000, batch_size=32, replay_ratio=4.0, num_steps=8,
+                                     replay=ReplayConfig(capacity=4000, alpha=0.6)),
+                      trainer=TrainerConfig(num_minibatches=1, update_epochs=1),
+                      layout=LayoutConfig(**{"mode": "distributed", "num_actors": 5, "num_buffer_workers": 2, **layout}))
+
+
+def test_shards_streams_and_the_replay_workers():
+    cfg = apex_cfg()
+    assert [shard_of(i, cfg) for i in range(5)] == [0, 1, 0, 1, 0]
+    assert shard_actors(cfg, 0) == [0, 2, 4] and shard_actors(cfg, 1) == [1, 3]
+    assert shard_streams(cfg, 0) == 6 and shard_streams(cfg, 1) == 4
+    assert [stream_base(cfg, i) for i in (0, 2, 4, 1, 3)] == [0, 2, 4, 0, 2]  # disjoint blocks per shard
+    assert problems(cfg) == []
+    assert [worker_class(cfg, r).__name__ for r in (ACTOR, BUFFER, TRAINER)] == [
+        "ApexActorWorker", "ReplayBufferWorker", "ReplayTrainerWorker"]
+    streams = {(s.kind, s.src, s.dst) for s in build_layout(cfg).streams}
+    assert (PRIORITIES, TRAINER, BUFFER) in streams and ("samples", BUFFER, TRAINER) in streams
+    ppo = dataclasses.replace(cfg, algo=PPOConfig())
+    assert worker_class(ppo, ACTOR).__name__ == "ActorWorker"
+    assert all(s.kind != PRIORITIES for s in build_layout(ppo).streams)
+
+
+def test_replay_ratio_allowances_hold_the_ratio_both_ways():
+    cfg = apex_cfg(num_actors=2)  # learning_starts 1000, batch 32, ratio 4, tolerance 0.1
+    assert trainer_allowance(cfg, 1000) == 0  # nothing before learning_starts
+    assert trainer_allowance(cfg, 1800) == pytest.approx(4 * 800 * 1.1 / 32)
+    # its share of learning_starts, plus enough to refill its (restarted, empty) shard with a batch alone
+    assert actor_allowance(cfg, 0) - 1000 / 2 >= 32 + (1 + 1) * 2
+    assert actor_allowance(cfg, 100) - actor_allowance(cfg, 0) == pytest.approx(100 * 32 / 4 * 1.1 / 2)
+    # with both throttles at their limits the other side can always move on: no deadlock
+    for version in (0, 1, 10, 1000):
+        inserted = 2 * actor_allowance(cfg, version)
+        assert trainer_allowance(cfg, int(inserted)) >= version + 1
+
+
+def test_apex_config_refusals_one_clear_message_each():
+    assert any("set layout.num_buffer_workers>=1" in p for p in problems(apex_cfg(num_buffer_workers=0)))
+    assert any("layout.inference=remote is not built" in p for p in problems(apex_cfg(inference="remote")))
+    found = problems(apex_cfg(num_actors=1, num_buffer_workers=2))
+    assert any("some would stay empty" in p for p in found), found
+    cfg = apex_cfg()
+    tight = dataclasses.replace(cfg, algo=dataclasses.replace(cfg.algo, replay=ReplayConfig(capacity=20)))
+    assert any("raise it to at least" in p for p in problems(tight))
+    single = dataclasses.replace(cfg, layout=LayoutConfig(), algo=dataclasses.replace(cfg.algo, throttle="none"))
+    assert any("apply to distributed (Ape-X) layouts" in p for p in problems(single))
+    ppo = Experiment(checkpoint=CheckpointConfig(replay=True))
+    assert any("checkpoint.replay=true: this algorithm keeps no replay" in p for p in problems(ppo))
+
+
+def test_resume_of_a_replay_trial_needs_the_replay_in_its_checkpoints(tmp_path):
+    cfg = dataclasses.replace(apex_cfg(), log=LogConfig(run_root=str(tmp_path)))
+    found = resume_problems(cfg)
+    assert len(found) == 1 and "checkpoint.replay=false" in found[0]
+    keep = dataclasses.replace(cfg, checkpoint=CheckpointConfig(replay=True))
+    assert "holds no checkpoint" in resume_problems(keep)[0] or "does not exist" in resume_problems(keep)[0]
+
+
+def test_row_chunker_sends_every_row_once_in_order_with_priorities():
+    spec = EnvSpec("probe", (2,), "float32", "discrete", num_actions=2, num_envs=3, batch_size=2)
+    chunker, rng, sent = RowChunker(spec, num_steps=4, n_step=2, gamma=0.9), np.random.default_rng(0), []
+    rows = {env: [] for env in range(3)}
+    for step in range(40):  # async: two of the three envs per recv, unevenly
+        ids = np.array([0, 1]) if step % 3 else np.array([0, 2])
+        obs = rng.normal(size=(2, 2)).astype(np.float32)
+        for i, env in enumerate(ids):
+            rows[int(env)].append(obs[i])
+        ts = TimeStep(obs, np.ones(2, np.float32), np.zeros(2, bool), np.zeros(2, bool), ids.astype(np.int32),
+                      np.full(2, np.nan, np.float32), np.zeros(2, np.int32))
+        chunker.add(ts, np.zeros(2, np.int32), {"q_taken": np.zeros(2, np.float32), "q_max": np.ones(2, np.float32)})
+        while chunker.ready(3):
+            sent.append(chunker.pop())
+    for env in range(3):
+        got = [c["obs"][:, list(c["env_id"]).index(env)] for c in sent if env in c["env_id"]]
+        got = np.concatenate(got) if got else np.zeros((0, 2))
+        assert len(got) % 4 == 0 and len(got) <= len(rows[env]) - 2  # whole chunks; the last n rows held back
+        np.testing.assert_array_equal(got, np.asarray(rows[env][: len(got)]))
+    assert all(len(set(c["env_id"].tolist())) == len(c["env_id"]) for c in sent)  # distinct envs per message
+    # reward 1 everywhere, q_max 1, q_taken 0: |1 + 0.9 + 0.81| for every row
+    np.testing.assert_allclose(np.concatenate([c["priority"].ravel() for c in sent]), 2.71, rtol=1e-6)
+
+
+def test_replay_state_round_trip_and_cut_streams():
+    rng = np.random.default_rng(3)
+    a = Replay(60, 2, (3,), "float32", n_step=2, alpha=0.6, check_memory=False)
+    for t in range(45):
+        a.add(rng.normal(size=(2, 3)).astype(np.float32), rng.integers(0, 2, 2), rng.normal(size=2),
+              rng.random(2) < 0.1, np.zeros(2, bool), np.array([0, 1]), priority=rng.random(2).astype(np.float32))
+    b = Replay(60, 2, (3,), "float32", n_step=2, alpha=0.6, check_memory=False)
+    b.load_state({k: np.array(v) for k, v in a.state().items()})
+    assert (b.size, b.inserted, b.max_priority) == (a.size, a.inserted, a.max_priority)
+    got, want = b.sample(16, 0.5, np.random.default_rng(0))[0], a.sample(16, 0.5, np.random.default_rng(0))[0]
+    for x, y in zip(got, want):
+        np.testing.assert_array_equal(x, y)
+    last = np.arange(2) * a.length + (a.count - 1) % a.length
+    live = ~(a.terminated[last] | a.truncated[last])
+    assert a.cut_streams(np.arange(2)) == live.sum() and a.truncated[last].all() or a.terminated[last].any()
+    with pytest.raises(ValueError, match="does not fit this replay"):
+        Replay(60, 3, (3,), "float32", n_step=2, check_memory=False).load_state(a.state())
+
+
+def test_replay_loop_checkpoint_holds_the_replay_and_restores_it(tmp_path):
+    """The single-process loop's checkpoint (``_ReplayLoop._run_state``, one orbax step) restores the replay
+    exactly, then ends each env's episode in progress (the envs are new)."""
+    import envs
+    from srljax.learner import Learner
+    from srljax.replay_loop import _ReplayLoop, _restore, make_replay
+
+    cfg = Experiment(name="dqnckpt", trial="t", total_env_steps=600, env=EnvConfig(id="CartPole-v1", num_envs=2),
+                     algo=DQNConfig(learning_starts=200, batch_size=8, replay=ReplayConfig(capacity=100, alpha=0.6)),
+                     trainer=TrainerConfig(num_minibatches=1, update_epochs=1),
+                     log=LogConfig(run_root=str(tmp_path), wandb="disabled"), checkpoint=CheckpointConfig(replay=True))
+    env = envs.make(cfg.env, seed=0)
+    try:
+        learner, replay = Learner(cfg, env.spec), make_replay(cfg, env.spec)
+        rng = np.random.default_rng(0)
+        for _ in range(30):
+            replay.add(rng.normal(size=(2, 4)).astype(np.float32), rng.integers(0, 2, 2), np.ones(2),
+                       np.zeros(2, bool), np.zeros(2, bool), np.array([0, 1]), priority=rng.random(2))
+        loop = _ReplayLoop(cfg, env, learner, replay)
+        loop.env_steps = 60
+        learner.version = 3
+        learner.close()  # the final checkpoint, through the loop's run_state
+        loop.logger.close()
+        again, fresh = Learner(cfg, env.spec), make_replay(cfg, env.spec)
+        meta = _restore(cfg, again, fresh)
+        again.close(final_checkpoint=False)
+    finally:
+        env.close()
+    assert meta["env_steps"] == 60 and again.version == 3 and fresh.inserted == replay.inserted == 60
+    for name in ("obs", "action", "reward", "written", "initial"):
+        np.testing.assert_array_equal(getattr(fresh, name), getattr(replay, name))
+    last = np.arange(2) * fresh.length + (fresh.count - 1) % fresh.length
+    assert fresh.truncated[last].all() and not replay.truncated.any()  # cut at the resume, nothing else changed
+    assert fresh.size == replay.size - 2 * (cfg.algo.n_step - 1)  # the rows whose window reached the cut row
+
+
+@pytest.mark.slow
+def test_single_process_resume_restores_the_replay(tmp_path):
+    from srljax.replay_loop import train_replay
+
+    cfg = Experiment(name="dqnresume", trial="t", total_env_steps=600, env=EnvConfig(id="CartPole-v1", num_envs=4),
+                     algo=DQNConfig(learning_starts=200, batch_size=32, replay_ratio=1.0,
+                                    replay=ReplayConfig(capacity=1000, alpha=0.6)),
+                     trainer=TrainerConfig(num_minibatches=1, update_epochs=1),
+                     log=LogConfig(run_root=str(tmp_path), wandb="disabled", log_every=5),
+                     checkpoint=CheckpointConfig(replay=True))
+    first = train_replay(cfg)
+    size = first.metrics[-1]["replay_size"]
+    resumed = train_replay(dataclasses.replace(cfg, total_env_steps=640), resume=True)
+    # 40 new env steps (10 recvs of 4 envs) on top of the restored rows; an empty replay would hold < 40
+    assert resumed.metrics[-1]["replay_size"] >= size + 20, (size, resumed.metrics[-1])
+    lines = [json.loads(x) for x in (tmp_path / "dqnresume" / "t" / "metrics.jsonl").read_text().splitlines()]
+    assert lines[-1]["env_steps"] == 640
+
+
+@pytest.mark.slow
+def test_cartpole_apex_distributed_learns_and_exits_0(tmp_path):
+    """``python -m launch.local configs/cartpole_apex_distributed.py``: 2 actors, 1 replay buffer worker, 1 trainer."""
+    done = subprocess.run([sys.executable, "-m", "launch.local", "configs/cartpole_apex_distributed.py", "-f", "t",
+                           f"log.run_root={tmp_path}", "log.wandb=disabled"], cwd=REPO, timeout=3000,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = [json.loads(x) for x in (tmp_path / "cartpole_apex_distributed" / "t" / "metrics.jsonl").read_text().splitlines()]
+    # the greedy actor's games (epsilon 0.00066); actor 0 explores at epsilon 0.4 and pulls the mixed mean down
+    greedy = [x.get("episode_return/actor_1", 0.0) for x in lines]
+    assert max(greedy) >= 475, greedy
+    assert 12.8 / 1.25 < lines[-1]["samples_per_insert"] < 12.8 * 1.25  # the ratio held near its target
+    assert lines[-1]["epsilon/actor_0"] == pytest.approx(0.4)
+
+
+@pytest.mark.slow
+def test_two_shards_in_threads_route_priorities_and_resume_with_the_replay(tmp_path):
+    from launch.threads import run_threads
+
+    cfg = dataclasses.replace(apex_cfg(num_actors=2), name="apex2", trial="t", total_env_steps=4000,
+                              log=LogConfig(run_root=str(tmp_path), wandb="disabled", log_every=10),
+                              checkpoint=CheckpointConfig(replay=True))
+    result = run_threads(cfg)
+    assert result.exit_code == 0, result.message
+    run = tmp_path / "apex2" / "t"
+    for shard in range(2):
+        last = json.loads((run / "workers" / f"buffer-{shard}.jsonl").read_text().splitlines()[-1])
+        assert last["priorities_applied"] > 0 and last["replay_size"] > 0  # each shard got its own batches' updates
+        assert (run / "replay" / f"shard-{shard}.npz").exists()
+    shard_lines = (run / "workers" / "buffer-0.jsonl").read_text().splitlines()
+    inserted = [json.loads(x)["replay_inserted"] for x in shard_lines if "replay_inserted" in x][-1]
+    resumed = run_threads(dataclasses.replace(cfg, total_env_steps=6000), resume=True)
+    assert resumed.exit_code == 0, resumed.message
+    after = [json.loads(x) for x in (run / "workers" / "buffer-0.jsonl").read_text().splitlines()[len(shard_lines):]]
+    first = next(x for x in after if "replay_inserted" in x)
+    assert first["replay_inserted"] >= inserted > 1000  # the shard went on from its snapshot, not from empty
+
+
+@pytest.mark.slow
+def test_threads_restart_a_replay_shard_and_an_apex_actor(tmp_path, monkeypatch):
+    """actor/1 and then buffer/0 (the only replay shard) each raise once; both come back, the restarted
+    shard starts empty and is granted batches afresh, the actor's streams are cut, the trial ends done."""
+    from launch.threads import run_threads
+    from srljax.system.apex_actor import ApexActorWorker
+    from srljax.system.replay_buffer import ReplayBufferWorker
+    from tests.test_system_restart import crash_once
+
+    crashed: list[str] = []
+    crash_once(monkeypatch, ApexActorWorker, 1, lambda w: w.stats.counters["segments"] >= 20, crashed)
+    crash_once(monkeypatch, ReplayBufferWorker, 0, lambda w: w.stats.counters["batches"] >= 60, crashed)
+    cfg = dataclasses.replace(apex_cfg(num_actors=2, num_buffer_workers=1, restart_backoff_seconds=0.2),
+                              name="apexrestart", trial="t", total_env_steps=5000,
+                              log=LogConfig(run_root=str(tmp_path), wandb="disabled", log_every=10))
+    result = run_threads(cfg)
+    assert result.exit_code == 0 and result.reason == "done", result.message
+    assert sorted(crashed) == ["actor/1", "buffer/0"], crashed
+    assert result.restarts["by_worker"] == {"actor/1": 1, "buffer/0": 1}, result.restarts
+    shard = result.worker_metrics("buffer", 0)
+    assert max(x.get("streams_cut", 0) for x in shard) >= 1 or "buffer/0" in crashed[:1]  # the actor's envs were cut
+    assert shard[-1]["state"] == "stopped" and shard[-1]["batches"] > 0  # the newcomer served batches
+    assert result.metrics[-1]["update"] == cfg.num_updates

@@ -1,0 +1,99 @@
+"""The control plane under many workers: bounded polls, waits that name who is missing, bounded logs.
+
+The figures at 100, 1,000 and 10,000 workers come from ``python bench/control_plane.py``; these
+tests pin the behaviour that the scale fixes must keep.
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+from pathlib import Path
+
+import pytest
+
+from srljax.comm import ControlClient, ControlServer, MemoryNames
+from srljax.system.common import trial_name
+from srljax.system.controller import NAMES_SHOWN, Controller, TrialEnded
+from srljax.system.fd_limits import raise_open_files
+from srljax.types import EnvSpec
+from tests.test_system_threads import small_config
+
+TRIAL = "exp/t0"
+SPEC = EnvSpec("CartPole-v1", (4,), "float32", "discrete", num_actions=2, num_envs=4, batch_size=4)
+
+
+def test_control_poll_takes_at_most_limit() -> None:
+    with ControlServer("tcp://127.0.0.1:*", TRIAL) as server:
+        client = ControlClient(server.address, TRIAL, "exp/t0/actor/0")
+        for seq in range(25):
+            assert client.send("heartbeat", {"state": "running", "seq": seq})
+        time.sleep(0.5)  # all 25 queued at the server, so an unbounded poll would take them at once
+        batches, deadline = [], time.monotonic() + 10
+        while sum(batches) < 25 and time.monotonic() < deadline:
+            got = server.poll(timeout_ms=200, limit=10)
+            batches.append(len(got))
+            assert [m.payload["seq"] for m in got] == sorted(m.payload["seq"] for m in got)  # in order
+        assert sum(batches) == 25 and max(batches) == 10, batches
+        client.close()
+
+
+@pytest.fixture
+def controller(tmp_path: Path):
+    cfg = small_config(tmp_path, "layout.num_actors=118", "layout.num_policy_workers=1")
+    ctl = Controller(cfg, MemoryNames(), spec=SPEC, verbose=False)
+    yield ctl
+    ctl.close()
+
+
+def test_wait_names_only_the_missing_worker_then_returns(controller: Controller) -> None:
+    keys = list(controller.expected)
+    assert len(keys) == 120
+    clients = [ControlClient(controller.server.address, trial_name(controller.cfg), key) for key in keys]
+    try:
+        for client in clients[:-1]:
+            client.send("register", {"pid": 1, "incarnation": "a"})
+        with pytest.raises(TrialEnded) as ended:
+            controller._wait_until(keys, lambda k: k in controller.info, 1.5, "register")
+        missing = ended.value.result.message.split("waiting for: ")[1]
+        assert missing == controller.expected[keys[-1]]  # the one that never registered, and only it
+        clients[-1].send("register", {"pid": 1, "incarnation": "a"})
+        began = time.monotonic()
+        controller._wait_until(keys, lambda k: k in controller.info, 10.0, "register")
+        assert time.monotonic() - began < 10.0
+    finally:
+        for client in clients:
+            client.close()
+
+
+def test_registered_line_names_at_most_a_few(controller: Controller, monkeypatch) -> None:
+    said: list[str] = []
+    monkeypatch.setattr(controller, "say", said.append)
+    controller.info = {key: {"pid": 7} for key in controller.expected}
+
+    def first_send(keys: list[str], kind: str, payload: object = None) -> None:
+        raise RuntimeError(kind)
+
+    monkeypatch.setattr(controller, "_send", first_send)
+    with pytest.raises(RuntimeError, match="configure"):  # stop right after the line, at the first configure
+        controller._run()
+    (line,) = [text for text in said if "workers registered" in text]
+    assert line.startswith("all 120 workers registered: trainer/0 (pid 7), ")
+    assert line.count("(pid 7)") == NAMES_SHOWN and line.endswith(f" and {120 - NAMES_SHOWN} more")
+
+
+
+def test_open_files_raised_for_the_workers_or_refused_with_the_fix() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 2_000:
+        pytest.skip(f"hard open-file limit {hard} is too low to test raising")
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1_024, hard))  # a common default soft limit
+        assert raise_open_files(1_500, "the controller") == 1_500
+        assert resource.getrlimit(resource.RLIMIT_NOFILE) == (1_500, hard)
+        assert raise_open_files(1_000, "the controller") == 1_500  # never lowered
+        if hard != resource.RLIM_INFINITY:
+            with pytest.raises(OSError, match=r"the controller needs [\d,]+ open files .*`ulimit -Hn`"):
+                raise_open_files(hard + 1, "the controller")
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

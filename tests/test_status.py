@@ -1,0 +1,87 @@
+"""``launch.status``: figures from two scrapes, and the sentence naming the bound, on synthetic metrics."""
+
+from __future__ import annotations
+
+import pytest
+
+from launch import status
+from launch.status import ENV, INFERENCE, PARAMS, SAMPLES, UPDATE, diagnose, summarise
+
+DT = 10.0
+
+
+def worker(role: str, phases: dict[str, float] | None = None, rates: dict[str, float] | None = None,
+           gauges: dict[str, float] | None = None) -> tuple[str, dict[str, float], dict[str, float], float]:
+    """One worker's values at two scrapes DT apart, as ``srljax.prometheus.values`` flattens them:
+    ``phases`` as shares of wall time, ``rates`` per second, ``gauges`` as they are at the second scrape."""
+    before = {"srljax_env_steps_total": 1e6, 'srljax_time_seconds_total{phase="wait/env"}': 500.0}
+    after = dict(before)
+    for phase, share in (phases or {}).items():
+        key = f'srljax_time_seconds_total{{phase="{phase}"}}'
+        after[key] = before.get(key, 0.0) + share * DT
+    for counter, rate in (rates or {}).items():
+        key = f"srljax_{counter}_total"
+        after[key] = before.get(key, 0.0) + rate * DT
+    after.update(gauges or {})
+    return role, before, after, DT
+
+
+def trial(actor: dict[str, float], trainer_update: float, policy_act: float | None = None,
+          buffer: dict[str, float] | None = None):
+    scrapes = [worker("actor", actor, {"env_steps": 400.0, "segments": 2.0}) for _ in range(2)]
+    scrapes.append(worker("trainer", {"compute/update": trainer_update, "wait/samples_or_update": 1 - trainer_update},
+                          {"updates": 0.5, "env_steps": 800.0},
+                          {"srljax_queue_pending_columns": 3.0, 'srljax_time_update_s{stat="p50"}': 1.9}))
+    if policy_act is not None:
+        scrapes.append(worker("policy", {"compute/act": policy_act, "wait/requests": 1 - policy_act}, {"rows": 800.0},
+                              {'srljax_batch_fill{stat="mean"}': 0.5}))
+    if buffer is not None:
+        scrapes.append(worker("buffer", buffer, {"segments": 4.0}))
+    return summarise(scrapes)
+
+
+CASES = {
+    UPDATE: (trial({"wait/lag_limit": 0.55, "wait/push": 0.2, "wait/env": 0.15}, trainer_update=0.93), "93%"),
+    ENV: (trial({"wait/env": 0.8, "wait/inference": 0.1}, trainer_update=0.3, policy_act=0.2), "80%"),
+    INFERENCE: (trial({"wait/inference": 0.7, "wait/env": 0.2}, trainer_update=0.3, policy_act=0.4), "70%"),
+    SAMPLES: (trial({"wait/push": 0.6, "wait/env": 0.2}, trainer_update=0.2, buffer={"wait/push": 0.7}), "60%"),
+    PARAMS: (trial({"wait/lag_limit": 0.6, "wait/env": 0.3}, trainer_update=0.2), "60%"),
+}
+
+
+@pytest.mark.parametrize("cause", list(CASES))
+def test_the_sentence_names_the_bound_with_its_figures(cause):
+    roles, figure = CASES[cause]
+    diagnosis = diagnose(roles)
+    assert diagnosis.cause == cause, diagnosis.sentence
+    assert diagnosis.sentence.startswith(f"Bound by {cause}: ")
+    assert figure in diagnosis.sentence, diagnosis.sentence
+
+
+def test_saturated_policy_workers_are_inference_even_when_actors_wait_on_envs():
+    roles = trial({"wait/env": 0.5, "wait/inference": 0.4}, trainer_update=0.3, policy_act=0.9)
+    diagnosis = diagnose(roles)
+    assert diagnosis.cause == INFERENCE and "90%" in diagnosis.sentence, diagnosis.sentence
+
+
+def test_inline_actors_that_spend_their_time_acting_are_inference_bound():
+    roles = trial({"compute/act": 0.6, "wait/env": 0.3}, trainer_update=0.3)
+    assert diagnose(roles).cause == INFERENCE
+
+
+def test_summarise_turns_two_scrapes_into_rates_shares_and_busy_fractions():
+    roles = trial({"wait/env": 0.6, "wait/inference": 0.3}, trainer_update=0.8, policy_act=0.25)
+    actor, trainer, policy = roles["actor"], roles["trainer"], roles["policy"]
+    assert actor.count == 2
+    assert actor.throughput["env_steps"] == pytest.approx(800.0)  # summed over the two actors
+    assert actor.shares["wait/inference"] == pytest.approx(0.3)  # a mean share, not a sum
+    assert actor.shares["wait/env"] == pytest.approx(0.6)  # counted from the first scrape, not since the start
+    assert actor.busy == pytest.approx(0.7)  # not waiting on another worker (env stepping is its work)
+    assert trainer.busy == pytest.approx(0.8) and trainer.throughput["updates"] == pytest.approx(0.5)
+    assert trainer.queues == {"pending_columns": 3.0} and trainer.figures["update s p50"] == 1.9
+    assert policy.busy == pytest.approx(0.25) and policy.figures["batch fill"] == 0.5
+
+
+def test_the_command_says_why_when_a_trial_has_no_targets_file(tmp_path, capsys):
+    assert status.main(["-e", "exp", "-f", "t0", "--run-root", str(tmp_path)]) == 1
+    assert "prometheus_targets.json" in capsys.readouterr().err
