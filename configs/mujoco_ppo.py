@@ -10,7 +10,8 @@ CleanRL's 32 x 10 at lr 3e-4 and costs 20x fewer gradient steps.
     python -m launch.local configs/mujoco_ppo.py env.id=Walker2d-v4 seed=2
 
 That cheap optimiser is HalfCheetah's: on Hopper it gives a median of ~800 at 1M steps (Walker2d
-~3,750). For Hopper, or a sweep over MuJoCo tasks, use the 32 x 10 optimiser (Hopper ~2,450,
+~3,750). For other tasks use ``configs/mujoco_ppo_all_tasks.py`` (one file per task in
+``configs/mujoco_tasks/``, run by ``configs/sweeps/mujoco.py``): the 32 x 10 optimiser (Hopper ~2,340-2,450,
 HalfCheetah ~5,350, at 2.5x the compute; add ``trainer.overlap_collection=true`` to win back
 part of the time, with Hopper ~2,230 and HalfCheetah ~5,780 in three-seed runs):
 

@@ -1,0 +1,10 @@
+"""Pusher-v4 with the MuJoCo PPO settings of ``configs/mujoco_ppo_all_tasks.py``.
+
+    python -m launch.local configs/mujoco_tasks/pusher.py seed=2
+"""
+
+from configs.mujoco_ppo_all_tasks import for_task
+
+
+def experiment():
+    return for_task("Pusher-v4")
