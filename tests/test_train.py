@@ -126,6 +126,7 @@ def test_collection_acts_with_the_params_of_the_update_before(tmp_path, monkeypa
         assert [m["value_loss"] for m in again.metrics] == [m["value_loss"] for m in result.metrics]
 
 
+@pytest.mark.slow  # ~50 s; the default run checks overlap's params ordering (test_collection_acts_with_the_params_...)
 def test_overlapped_collection_learns_cartpole(tmp_path):
     cfg = parse(["configs/cartpole_ppo.py", "-f", "overlap", f"log.run_root={tmp_path}", "log.wandb=disabled",
                  "log.progress=lines", "trainer.overlap_collection=true", "checkpoint.final=false"])
@@ -215,7 +216,8 @@ def test_restore_with_mismatched_network_is_a_clear_error(tmp_path):
 
 @pytest.mark.parametrize(
     "config,steps",
-    [("configs/atari_ppo.py", 5000), ("configs/mujoco_ppo.py", 50000)],
+    [pytest.param("configs/atari_ppo.py", 5000, marks=pytest.mark.slow),  # ~75 s: the Nature CNN's compile
+     ("configs/mujoco_ppo.py", 50000)],
 )
 def test_launch_local_runs_atari_and_mujoco(tmp_path, config, steps):
     cmd = [sys.executable, "-m", "launch.local", config, "-f", "smoke", f"total_env_steps={steps}"]
