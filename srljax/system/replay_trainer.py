@@ -121,6 +121,7 @@ class ReplayTrainerWorker(TrainerWorker):
                 self.running = self.learner.step(self.placed)
             self.update_end.watch(self.running)
             self.update_started = time.monotonic()
+            self.stats.begin("compute/update")  # the busy fraction launch.status reads, as the PPO trainer's
             self.running_keys, self.placed = self.placed_keys, None
         elif self.running is None and self.published < self.learner.version:
             self._publish()  # idle with updates the actors have not seen: actors may wait for them
@@ -216,6 +217,7 @@ class ReplayTrainerWorker(TrainerWorker):
     def _finish_update(self) -> None:
         train_metrics, per_sample = jax.device_get(self.running)
         self.running = None
+        self.stats.end("compute/update")
         self.stats.add("updates")
         self.stats.sample("time/update_s", time.monotonic() - self.update_started)
         if self.prioritized and self.running_keys is not None:
