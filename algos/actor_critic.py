@@ -19,11 +19,13 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 import optax
+from jax import lax
 
 from algos.base import Metrics, Params, TrainState
 from algos.distributions import CATEGORICAL, DIAG_GAUSSIAN, Distribution
 from algos.networks import ActorCritic, make_actor_critic
 from algos.normalizers import init_norm, normalize
+from algos.parallel import split_samples
 from algos.recurrent import Recurrent, carry_extras, carry_extras_spec
 from srljax.types import EnvSpec
 
@@ -111,3 +113,30 @@ def sgd_step(grad_fn: Callable, tx: optax.GradientTransformation) -> Callable:
         return (optax.apply_updates(params, updates), opt_state), aux
 
     return step
+
+
+def shuffled_minibatches(key: Array, flat: dict[str, Any], num_mb: int) -> dict[str, Any]:
+    """``flat`` leaves ``[S, ...]`` -> shuffled ``[M, S // M, ...]``; a remainder (``S % M``) sits out this
+    epoch. On a multi-device trainer each device computes the loss of its share of every minibatch."""
+    s = jax.tree.leaves(flat)[0].shape[0]
+    size = s // num_mb
+    perm = jax.random.permutation(key, s)[: num_mb * size]
+    mbs = jax.tree.map(lambda x: jnp.take(x, perm, axis=0).reshape((num_mb, size, *x.shape[1:])), flat)
+    return split_samples(mbs, axis=1)
+
+
+def run_epochs(step: Callable, carry: Any, flat: dict[str, Any], keys: Array, num_mb: int,
+               loop: str = "scan") -> tuple[Any, Metrics]:
+    """``len(keys)`` epochs of ``step`` over shuffled minibatches of ``flat`` -> (carry, stats ``[E, M]`` or
+    ``[E * M]``). ``loop="scan"`` compiles one loop; ``"unroll"`` unrolls it (faster for a CNN on XLA:CPU,
+    ``bench/update_loop.py``)."""
+    if loop == "scan":
+        return lax.scan(lambda c, k: lax.scan(step, c, shuffled_minibatches(k, flat, num_mb)), carry, keys)
+    stats = []
+    for e in range(keys.shape[0]):
+        mbs = shuffled_minibatches(keys[e], flat, num_mb)
+        for i in range(num_mb):
+            carry, aux = step(carry, jax.tree.map(lambda x: x[i], mbs))
+            stats.append(aux)
+    return carry, jax.tree.map(lambda *xs: jnp.stack(xs), *stats)
+

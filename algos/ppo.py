@@ -34,7 +34,6 @@ from algos.actor_critic import ActorCriticPolicy
 from algos.base import RETURN_ACC, Algorithm, Metrics, Params, TrainState
 from algos.distributions import Distribution
 from algos.normalizers import rms_update, scale_rewards
-from algos.parallel import split_samples
 from algos.recurrent import Recurrent, episode_starts, segment_carry
 from algos.returns import gae, valid_mask, vtrace
 from srljax.config import Experiment, PPOConfig
@@ -146,26 +145,6 @@ def make_ppo(cfg: Experiment, spec: EnvSpec, *, loop: LoopForm | None = None) ->
     )
     sgd_step = actor_critic.sgd_step(jax.value_and_grad(lambda p, mb: loss_fn(p, mb=mb), has_aux=True), tx)
 
-    def minibatches(key: Array, flat: dict[str, Array]) -> dict[str, Array]:
-        """flat [N, ...] -> shuffled [M, N // M, ...]; a remainder (N % M) sits out this epoch."""
-        n = jax.tree.leaves(flat)[0].shape[0]
-        size = n // num_mb
-        perm = jax.random.permutation(key, n)[: num_mb * size]
-        mbs = jax.tree.map(lambda x: jnp.take(x, perm, axis=0).reshape((num_mb, size, *x.shape[1:])), flat)
-        # on a multi-device trainer, each device computes the loss of its share of every minibatch
-        return split_samples(mbs, axis=1)
-
-    def run_epochs(carry: tuple[Params, Any], flat: dict[str, Array], keys: Array) -> tuple[Any, Metrics]:
-        if loop == "scan":
-            return lax.scan(lambda c, k: lax.scan(sgd_step, c, minibatches(k, flat)), carry, keys)
-        stats = []
-        for e in range(epochs):
-            mbs = minibatches(keys[e], flat)
-            for i in range(num_mb):
-                carry, aux = sgd_step(carry, jax.tree.map(lambda x: x[i], mbs))
-                stats.append(aux)
-        return carry, jax.tree.map(lambda *xs: jnp.stack(xs), *stats)
-
     def appo_targets(state: TrainState, traj: Trajectory, r_t: Array) -> tuple[Array, Array, Array]:
         """APPO (Sample Factory): V-trace on the learner's values and policy before this update, so
         lagged segments are corrected. -> (values [T+1, B], advantages pg_adv [T, B], targets vs [T, B])."""
@@ -208,7 +187,8 @@ def make_ppo(cfg: Experiment, spec: EnvSpec, *, loop: LoopForm | None = None) ->
             batch["obs"] = {"obs": batch["obs"], "first": starts, "carry": segment_carry(traj.extras)}
             flat = _batch_major(batch)
         rng, key = jax.random.split(state.rng)
-        (params, opt_state), stats = run_epochs((state.params, state.opt_state), flat, jax.random.split(key, epochs))
+        (params, opt_state), stats = actor_critic.run_epochs(
+            sgd_step, (state.params, state.opt_state), flat, jax.random.split(key, epochs), num_mb, loop)
         if norm_obs:
             norm = norm.replace(obs=rms_update(norm.obs, traj.obs[:-1], mask))
         metrics = {k: jnp.mean(v) for k, v in stats.items()}

@@ -28,6 +28,7 @@ from dataclasses import fields
 import envpool
 import numpy as np
 
+from envs.envpool_batch import EnvpoolBatch
 from envs.episode_stats import EpisodeStats
 from envs.spaces import ActionConverter, observation_dtype, spec_from_spaces
 from srljax.config import EnvConfig
@@ -99,7 +100,7 @@ def envpool_options(cfg: EnvConfig, seed: int) -> dict:
     return options
 
 
-class EnvpoolVecEnv:
+class EnvpoolVecEnv(EnvpoolBatch):
     """One envpool instance (``env_type="gymnasium"``) with true episode statistics."""
 
     def __init__(self, cfg: EnvConfig, seed: int):
@@ -119,42 +120,6 @@ class EnvpoolVecEnv:
         self._obs_dtype = observation_dtype(self._env.observation_space)
         self._to_env_action = ActionConverter(self._env.action_space)
         self._stats = EpisodeStats(cfg.num_envs)
-
-    @property
-    def is_async(self) -> bool:
-        return self.spec.batch_size < self.spec.num_envs
-
-    def reset(self) -> TimeStep:
-        self._require_sync("reset")
-        self._stats.begin()
-        obs, info = self._env.reset()
-        no_flags = np.zeros(len(obs), bool)
-        return self._timestep(obs, np.zeros(len(obs), np.float32), no_flags, no_flags, info)
-
-    def step(self, action: np.ndarray, env_id: np.ndarray | None = None) -> TimeStep:
-        self._require_sync("step")
-        ids = None if env_id is None else np.asarray(env_id, np.int32)
-        return self._timestep(*self._env.step(self._to_env_action(action), ids))
-
-    def async_reset(self) -> None:
-        self._stats.begin()
-        self._env.async_reset()
-
-    def send(self, action: np.ndarray, env_id: np.ndarray) -> None:
-        self._env.send(self._to_env_action(action), np.asarray(env_id, np.int32))
-
-    def recv(self) -> TimeStep:
-        return self._timestep(*self._env.recv())
-
-    def close(self) -> None:
-        self._env.close()
-
-    def _require_sync(self, method: str) -> None:
-        if self.is_async:
-            raise RuntimeError(
-                f"{method}() needs sync mode, but env.batch_size={self.spec.batch_size} < "
-                f"env.num_envs={self.spec.num_envs}; use async_reset(), then recv() and send(action, env_id)"
-            )
 
     def _timestep(
         self, obs: np.ndarray, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray, info: dict

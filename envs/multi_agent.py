@@ -31,6 +31,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 
+from envs.envpool_batch import EnvpoolBatch
 from envs.episode_stats import EpisodeStats
 from envs.python_loop import PythonLoopVecEnv
 from srljax.config import EnvConfig
@@ -64,7 +65,7 @@ def pack_rows(spec: EnvSpec, view: np.ndarray, state: np.ndarray | None = None, 
     return np.concatenate([np.asarray(p, np.float32) for p in parts], axis=-1)
 
 
-class EnvpoolMultiAgentVecEnv:
+class EnvpoolMultiAgentVecEnv(EnvpoolBatch):
     """envpool's ``LevelBasedForaging-v0`` / ``RobotWarehouse-v0`` (jumanji ports) with the agent axis packed."""
 
     def __init__(self, cfg: EnvConfig, seed: int):
@@ -85,39 +86,8 @@ class EnvpoolMultiAgentVecEnv:
         self.spec = EnvSpec(obs_shape=(num_agents, size), **common)
         self._stats = EpisodeStats(cfg.num_envs)
 
-    @property
-    def is_async(self) -> bool:
-        return self.spec.batch_size < self.spec.num_envs
-
-    def reset(self) -> TimeStep:
-        self._require_sync("reset")
-        self._stats.begin()
-        obs, info = self._env.reset()
-        n = len(info["env_id"])
-        return self._timestep(obs, np.zeros(n, np.float32), np.zeros(n, bool), np.zeros(n, bool), info)
-
-    def step(self, action: np.ndarray, env_id: np.ndarray | None = None) -> TimeStep:
-        self._require_sync("step")
-        ids = None if env_id is None else np.asarray(env_id, np.int32)
-        return self._timestep(*self._env.step(np.asarray(action, np.int32), ids))
-
-    def async_reset(self) -> None:
-        self._stats.begin()
-        self._env.async_reset()
-
-    def send(self, action: np.ndarray, env_id: np.ndarray) -> None:
-        self._env.send(np.asarray(action, np.int32), np.asarray(env_id, np.int32))
-
-    def recv(self) -> TimeStep:
-        return self._timestep(*self._env.recv())
-
-    def close(self) -> None:
-        self._env.close()
-
-    def _require_sync(self, method: str) -> None:
-        if self.is_async:
-            raise RuntimeError(f"{method}() needs sync mode (env.batch_size={self.spec.batch_size} < env.num_envs="
-                               f"{self.spec.num_envs}); use async_reset(), then recv() and send(action, env_id)")
+    def _to_env_action(self, action: np.ndarray) -> np.ndarray:
+        return np.asarray(action, np.int32)
 
     def _timestep(self, obs: dict, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
                   info: dict) -> TimeStep:
