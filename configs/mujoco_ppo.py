@@ -11,7 +11,7 @@ CleanRL's 32 x 10 at lr 3e-4 and costs 20x fewer gradient steps.
 
 That cheap optimiser is HalfCheetah's: on Hopper it gives a median of ~800 at 1M steps (Walker2d
 ~3,750). For other tasks use ``configs/mujoco_ppo_all_tasks.py`` (one file per task in
-``configs/mujoco_tasks/``, run by ``configs/sweeps/mujoco.py``): the 32 x 10 optimiser (Hopper ~2,340-2,450,
+``configs/mujoco_tasks/``, run by ``configs/sweeps/mujoco.py``): the 32 x 10 optimiser (Hopper ~2,340-2,690,
 HalfCheetah ~5,350, at 2.5x the compute; add ``trainer.overlap_collection=true`` to win back
 part of the time, with Hopper ~2,230 and HalfCheetah ~5,780 in three-seed runs):
 
