@@ -21,6 +21,10 @@ __all__ = ["Algorithm", "TrainState", "make"]
 
 def make(cfg: Experiment, spec: EnvSpec) -> Algorithm:
     """Build the configured algorithm for environments described by ``spec``."""
+    if cfg.policies.enabled:  # several policies, each acting for its agents (srljax/policy_config.py)
+        from algos.multi_policy import make_multi_policy
+
+        return make_multi_policy(cfg, spec)
     match cfg.algo:
         case MAPPOConfig():  # before PPOConfig, its base class
             return make_mappo(cfg, spec)

@@ -27,14 +27,12 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 import optax
-from jax import lax
 
 from algos import actor_critic
 from algos.base import RETURN_ACC, Algorithm, Metrics, Params, TrainState
 from algos.distributions import CATEGORICAL, categorical_log_prob, categorical_sample
 from algos.networks import MLP, _dense
 from algos.normalizers import VAR_EPS, RunningMeanStd, normalize, rms_init, rms_update, scale_rewards
-from algos.parallel import split_samples
 from algos.ppo import explained_variance, ppo_loss
 from algos.returns import gae, valid_mask
 from srljax.config import Experiment, MAPPOConfig
@@ -93,10 +91,11 @@ def network_inputs(spec: EnvSpec, a: MAPPOConfig, obs: Array, obs_norm: RunningM
     return {"actor": actor, "critic": critic, "mask": mask}
 
 
-def spec_problems(spec: EnvSpec, a: MAPPOConfig) -> list[str]:
-    """What stops MAPPO on ``spec`` (known only once an env exists; ``MAPPOConfig.problems`` checks the ids)."""
+def spec_problems(spec: EnvSpec, a: MAPPOConfig, min_agents: int = 2) -> list[str]:
+    """What stops MAPPO on ``spec`` (known only once an env exists; ``MAPPOConfig.problems`` checks the ids).
+    ``min_agents=1``: ``spec`` is one policy's share of a multi-agent env (``algos/multi_policy.py``)."""
     out = []
-    if spec.num_agents < 2 or spec.action_kind != "discrete" or spec.obs_shape[:1] != (spec.num_agents,):
+    if spec.num_agents < min_agents or spec.action_kind != "discrete" or spec.obs_shape[:1] != (spec.num_agents,):
         out.append(f"algo=mappo needs a multi-agent env with discrete actions (obs [B, N, F], EnvSpec.num_agents "
                    f"> 1, envs/multi_agent.py); {spec.id} has num_agents={spec.num_agents}, {spec.action_kind} actions")
     elif a.critic == "central" and not spec.state_size and not spec.agent_obs_size:
@@ -108,11 +107,12 @@ def spec_problems(spec: EnvSpec, a: MAPPOConfig) -> list[str]:
     return out
 
 
-def make_mappo(cfg: Experiment, spec: EnvSpec) -> Algorithm:
-    """Build MAPPO / IPPO (``cfg.algo``, a ``MAPPOConfig``) for the multi-agent ``spec``."""
+def make_mappo(cfg: Experiment, spec: EnvSpec, min_agents: int = 2) -> Algorithm:
+    """Build MAPPO / IPPO (``cfg.algo``, a ``MAPPOConfig``) for the multi-agent ``spec`` (``min_agents=1``: one
+    policy's agents of a multi-agent env, ``algos/multi_policy.py``)."""
     a, t = cfg.algo, cfg.trainer
     assert isinstance(a, MAPPOConfig)
-    problems = spec_problems(spec, a)
+    problems = spec_problems(spec, a, min_agents)
     if problems:
         raise ValueError("; ".join(problems))
     n, row = spec.num_agents, spec.agent_row()
@@ -142,14 +142,6 @@ def make_mappo(cfg: Experiment, spec: EnvSpec) -> Algorithm:
         logits, value = net.apply(pp["params"], network_inputs(spec, a, obs, pp["obs_norm"]))  # [B, N, A], [B, N]
         action = categorical_sample(rng, logits)
         return action, {"logp": categorical_log_prob(logits, action), "value": value}, actor_state
-
-    def minibatches(key: Array, flat: dict[str, Any]) -> dict[str, Any]:
-        """flat [S, ...] -> shuffled [M, S // M, ...]; a remainder sits out this epoch."""
-        s = jax.tree.leaves(flat)[0].shape[0]
-        size = s // num_mb
-        perm = jax.random.permutation(key, s)[: num_mb * size]
-        mbs = jax.tree.map(lambda x: jnp.take(x, perm, axis=0).reshape((num_mb, size, *x.shape[1:])), flat)
-        return split_samples(mbs, axis=1)
 
     def update(state: TrainState, traj: Trajectory) -> tuple[TrainState, Metrics]:
         def per_agent(x: Array) -> Array:  # env data [R, B] -> agent columns [R, B*N]
@@ -183,8 +175,8 @@ def make_mappo(cfg: Experiment, spec: EnvSpec) -> Algorithm:
             "mask": mask.reshape(-1),
         }
         rng, key = jax.random.split(state.rng)
-        (params, opt_state), stats = lax.scan(lambda c, k: lax.scan(sgd_step, c, minibatches(k, samples)),
-                                              (state.params, state.opt_state), jax.random.split(key, epochs))
+        (params, opt_state), stats = actor_critic.run_epochs(
+            sgd_step, (state.params, state.opt_state), samples, jax.random.split(key, epochs), num_mb)
         if a.normalize_obs:
             norm = norm.replace(obs=rms_update(norm.obs, traj.obs[:-1], mask_env))
         metrics = {k: jnp.mean(v) for k, v in stats.items()}

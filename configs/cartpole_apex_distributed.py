@@ -11,15 +11,19 @@ replay buffer worker, which keeps a proportionally prioritized replay (alpha 0.6
 and sends the trainer the batches it asks for; priorities come back after each update. The
 replay ratio is held within 10% both ways (``algo.throttle=both``). ``env.num_envs`` is per actor.
 
-Returns: ``episode_return/actor_1`` (epsilon ~0, the greedy actor) is the policy's; the mixed
-``episode_return`` averages in actor 0's games at epsilon 0.4, which stay lower (in bench/RESULTS.md's
-run: greedy actor 500, actor 0 285, mixed 371). ``tests/test_apex.py`` (slow) checks the greedy actor.
+Returns: the policy's score is the eval worker's (``eval.jsonl``, ``srljax/system/eval_manager.py``): every
+1,000 updates it plays 10 CartPole episodes greedily (epsilon 0) on envs seeded ``eval.seed``, keeps the best
+version's params in ``RUN_DIR/best/`` and evaluates the last version when the trial ends. The actors' returns
+are not that score: ``episode_return/actor_1`` (epsilon ~0) is close to it, but the mixed ``episode_return``
+averages in actor 0's games at epsilon 0.4, which stay lower (in bench/RESULTS.md's run: greedy actor 500,
+actor 0 285, mixed 371). ``tests/test_apex.py`` (slow) checks the evaluations reach 475.
 """
 
 import dataclasses
 
 from configs import cartpole_dqn
 from srljax.config import Experiment, LayoutConfig
+from srljax.eval_config import EvalConfig
 
 NUM_ACTORS = 2
 
@@ -34,4 +38,7 @@ def experiment() -> Experiment:
         algo=dataclasses.replace(base.algo, num_steps=16, ratio_tolerance=0.1, throttle="both",
                                  replay=dataclasses.replace(base.algo.replay, alpha=0.6, beta0=0.4)),
         layout=LayoutConfig(mode="distributed", num_actors=NUM_ACTORS, num_buffer_workers=1, inference="inline"),
+        eval=EvalConfig(every_updates=1000, episodes=10),
+        # the eval worker is small: on Slurm it rides in the trainer's component, as in cartpole_ppo_eval_distributed
+        slurm=dataclasses.replace(base.slurm, eval=dataclasses.replace(base.slurm.eval, component="trainer")),
     )

@@ -169,7 +169,9 @@ def run_distributed(cfg: Experiment, resume: bool = False) -> int:
         print(f"worker logs (run folder {run_dir}):", flush=True)
         for name, log in procs.logs.items():
             print(f"  {name:<10} log: {log}", flush=True)
-        print(f"  metrics: {run_dir / 'metrics.jsonl'}; per worker: {run_dir / 'workers'}", flush=True)
+        metrics = ", ".join(str(run_dir / "policies" / p / "metrics.jsonl") for p in cfg.policies.training()) \
+            if cfg.policies.enabled else run_dir / "metrics.jsonl"  # several policies: one file per policy
+        print(f"  metrics: {metrics}; per worker: {run_dir / 'workers'}", flush=True)
         if cfg.log.prometheus_port >= 0:
             print(f"  live: python -m launch.status -e {cfg.name} -f {cfg.trial} --run-root {cfg.log.run_root} "
                   f"(Prometheus targets: {run_dir / 'prometheus_targets.json'})", flush=True)

@@ -29,6 +29,7 @@ from srljax.devices import threads_problems
 from srljax.layout import build_layout, validate
 from srljax.run_dir import claim
 from srljax.system import auth
+from srljax.system.names_service import worker_names
 from srljax.system.roles import make_worker
 from srljax.system.worker import Worker
 
@@ -75,7 +76,7 @@ class ThreadWorkers:
         self._lock = threading.Lock()
 
     def start(self, role: str, index: int) -> None:
-        worker = make_worker(role, self.cfg, index, self.names, keys=self.keys)
+        worker = make_worker(role, self.cfg, index, worker_names(self.cfg, self.names), keys=self.keys)
         thread = threading.Thread(target=self._body, args=(worker,), name=worker.name, daemon=True)
         with self._lock:
             self.workers[worker.name] = worker

@@ -47,14 +47,17 @@ def shard_capacity(cfg: Any) -> int:
     return cfg.algo.replay.capacity // num_shards(cfg)
 
 
-def actor_allowance(cfg: Any, version: int, actor: int = 0) -> float:
+def actor_allowance(cfg: Any, version: int, actor: int = 0, since: int = 0) -> float:
     """Env steps actor ``actor`` may have inserted once the trainer made ``version`` updates: its share of
     ``learning_starts + updates x batch_size / replay_ratio x (1 + tolerance)``, plus slack: one chunk,
     one update's worth of env steps, and enough for its shard's actors to refill a restarted (empty)
     shard with a batch, whichever is largest. So the trainer's next update is always possible once
-    every actor used its allowance: neither throttle can hold the other forever."""
+    every actor used its allowance: neither throttle can hold the other forever. An actor that started
+    at version ``since`` (a resumed run, a restarted actor: it counts its rows from zero) is allowed the
+    updates since then, not the whole history again."""
     a = cfg.algo
-    steps = a.learning_starts + max(0, version) * a.batch_size / a.replay_ratio * (1.0 + a.ratio_tolerance)
+    updates = max(0, version) - max(0, min(since, version))
+    steps = a.learning_starts + updates * a.batch_size / a.replay_ratio * (1.0 + a.ratio_tolerance)
     feeders = max(1, len(shard_actors(cfg, shard_of(actor, cfg))))
     refill = 1.5 * a.batch_size / feeders + (a.n_step + 1) * cfg.env.num_envs  # done rows are not sampleable
     slack = max(a.num_steps * cfg.env.num_envs, a.batch_size / a.replay_ratio, refill)

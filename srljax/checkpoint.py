@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -61,11 +63,16 @@ def _abstract(tree: Any) -> Any:
     return jax.tree.map(ocp.utils.to_shape_dtype_struct, tree)
 
 
+_OPEN: weakref.WeakSet[Checkpointer] = weakref.WeakSet()
+_ONE_AT_A_TIME = threading.Lock()
+
+
 class Checkpointer:
     def __init__(self, directory: str | Path, keep: int = 3):
         self.directory = Path(directory).absolute()
         options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True)
         self._manager = ocp.CheckpointManager(self.directory, options=options)
+        _OPEN.add(self)
 
     def save(self, step: int, state: Any, shell: dict[str, Any] | None = None, meta: dict[str, Any] | None = None,
              force: bool = True) -> None:
@@ -73,6 +80,14 @@ class Checkpointer:
         items = {STATE: ocp.args.StandardSave(state), META: ocp.args.JsonSave(dict(meta or {}, step=step))}
         if shell:
             items[SHELL] = ocp.args.StandardSave(shell)
+        if len(_OPEN) > 1:
+            # Several in one process (threads backend: a trainer per policy): orbax's background saves of two
+            # managers at once collide (shared operation ids; seen as FileExistsError in a step's tmp folder),
+            # so each save runs alone and to its end.
+            with _ONE_AT_A_TIME:
+                self._manager.save(step, args=ocp.args.Composite(**items), force=force)
+                self._manager.wait_until_finished()
+            return
         self._manager.save(step, args=ocp.args.Composite(**items), force=force)
 
     def latest_step(self) -> int | None:
@@ -125,3 +140,4 @@ class Checkpointer:
     def close(self) -> None:
         self._manager.wait_until_finished()
         self._manager.close()
+        _OPEN.discard(self)

@@ -25,6 +25,7 @@ from srljax.eval_config import EvalConfig, eval_problems
 from srljax.mappo_config import MAPPOConfig  # noqa: F401  (re-exported)
 from srljax.objects import FileCallError, call_file, load_object
 from srljax.pbt_config import PBTConfig, pbt_problems
+from srljax.policy_config import PoliciesConfig, PolicyConfig, policies_problems, policy_experiment  # noqa: F401
 from srljax.slurm_config import SlurmConfig, SlurmGroup  # noqa: F401  (re-exported)
 
 THREE_DAYS_SECONDS = 3 * 24 * 3600
@@ -178,6 +179,10 @@ class LayoutConfig:
     """distributed: ZeroMQ CURVE on every socket, with a key pair per role written to the run folder
     (``keys/``, owner-only) or, in threads, kept in memory; ``auto``: on for Slurm and multi-host
     trainers (``trainer.num_hosts`` > 1), off for loopback runs on one machine (see docs/architecture.md)."""
+    names: Literal["folder", "controller"] = "folder"
+    """distributed: where workers publish and look up addresses: ``folder``, a file per name in ``RUN_DIR/names``
+    (in memory under the threads backend); ``controller``, served by the controller on a socket (CURVE with
+    ``layout.auth``), for thousands of workers or a slow shared filesystem (``srljax/system/names_service.py``)."""
 
 
 @dataclass(frozen=True)
@@ -225,6 +230,8 @@ class Experiment:
     """used by ``python -m launch.slurm`` only."""
     eval: EvalConfig = field(default_factory=EvalConfig)
     pbt: PBTConfig = field(default_factory=PBTConfig)
+    policies: PoliciesConfig = field(default_factory=PoliciesConfig)
+    """several policies and the agent -> policy table (``srljax/policy_config.py``); default: one shared policy."""
 
     # -- derived sizes ---------------------------------------------------------------
     @property
@@ -387,7 +394,7 @@ def problems(cfg: Experiment) -> list[str]:
     for key, value in [("name", cfg.name), ("trial", cfg.trial)]:
         if not value or "/" in value or value.startswith("."):
             out.append(f"{key}={value!r} must be a non-empty folder name without '/'")
-    return out + eval_problems(cfg) + pbt_problems(cfg)
+    return out + eval_problems(cfg) + pbt_problems(cfg) + policies_problems(cfg)
 
 
 def validate(cfg: Experiment) -> Experiment:

@@ -37,6 +37,12 @@ class EvalConfig:
     final: bool = True
     """evaluate the last params version when the trial ends (if not already evaluated), marked ``final``
     in ``eval.jsonl``, and print it with the best version."""
+    video: bool = False
+    """record env 0's first episode of every evaluation as ``RUN_DIR/videos/version-<v>.gif`` (its path in
+    ``eval.jsonl``; wandb ``eval/video`` when wandb is on). Atari and classic control render; MuJoCo and
+    multi-agent tasks are skipped with a note (``srljax/eval_video.py`` says why)."""
+    video_max_frames: int = 1000
+    """frames per video at most (a longer episode's video ends there): bounds memory, ~100 KB per Atari frame."""
 
 
 def eval_problems(cfg: Any) -> list[str]:
@@ -51,4 +57,6 @@ def eval_problems(cfg: Any) -> list[str]:
         out.append(f"eval.num_envs={e.num_envs} must be >= 0 (0: one env per episode)")
     if e.seed < 0:
         out.append(f"eval.seed={e.seed} must be >= 0")
+    if e.video_max_frames < 1:
+        out.append(f"eval.video_max_frames={e.video_max_frames} must be >= 1")
     return out

@@ -15,7 +15,8 @@ An evaluation makes a fresh env (``env`` as trained, ``eval.num_envs`` copies, s
 same episodes. Env i plays a fixed share of the ``eval.episodes`` episodes (``episodes // n``, one
 more for the first ``episodes % n``), so which episodes count never depends on which end first
 (no bias towards short episodes). Returns are the env adapter's whole-game returns (Atari: all
-lives, unclipped).
+lives, unclipped). With ``eval.video`` env 0's first episode is also recorded (``srljax/eval_video.py``)
+to ``RUN_DIR/videos/version-<v>.gif`` and, with wandb on, ``eval/video``.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import numpy as np
 import envs
 from srljax.acting import Acting
 from srljax.config import Experiment
+from srljax.eval_video import VideoRecorder
 
 BEST_DIR = "best"
 EVAL_FILE = "eval.jsonl"
@@ -46,6 +48,8 @@ class EvalResult:
     returns: list[float]
     lengths: list[int]
     wall_s: float = 0.0
+    video: str | None = None  # eval.video: the file (relative to the run folder) of env 0's first episode
+    video_note: str | None = None  # eval.video: why there is no video
 
     @property
     def mean(self) -> float:
@@ -57,7 +61,9 @@ class EvalResult:
         return {"version": self.version, "mean": float(r.mean()), "median": float(np.median(r)),
                 "std": float(r.std()), "min": float(r.min()), "max": float(r.max()),
                 "episodes": len(self.returns), "mean_length": float(np.mean(self.lengths)),
-                "returns": [float(x) for x in r], "wall_s": round(self.wall_s, 3), **extra}
+                "returns": [float(x) for x in r], "wall_s": round(self.wall_s, 3),
+                **({"video": self.video} if self.video else {}),
+                **({"video_skipped": self.video_note} if self.video_note else {}), **extra}
 
 
 def eval_env_config(cfg: Experiment) -> Any:
@@ -84,6 +90,8 @@ class Evaluator:
         self.env_cfg = eval_env_config(cfg)
         self.acting = Acting(acting_algorithm(cfg, algo), self.env_cfg.num_envs, jax.random.PRNGKey(cfg.eval.seed))
         self._initial_state = jax.tree.map(np.array, self.acting.actor_state)
+        self.video = VideoRecorder(cfg) if cfg.eval.video else None
+        self._noted = False
 
     def evaluate(self, params: Any, version: int) -> EvalResult:
         start = time.perf_counter()
@@ -97,11 +105,18 @@ class Evaluator:
         for store, init in zip(jax.tree.leaves(acting.actor_state), jax.tree.leaves(self._initial_state)):
             store[...] = init
         env = envs.make(self.env_cfg, seed=self.cfg.eval.seed)
+        video = self.video
         try:
+            if video is not None:
+                video.begin(env)
             ts = env.reset()
+            if video is not None:
+                video.capture(ts)
             while any(len(returns[i]) < quota[i] for i in range(n)):
                 action, _ = acting.act(params, ts)
                 ts = env.step(action, ts.env_id)
+                if video is not None:
+                    video.capture(ts)
                 for row in np.flatnonzero(~np.isnan(ts.episode_return)):
                     i = int(ts.env_id[row])
                     if len(returns[i]) < quota[i]:
@@ -111,7 +126,16 @@ class Evaluator:
             env.close()
         flat_r = [r for rs in returns for r in rs]
         flat_l = [x for ls in lengths for x in ls]
-        return EvalResult(version, flat_r, flat_l, time.perf_counter() - start)
+        result = EvalResult(version, flat_r, flat_l)
+        if video is not None:
+            path = video.write(version)
+            result.video = str(path.relative_to(self.cfg.run_dir)) if path is not None else None
+            result.video_note = video.note
+            if video.note and not self._noted:  # said once per evaluator, and in every eval.jsonl line
+                print(f"[{self.cfg.name}/{self.cfg.trial}] {video.note}", flush=True)
+                self._noted = True
+        result.wall_s = time.perf_counter() - start
+        return result
 
 
 def params_like(algo: Any) -> Any:
@@ -178,7 +202,12 @@ class EvalBook:
         if final:
             self.final = record
         if self._wandb_log is not None:
-            values = {f"eval/{k}": float(record[k]) for k in ("mean", "median", "std", "min", "max", "mean_length")}
+            values: dict[str, Any] = {f"eval/{k}": float(record[k])
+                                      for k in ("mean", "median", "std", "min", "max", "mean_length")}
+            if result.video and self.cfg.log.wandb != "disabled":
+                import wandb
+
+                values["eval/video"] = wandb.Video(str(self.run_dir / result.video))
             self._wandb_log({**values, "eval/version": float(result.version)}, int(env_steps or result.version))
         return record
 

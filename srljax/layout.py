@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from srljax.config import ConfigError, Experiment, consumes
 from srljax.config import problems as config_problems
 from srljax.objects import load_object
+from srljax.policy_config import trainer_count
 from srljax.replay import config_memory_problems
 
 TRAINER, BUFFER, POLICY, ACTOR = "trainer", "buffer", "policy", "actor"
@@ -57,7 +58,7 @@ class RoleSpec:
 
 ROLES: dict[str, RoleSpec] = {  # in configure order: servers before their clients
     TRAINER: RoleSpec(TRAINER, "srljax.system.trainer:TrainerWorker", (SAMPLES, PARAMS), TRAINER, TRAINER,
-                      count=lambda cfg: cfg.trainer.num_hosts, gpus=lambda cfg: float(cfg.trainer.devices), mem_gb=4.0),
+                      count=lambda cfg: trainer_count(cfg), gpus=lambda cfg: float(cfg.trainer.devices), mem_gb=4.0),
     BUFFER: RoleSpec(BUFFER, "srljax.system.buffer:BufferWorker", (SAMPLES,), "cpu", BUFFER,
                      count=lambda cfg: cfg.layout.num_buffer_workers, mem_gb=4.0),
     POLICY: RoleSpec(POLICY, "srljax.system.policy:PolicyWorker", (INFERENCE,), POLICY, POLICY,
@@ -73,6 +74,11 @@ REPLAY_WORKERS: dict[str, str] = {  # a replay algorithm (Ape-X): the same roles
     ACTOR: "srljax.system.apex_actor:ApexActorWorker",
     BUFFER: "srljax.system.replay_buffer:ReplayBufferWorker",
     TRAINER: "srljax.system.replay_trainer:ReplayTrainerWorker",
+}
+
+
+POLICY_WORKERS: dict[str, str] = {  # several policies (srljax/policy_config.py): a trainer per policy
+    TRAINER: "srljax.system.policy_trainer:PolicyTrainerWorker",
 }
 
 
@@ -119,6 +125,8 @@ def worker_class(cfg: Experiment, role: str) -> type:
     path = role_spec(cfg, role).worker
     if consumes(cfg.algo) == "replay" and role in REPLAY_WORKERS:
         path = REPLAY_WORKERS[role]
+    if cfg.policies.enabled and role in POLICY_WORKERS:
+        path = POLICY_WORKERS[role]
     return load_object(path, f"the {role} worker class")
 
 

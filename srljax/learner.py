@@ -39,9 +39,9 @@ from srljax.types import EnvSpec, ReplayBatch, Trajectory
 
 
 class Learner:
-    def __init__(self, cfg: Experiment, spec: EnvSpec, checkpoints: bool = True):
+    def __init__(self, cfg: Experiment, spec: EnvSpec, checkpoints: bool = True, algo: algos.Algorithm | None = None):
         self.cfg = cfg
-        self.algo = algos.make(cfg, spec)
+        self.algo = algo or algos.make(cfg, spec)  # ``algo``: built by the caller (one policy of several)
         self.mesh = sharding.make_mesh(cfg.trainer.devices, cfg.trainer.num_hosts)
         self._replicated = sharding.replicated(self.mesh)
         init_key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 0)

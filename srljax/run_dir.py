@@ -79,8 +79,15 @@ def config_differences(saved: dict[str, Any], cfg: Experiment) -> list[str]:
     """``key: saved -> now`` for every non-resumable key where ``cfg`` differs from ``saved`` (a
     ``to_dict`` of the checkpoint's config)."""
     old, new = _flat(saved), _flat(to_dict(cfg))
+    defaults = _flat(to_dict(Experiment()))
+
+    def same(k: str) -> bool:
+        if k not in old and k in new:  # a key added to the config since, left at its default: nothing changed
+            return k in defaults and new[k] == defaults[k]
+        return old.get(k, "(absent)") == new.get(k, "(absent)")
+
     return [f"{k}: {old.get(k, '(absent)')!r} -> {new.get(k, '(absent)')!r}" for k in sorted(set(old) | set(new))
-            if not _resumable(k) and old.get(k, "(absent)") != new.get(k, "(absent)")]
+            if not _resumable(k) and not same(k)]
 
 
 def resume_problems(cfg: Experiment) -> list[str]:
@@ -108,6 +115,11 @@ def resume_problems(cfg: Experiment) -> list[str]:
                 f"written with; only {', '.join(k.rstrip('.') + ('.*' if k.endswith('.') else '') for k in RESUMABLE)} "
                 "may change. Use the same config file and overrides, or start a new trial. Differences:\n  "
                 + "\n  ".join(shown)]
+    if consumes(cfg.algo) == "replay" and cfg.layout.mode == "distributed":  # Ape-X: the shards' own replay files
+        from srljax.replay_snapshots import resume_problem
+
+        if problem := resume_problem(run_dir, max(1, cfg.layout.num_buffer_workers)):
+            return [f"cannot resume {where}: {problem}"]
     env_steps = int(meta.get("env_steps", 0))
     if env_steps >= cfg.total_env_steps or step >= cfg.num_updates:
         return [f"cannot resume {where}: its checkpoint (update {step}, {env_steps:,} env steps) already reached "

@@ -51,6 +51,7 @@ from srljax.evaluation import InlineEval
 from srljax.layout import validate
 from srljax.learner import Learner
 from srljax.metrics import EpisodeWindow, MetricsLogger, UpdateRecords
+from srljax.policies import restore_policies
 from srljax.rollout import SegmentBuilder
 from srljax.run_dir import claim
 from srljax.types import Trajectory
@@ -227,6 +228,8 @@ def train(cfg: Experiment, resume: bool = False) -> TrainResult:
     if resume:
         shell, meta = learner.restore(None if overlap else collector.state())
         collector.load_state(shell, meta)
+    elif cfg.policies.enabled:  # several policies: each one's ``load`` checkpoint into its part of the state
+        restore_policies(learner, cfg, env.spec)
     logger = MetricsLogger(cfg, total=cfg.total_env_steps, elapsed=float(meta.get("elapsed_s", 0.0)),
                            wandb_id=meta.get("wandb_id"))
     result = TrainResult(config=cfg, env_steps=collector.env_steps)

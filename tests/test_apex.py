@@ -31,6 +31,7 @@ from srljax.config import (
     ReplayConfig,
     TrainerConfig,
 )
+from srljax.evaluation import read_evals
 from srljax.layout import ACTOR, BUFFER, PRIORITIES, TRAINER, build_layout, problems, worker_class
 from srljax.replay import Replay, SampleKeys
 from srljax.run_dir import resume_problems
@@ -156,6 +157,8 @@ def test_replay_ratio_allowances_hold_the_ratio_both_ways():
     # its share of learning_starts, plus enough to refill its (restarted, empty) shard with a batch alone
     assert actor_allowance(cfg, 0) - 1000 / 2 >= 32 + (1 + 1) * 2
     assert actor_allowance(cfg, 100) - actor_allowance(cfg, 0) == pytest.approx(100 * 32 / 4 * 1.1 / 2)
+    # an actor of a resumed run (or a restarted one) counts its rows from zero: only the updates since it started
+    assert actor_allowance(cfg, 135, since=35) == pytest.approx(actor_allowance(cfg, 100))
     # with both throttles at their limits the other side can always move on: no deadlock
     for version in (0, 1, 10, 1000):
         inserted = 2 * actor_allowance(cfg, version)
@@ -227,6 +230,73 @@ def test_replay_state_round_trip_and_cut_streams():
         Replay(60, 3, (3,), "float32", n_step=2, check_memory=False).load_state(a.state())
 
 
+def _fake_checkpoint(run: Path, step: int, cfg: Experiment | None = None) -> None:
+    """A finished orbax step as ``srljax.checkpoint.steps`` and ``read_meta`` see it (a folder named by the step)."""
+    from srljax.config import to_dict
+
+    meta = run / "checkpoints" / str(step) / "meta"
+    meta.mkdir(parents=True)
+    (meta / "metadata").write_text(json.dumps({"version": step, "env_steps": step * 10,
+                                               **({"config": to_dict(cfg)} if cfg is not None else {})}))
+
+
+def test_shard_snapshots_are_atomic_keyed_by_step_and_a_step_counts_once_every_shard_wrote(tmp_path):
+    """``replay/<step>/shard-<s>.npz``: written under a temporary name and renamed; a step is complete (what
+    --resume restores) only with its orbax step and every shard's file; older steps go only once a newer one is
+    complete; newer orbax steps without their replay are set aside; another shard count is refused."""
+    from srljax import replay_snapshots as snap
+
+    replay = Replay(40, 2, (3,), "float32", n_step=2, alpha=0.6, check_memory=False)
+    rng = np.random.default_rng(0)
+    for _ in range(12):
+        replay.add(rng.normal(size=(2, 3)).astype(np.float32), rng.integers(0, 2, 2), rng.normal(size=2),
+                   np.zeros(2, bool), np.zeros(2, bool), np.array([0, 1]), priority=rng.random(2).astype(np.float32))
+    state = replay.state()
+    for step in (10, 20):
+        _fake_checkpoint(tmp_path, step)
+    for shard in (0, 1):
+        snap.write_shard(tmp_path, 10, shard, 2, state)
+    snap.write_shard(tmp_path, 20, 0, 2, state)  # shard 1 had not written step 20 when the run stopped
+    assert sorted(p.name for p in (tmp_path / "replay" / "20").iterdir()) == ["shard-0.npz"]  # no temporary left
+    assert snap.complete_steps(tmp_path, 2) == [10] and snap.prune(tmp_path, 2) == []
+    got = snap.read_shard(tmp_path, 10, 1, 2)
+    assert set(got) == set(state) and all(np.array_equal(got[k], state[k]) for k in state)
+    with pytest.raises(ValueError, match="written by a graph of 2 replay buffer worker"):
+        snap.read_shard(tmp_path, 10, 1, 1)
+    assert "written by 2 replay buffer worker(s)" in snap.resume_problem(tmp_path, 3)
+    assert snap.resume_problem(tmp_path, 2) is None
+    # --resume: the trainer sets orbax step 20 aside, so it and the shards restore step 10
+    assert snap.set_aside_incomplete(tmp_path, 2) == [20]
+    assert (tmp_path / "checkpoints-without-replay" / "20" / "meta").is_dir() and not (tmp_path / "checkpoints" / "20").exists()
+    snap.drop_newer(tmp_path, 10, 0)  # shard 0's file of the stopped timeline's step 20
+    assert snap.replay_steps(tmp_path) == {10: {0, 1}}
+    # the resumed run checkpoints step 30: step 10's files stay until every shard wrote step 30
+    _fake_checkpoint(tmp_path, 30)
+    snap.write_shard(tmp_path, 30, 1, 2, state)
+    assert snap.prune(tmp_path, 2) == [] and snap.complete_steps(tmp_path, 2) == [10]
+    snap.write_shard(tmp_path, 30, 0, 2, state)
+    assert snap.prune(tmp_path, 2) == [10] and snap.replay_steps(tmp_path) == {30: {0, 1}}
+
+
+def test_resume_of_an_apex_trial_needs_a_step_with_every_shards_replay(tmp_path):
+    """``run_dir.resume_problems`` (every launcher's check before anything starts) for a distributed replay trial."""
+    from srljax import replay_snapshots as snap
+
+    cfg = dataclasses.replace(apex_cfg(num_actors=2), name="apexr", trial="t", log=LogConfig(run_root=str(tmp_path)),
+                              checkpoint=CheckpointConfig(replay=True))
+    run = Path(cfg.run_dir)
+    _fake_checkpoint(run, 40, cfg)
+    found = resume_problems(cfg)
+    assert len(found) == 1 and "no checkpoint step holds the replay of all 2 replay buffer worker(s)" in found[0], found
+    state = Replay(40, 2, (3,), "float32", n_step=2, check_memory=False).state()
+    snap.write_shard(run, 40, 0, 2, state)
+    assert "step 40: shards [0]" in resume_problems(cfg)[0]
+    snap.write_shard(run, 40, 1, 2, state)
+    assert resume_problems(cfg) == []
+    more = dataclasses.replace(cfg, layout=dataclasses.replace(cfg.layout, num_buffer_workers=1))
+    assert "layout.num_buffer_workers: 2 -> 1" in resume_problems(more)[0]  # the config check names it first
+
+
 def test_replay_loop_checkpoint_holds_the_replay_and_restores_it(tmp_path):
     """The single-process loop's checkpoint (``_ReplayLoop._run_state``, one orbax step) restores the replay
     exactly, then ends each env's episode in progress (the envs are new)."""
@@ -284,40 +354,61 @@ def test_single_process_resume_restores_the_replay(tmp_path):
 
 @pytest.mark.slow
 def test_cartpole_apex_distributed_learns_and_exits_0(tmp_path):
-    """``python -m launch.local configs/cartpole_apex_distributed.py``: 2 actors, 1 replay buffer worker, 1 trainer."""
+    """``python -m launch.local configs/cartpole_apex_distributed.py``: 2 actors, 1 replay buffer worker, 1 trainer
+    and the eval worker; the greedy evaluations reach 475 (issue 11's mark) and the trial exits 0."""
     done = subprocess.run([sys.executable, "-m", "launch.local", "configs/cartpole_apex_distributed.py", "-f", "t",
                            f"log.run_root={tmp_path}", "log.wandb=disabled"], cwd=REPO, timeout=3000,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    lines = [json.loads(x) for x in (tmp_path / "cartpole_apex_distributed" / "t" / "metrics.jsonl").read_text().splitlines()]
-    # the greedy actor's games (epsilon 0.00066); actor 0 explores at epsilon 0.4 and pulls the mixed mean down
-    greedy = [x.get("episode_return/actor_1", 0.0) for x in lines]
-    assert max(greedy) >= 475, greedy
+    run = tmp_path / "cartpole_apex_distributed" / "t"
+    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    # the policy's score: the eval worker's greedy (epsilon 0) episodes on fixed seeds, by params version
+    evals = read_evals(run)
+    assert len(evals) >= 10 and all(x["deterministic"] and len(x["returns"]) == 10 for x in evals), evals
+    assert max(x["mean"] for x in evals) >= 475, [(x["version"], x["mean"]) for x in evals]
+    assert evals[-1]["version"] == lines[-1]["update"]  # the final evaluation is of the trained policy
     assert 12.8 / 1.25 < lines[-1]["samples_per_insert"] < 12.8 * 1.25  # the ratio held near its target
     assert lines[-1]["epsilon/actor_0"] == pytest.approx(0.4)
 
 
 @pytest.mark.slow
 def test_two_shards_in_threads_route_priorities_and_resume_with_the_replay(tmp_path):
+    """Two replay shards route their own priorities, write their replay with every checkpoint
+    (``replay/<step>/shard-<s>.npz``, older steps pruned) and with the final one written while stopping; a
+    resume restores trainer and shards from the same step, setting aside a newer orbax step without replay."""
+    import shutil
+
     from launch.threads import run_threads
+    from srljax.checkpoint import read_meta
 
     cfg = dataclasses.replace(apex_cfg(num_actors=2), name="apex2", trial="t", total_env_steps=4000,
                               log=LogConfig(run_root=str(tmp_path), wandb="disabled", log_every=10),
-                              checkpoint=CheckpointConfig(replay=True))
+                              checkpoint=CheckpointConfig(every_updates=100, replay=True))
     result = run_threads(cfg)
     assert result.exit_code == 0, result.message
     run = tmp_path / "apex2" / "t"
+    final = read_meta(run / "checkpoints")[0]
+    assert final == cfg.num_updates  # 375: not a multiple of 100, so written while stopping
+    assert sorted(p.name for p in (run / "replay").iterdir()) == [str(final)]  # steps 100..300 pruned
     for shard in range(2):
         last = json.loads((run / "workers" / f"buffer-{shard}.jsonl").read_text().splitlines()[-1])
         assert last["priorities_applied"] > 0 and last["replay_size"] > 0  # each shard got its own batches' updates
-        assert (run / "replay" / f"shard-{shard}.npz").exists()
+        assert last["replay_snapshot_step"] == final and (run / "replay" / str(final) / f"shard-{shard}.npz").exists()
     shard_lines = (run / "workers" / "buffer-0.jsonl").read_text().splitlines()
     inserted = [json.loads(x)["replay_inserted"] for x in shard_lines if "replay_inserted" in x][-1]
+    # a newer orbax step whose shards never wrote their replay (a crash in between): --resume must not take it
+    shutil.copytree(run / "checkpoints" / str(final), run / "checkpoints" / str(final + 5))
     resumed = run_threads(dataclasses.replace(cfg, total_env_steps=6000), resume=True)
     assert resumed.exit_code == 0, resumed.message
+    assert (run / "checkpoints-without-replay" / str(final + 5)).is_dir()
+    for shard in range(2):
+        lines = (run / "workers" / f"buffer-{shard}.jsonl").read_text().splitlines()
+        first = next(json.loads(x) for x in lines if '"replay_restored_step"' in x and json.loads(x)["replay_restored_step"] >= 0)
+        assert first["replay_restored_step"] == final  # the trainer's step (it checks each shard's report too)
     after = [json.loads(x) for x in (run / "workers" / "buffer-0.jsonl").read_text().splitlines()[len(shard_lines):]]
     first = next(x for x in after if "replay_inserted" in x)
     assert first["replay_inserted"] >= inserted > 1000  # the shard went on from its snapshot, not from empty
+    assert resumed.metrics[-1]["update"] == dataclasses.replace(cfg, total_env_steps=6000).num_updates
 
 
 @pytest.mark.slow

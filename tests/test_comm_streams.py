@@ -150,9 +150,11 @@ def test_control_client_can_start_before_controller(ctx: zmq.Context) -> None:
     # ipc, not a free tcp port: the client's reconnect attempts could take that port themselves
     address = f"ipc://{tempfile.gettempdir()}/srljax-test-{uuid.uuid4().hex[:8]}.sock"
     worker = ControlClient(address, TRIAL, "exp/t0/trainer/0", ctx=ctx)
-    assert worker.send("register", {})  # waits in the queue until the controller binds
+    # nothing is queued before the connection is up (ZMQ_IMMEDIATE): no stale backlog when it comes
+    assert not worker.send("heartbeat", {"seq": 0}, timeout_ms=200)
     try:
         with ControlServer(address, TRIAL, ctx=ctx) as server:
+            assert worker.send("register", {}, timeout_ms=5000)  # goes once the controller has bound
             msgs = server.poll(timeout_ms=5000)
             assert [m.kind for m in msgs] == ["register"]
     finally:

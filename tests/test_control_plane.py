@@ -97,3 +97,57 @@ def test_open_files_raised_for_the_workers_or_refused_with_the_fix() -> None:
                 raise_open_files(hard + 1, "the controller")
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_worker_heard_only_after_start_up_beats_is_allowed_the_start_up_silence(controller: Controller) -> None:
+    """Until its heartbeats say it has seen ``start`` a worker beats every STARTUP_HEARTBEAT_S, so the
+    5 s timeout of a running worker would lose one whose ``start`` came late; a running one is lost."""
+    key = next(iter(controller.expected))
+    controller._started = True
+    controller.info[key] = {"pid": 7}
+    controller.beats[key] = {"state": "ready"}
+    controller.server.last_seen[key] = time.monotonic() - 10.0  # silent 10 s: over the 5 s timeout
+    controller._check_liveness()  # allowed STARTUP_SILENCE_S (30 s)
+    controller.beats[key] = {"state": "running"}
+    with pytest.raises(TrialEnded, match=r"no heartbeat for 10\.\d s \(allowed 5 s"):
+        controller._check_liveness()
+
+
+def test_a_worker_that_connects_late_registers_once_without_a_heartbeat_backlog(tmp_path: Path) -> None:
+    """ZMQ_IMMEDIATE: nothing is queued while the controller is away; ``register`` waits in the worker
+    and leaves first once the connection is up; heartbeats meanwhile are dropped, not queued."""
+    import os
+    import tempfile
+    import threading
+    import uuid
+
+    from srljax.system.worker import Worker
+
+    cfg = small_config(tmp_path, "log.prometheus_port=-1")
+    address = f"ipc://{tempfile.gettempdir()}/srljax-test-{uuid.uuid4().hex[:8]}.sock"
+    names = MemoryNames()
+    names.add(f"{trial_name(cfg)}/controller/0", address)  # the address is known; nothing listens there yet
+    worker = Worker(cfg, 0, names)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    time.sleep(3.0)  # beats fall due meanwhile (every 1 s under the old code, which queued them)
+    try:
+        with ControlServer(address, trial_name(cfg)) as server:
+            got = []
+            deadline = time.monotonic() + 10
+            while not got and time.monotonic() < deadline:
+                got = server.poll(timeout_ms=200)
+            time.sleep(0.1)  # a backlog would arrive in one burst with the register
+            got += server.poll(timeout_ms=0)
+            assert got and got[0].kind == "register", [m.kind for m in got]
+            assert [m.kind for m in got].count("register") == 1
+            assert [m.kind for m in got].count("heartbeat") <= 2, [m.kind for m in got]  # sent after the register
+            assert server.send(worker.key, "stop")
+            thread.join(timeout=10)
+            assert not thread.is_alive()
+            assert any(m.kind == "status" and m.payload.get("state") == "stopped" for m in server.poll(timeout_ms=2000))
+    finally:
+        worker.request_stop("test over")
+        thread.join(timeout=5)
+        if os.path.exists(address.removeprefix("ipc://")):
+            os.unlink(address.removeprefix("ipc://"))

@@ -139,3 +139,58 @@ def test_single_process_loop_evaluates_inline(tmp_path):
     params, meta = load_best(cfg.run_dir, algos.make(cfg, envs.make(cfg.env, 0).spec))
     again = Evaluator(cfg, algos.make(cfg, envs.make(cfg.env, 0).spec)).evaluate(params, meta["version"])
     assert again.mean == meta["mean"]
+
+
+def _gif_frames(path: Path) -> tuple[list[np.ndarray], int]:
+    """The distinct frames of a GIF and how many frames it shows (Pillow merges a repeated frame into the
+    previous one's duration: CartPole's first step can move less than a pixel)."""
+    from PIL import Image, ImageSequence
+
+    from srljax.eval_video import FPS
+
+    with Image.open(path) as im:
+        frames = [(np.asarray(frame.convert("RGB")), frame.info["duration"]) for frame in ImageSequence.Iterator(im)]
+    return [f for f, _ in frames], sum(d for _, d in frames) // (1000 // FPS)
+
+
+def test_eval_video_records_env_0s_first_episode_without_changing_the_evaluation(tmp_path, cartpole_algo):
+    """``eval.video``: CartPole (envpool renders classic control) -> ``videos/version-<v>.gif`` of env 0's first
+    episode, one frame after the reset and one per step; the returns are those of the same evaluation without it."""
+    algo, params, _ = cartpole_algo
+    cfg = cartpole(tmp_path, episodes=3, num_envs=2, deterministic=False)
+    plain = Evaluator(cfg, algo).evaluate(params, 5)
+    filmed_cfg = dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, video=True))
+    filmed = Evaluator(filmed_cfg, algo).evaluate(params, 5)
+    assert filmed.returns == plain.returns and filmed.lengths == plain.lengths
+    assert filmed.video == "videos/version-5.gif" and filmed.video_note is None
+    frames, shown = _gif_frames(Path(filmed_cfg.run_dir) / filmed.video)
+    assert shown == filmed.lengths[0] + 1  # env 0's first episode (returns[0], lengths[0]): reset + every step
+    assert frames[0].shape == (200, 300, 3)  # 600x400 subsampled by 2
+    assert any(np.abs(f.astype(int) - frames[0]).sum() > 0 for f in frames[1:])  # the pole moves
+    logged: list[dict] = []  # what goes to wandb (the loop's or the eval manager's run) when wandb is on
+    book = EvalBook(dataclasses.replace(filmed_cfg, log=dataclasses.replace(filmed_cfg.log, wandb="offline")),
+                    lambda values, step: logged.append(values))
+    record = book.add(filmed, params)
+    book.close()
+    assert record["video"] == "videos/version-5.gif" and read_evals(filmed_cfg.run_dir)[-1]["video"] == record["video"]
+    import wandb
+
+    assert isinstance(logged[0]["eval/video"], wandb.Video) and logged[0]["eval/mean"] == record["mean"]
+
+
+def test_eval_video_atari_frames_capped_and_mujoco_skipped_with_a_note(tmp_path):
+    """Pong renders its 210x160 screen; ``eval.video_max_frames`` ends a long episode's video; MuJoCo is skipped with
+    a note (decided from the task id: rendering it without an OpenGL context would end the process)."""
+    from srljax.config import DQNConfig
+    from srljax.eval_video import render_problem
+
+    cfg = Experiment(name="ev", trial="pong", env=EnvConfig(id="Pong-v5", num_envs=1, max_episode_steps=40),
+                     algo=DQNConfig(hidden_sizes=(8,)), log=LogConfig(run_root=str(tmp_path), wandb="disabled"),
+                     eval=EvalConfig(every_updates=1, episodes=1, video=True, video_max_frames=12))
+    algo = algos.make(cfg, envs.make(cfg.env, 0).spec)
+    result = Evaluator(cfg, algo).evaluate(algo.policy_params(algo.init(jax.random.PRNGKey(0))), 1)
+    frames, shown = _gif_frames(Path(cfg.run_dir) / result.video)
+    assert result.lengths[0] > 12 and shown == 12 and len(frames) > 1 and frames[0].shape == (210, 160, 3)
+    mujoco = dataclasses.replace(cfg, env=EnvConfig(id="HalfCheetah-v4"))
+    assert "MuJoCo" in render_problem(mujoco) and render_problem(cfg) is None
+    assert any("eval.video_max_frames=0" in p for p in problems(apply_overrides(cfg, ["eval.video_max_frames=0"])))

@@ -89,7 +89,7 @@ def test_imports_point_down():
     """``srljax.config`` does not import the layout; ``algos`` imports nothing of srljax above types/config."""
     config_imports = {m for m in imported_modules(ROOT / "srljax" / "config.py") if m.startswith("srljax")}
     assert config_imports <= {"srljax.slurm_config", "srljax.algo_config", "srljax.objects", "srljax.eval_config",
-                              "srljax.pbt_config", "srljax.mappo_config"}, config_imports
+                              "srljax.pbt_config", "srljax.mappo_config", "srljax.policy_config"}, config_imports
     for leaf in ("slurm_config.py", "algo_config.py", "objects.py", "apex.py"):  # config's own imports: leaves
         allowed = {"srljax.apex"} if leaf == "algo_config.py" else set()  # Ape-X's layout rules (a leaf itself)
         assert {m for m in imported_modules(ROOT / "srljax" / leaf) if m.startswith("srljax")} <= allowed, leaf

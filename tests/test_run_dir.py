@@ -86,3 +86,20 @@ def test_every_entry_point_refuses_a_used_folder(tmp_path: Path, capsys: pytest.
     for cfg in (single, distributed):  # nothing written beside the earlier run
         assert [p.name for p in Path(cfg.run_dir).iterdir()] == ["metrics.jsonl"]
         assert (Path(cfg.run_dir) / "metrics.jsonl").read_text() == '{"update": 1}\n'
+
+
+def test_a_key_added_since_the_checkpoint_blocks_resume_only_when_set():
+    """A checkpoint written before a config key existed resumes when the key keeps its default."""
+    import dataclasses
+
+    from srljax.config import Experiment, to_dict
+    from srljax.policy_config import PoliciesConfig, PolicyConfig
+    from srljax.run_dir import config_differences
+
+    saved = to_dict(Experiment())
+    del saved["policies"]  # as written before the section existed
+    assert config_differences(saved, Experiment()) == []
+    two = dataclasses.replace(Experiment(), policies=PoliciesConfig(named=(PolicyConfig("a"),), agents=("a",)))
+    assert [d.split(":")[0] for d in config_differences(saved, two)] == ["policies.agents", "policies.named"]
+    saved["trainer"]["lr"] = 1.0  # a key the checkpoint has still counts
+    assert any(d.startswith("trainer.lr:") for d in config_differences(saved, Experiment()))

@@ -13,6 +13,14 @@ learns each worker's route from its messages (a restarted worker just registers 
 ``accept`` lets the controller ignore the dead one's late messages, so they do not take the route
 back), and ``send`` to a worker it never heard from returns False. Unlike params, nothing here is dropped
 silently: HWMs are large and a full queue makes ``send`` return False.
+
+Built for thousands of workers connecting at once (``bench/control_plane.py``): the server's
+listen backlog is sized for them (``backlog``: connections beyond it wait out TCP's SYN
+retransmits, 1 s, 3 s, 7 s, ...), both ends allow ``HANDSHAKE_S`` for a CURVE handshake (libzmq's
+30 s default, on a crowded controller, ends handshakes it has half done and the clients start
+over, which costs the crypto again), and a client queues messages only once its connection is
+up (``ZMQ_IMMEDIATE``): a worker that waits its turn to connect does not arrive with a backlog
+of stale heartbeats; ``send`` says False meanwhile, so a worker resends what must arrive.
 """
 
 from __future__ import annotations
@@ -26,12 +34,15 @@ import zmq
 from srljax.comm.codec import MALFORMED, DecodeError, Message
 from srljax.comm.sockets import SENDER, Endpoint, context, make_socket, sender_identity
 
-TO_CONTROLLER = frozenset({"register", "heartbeat", "status", "done"})
-TO_WORKER = frozenset({"configure", "start", "pause", "stop", "status", "peers", "restarts"})
+TO_CONTROLLER = frozenset({"register", "heartbeat", "status", "done", "names"})
+HANDSHAKE_S = 120.0  # ZMQ_HANDSHAKE_IVL on both ends of the control channel
+DEFAULT_BACKLOG = 1024  # ZMQ_BACKLOG of the server when not told how many will connect (libzmq: 100)
+TO_WORKER = frozenset({"configure", "start", "pause", "stop", "status", "peers", "restarts", "names_reply"})
 
 
 class ControlMessage(NamedTuple):
-    kind: str  # the command: register, heartbeat, configure, start, pause, stop, status, done, peers, restarts
+    kind: str  # the command: register, heartbeat, configure, start, pause, stop, status, done, peers, restarts,
+    # names and names_reply (names served by the controller, srljax/comm/served_names.py)
     worker: str  # the worker's name key, e.g. "exp/t0/actor/3"
     payload: dict[str, Any]
 
@@ -60,9 +71,12 @@ class ControlServer(Endpoint):
     queue_in_bytes = True
 
     def __init__(self, address: str, trial: str, *, ctx: zmq.Context | None = None,
-                 kinds: Collection[str] = TO_CONTROLLER, max_bytes: int | None = None) -> None:
+                 kinds: Collection[str] = TO_CONTROLLER, max_bytes: int | None = None,
+                 backlog: int = DEFAULT_BACKLOG) -> None:
         sock = make_socket(context(ctx), zmq.ROUTER, sndhwm=10_000, rcvhwm=10_000)
         sock.setsockopt(zmq.ROUTER_MANDATORY, 1)  # unroutable sends raise, so send() can say False
+        sock.setsockopt(zmq.BACKLOG, backlog)  # pending connections (the kernel caps it at net.core.somaxconn)
+        sock.setsockopt(zmq.HANDSHAKE_IVL, int(HANDSHAKE_S * 1000))
         super().__init__(sock, trial, kinds, max_bytes=max_bytes)
         self.bind(address)
         self.routes: dict[str, bytes] = {}  # worker key -> ROUTER peer id
@@ -71,10 +85,19 @@ class ControlServer(Endpoint):
     def _validate(self, msg: Message) -> None:
         _unpack(msg)
 
+    def _recv_parts(self) -> list[Any]:
+        # The routing id as bytes, the body as Frames (they carry the sender's CURVE User-Id): a
+        # Frame per part costs a small message about twice what bytes do, on the controller's
+        # hottest path (N heartbeats a second).
+        parts: list[Any] = [self.sock.recv(zmq.NOBLOCK, copy=True)]
+        while self.sock.getsockopt(zmq.RCVMORE):
+            parts.append(self.sock.recv(zmq.NOBLOCK, copy=False))
+        return parts
+
     def _check_sender(self, frame: Any, msg: Message) -> None:
         if self.rules is None or self.rules.keys is None:
             return
-        sender, role = sender_identity(frame), worker_role(_unpack(msg).worker)
+        sender, role = sender_identity(frame), worker_role(msg.meta["worker"])  # _validate checked it
         if sender != role:
             raise DecodeError(SENDER, f"{role!r} message from the {sender!r} key")
 
@@ -86,7 +109,7 @@ class ControlServer(Endpoint):
         ``ignored`` and neither returned nor taken as the worker's route or sign of life."""
         out = []
         for env, msg in self._drain_valid(timeout_ms, envelope=1, limit=limit):
-            cm = _unpack(msg)
+            cm = ControlMessage(msg.kind, msg.meta["worker"], msg.meta["payload"])  # _validate checked both
             if accept is not None and not accept(cm):
                 self.counts["ignored"] += 1
                 continue
@@ -117,7 +140,8 @@ class ControlServer(Endpoint):
 
 
 class ControlClient(Endpoint):
-    """DEALER, connected. One thread only. Messages sent before the controller is up wait in the queue."""
+    """DEALER, connected. One thread only. Until the connection is up (the controller bound, the
+    handshake done) nothing is queued: ``send`` waits up to its ``timeout_ms``, then says False."""
 
     stream, receives = "control", "commands"
     queue_in_bytes = True
@@ -125,6 +149,8 @@ class ControlClient(Endpoint):
     def __init__(self, address: str | None, trial: str, worker: str, *, ctx: zmq.Context | None = None,
                  kinds: Collection[str] = TO_WORKER, max_bytes: int | None = None) -> None:
         sock = make_socket(context(ctx), zmq.DEALER, sndhwm=10_000, rcvhwm=10_000)
+        sock.setsockopt(zmq.IMMEDIATE, 1)
+        sock.setsockopt(zmq.HANDSHAKE_IVL, int(HANDSHAKE_S * 1000))
         super().__init__(sock, trial, kinds, max_bytes=max_bytes)
         self.worker = worker
         if address:

@@ -11,6 +11,8 @@ An entry with a TTL disappears ``ttl`` seconds after it was (re)added; re-``add`
 heartbeat. ``DirectoryNames`` keeps one small JSON file per key under a shared directory
 (atomic temp file + ``os.replace``), so it works across processes on one host and across hosts
 on a shared filesystem; its TTL uses wall-clock time, so hosts need roughly synchronised clocks.
+``ServedNames`` (``srljax/comm/served_names.py``) asks the controller instead
+(``layout.names=controller``), for trials too large for one file per name.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import time
 import uuid
 from abc import ABC, abstractmethod
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote, unquote
 
 
@@ -83,6 +86,11 @@ class NameResolver(ABC):
 
     @abstractmethod
     def _all_keys(self, prefix: str) -> list[str]: ...
+
+    def for_worker(self, worker: Any) -> NameResolver:
+        """The resolver ``worker`` uses: itself, or for names the controller serves
+        (``srljax/comm/served_names.py``) one that asks over the worker's control channel."""
+        return self
 
 
 class MemoryNames(NameResolver):

@@ -188,7 +188,7 @@ class Endpoint:
             if not self.sock.poll(wait, zmq.POLLIN):
                 return None
             try:
-                frames = self.sock.recv_multipart(flags=zmq.NOBLOCK, copy=False)
+                frames = self._recv_parts()
             except zmq.Again:
                 continue
             got = self._check(frames, envelope)
@@ -205,7 +205,7 @@ class Endpoint:
         out = [first]
         while limit is None or len(out) < limit:
             try:
-                frames = self.sock.recv_multipart(flags=zmq.NOBLOCK, copy=False)
+                frames = self._recv_parts()
             except zmq.Again:
                 break
             got = self._check(frames, envelope)
@@ -224,7 +224,11 @@ class Endpoint:
             self.drops.add(err)
             return None
         self.counts["received"] += 1
-        return [f.bytes for f in frames[:envelope]], msg
+        return [f if isinstance(f, bytes) else f.bytes for f in frames[:envelope]], msg
+
+    def _recv_parts(self) -> list[Any]:
+        """One queued message's parts, without blocking (``zmq.Again`` if none): zero-copy ``Frame``s."""
+        return self.sock.recv_multipart(flags=zmq.NOBLOCK, copy=False)
 
     def _validate(self, msg: Message) -> None:
         """Stream-specific checks on a decoded message; raise DecodeError to drop it."""

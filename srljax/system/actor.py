@@ -50,7 +50,6 @@ from srljax.layout import (
     ACTOR,
     BUFFER,
     INFERENCE,
-    PARAMS,
     POLICY,
     SAMPLES,
     TRAINER,
@@ -58,10 +57,11 @@ from srljax.layout import (
     columns_per_version,
     segments_ahead,
 )
+from srljax.policies import connect_policy_senders, make_follower
 from srljax.rollout import SegmentBuilder
 from srljax.system.carries import RowTags
 from srljax.system.common import episode_meta
-from srljax.system.params import ParamsCodec, ParamsFollower
+from srljax.system.params import ParamsCodec
 from srljax.system.policy_client import PolicyClient
 from srljax.system.worker import Worker
 from srljax.types import TimeStep, Trajectory
@@ -84,9 +84,12 @@ class ActorWorker(Worker):
         self.spec = self.env.spec
         self.algo = algos.make(cfg, self.spec)
         self.builder = SegmentBuilder(self.spec, cfg.algo.num_steps, self.algo.extras_spec, self.algo.return_gamma)
-        self.sender = SampleSender(None, self.trial, ctx=self.ctx, hwm=SEND_HWM)
-        sink = BUFFER if self.peers_of(BUFFER, SAMPLES) else TRAINER  # buffers if the layout has any
-        sinks = self.connect_peers(self.sender, sink, SAMPLES)  # follows a restarted buffer to its new address
+        if cfg.policies.enabled:  # each policy's part of a segment to its own trainer (srljax/policies.py)
+            self.sender, sinks = connect_policy_senders(self, SEND_HWM)
+        else:
+            self.sender = SampleSender(None, self.trial, ctx=self.ctx, hwm=SEND_HWM)
+            sink = BUFFER if self.peers_of(BUFFER, SAMPLES) else TRAINER  # buffers if the layout has any
+            sinks = self.connect_peers(self.sender, sink, SAMPLES)  # follows a restarted buffer to its new address
         if not sinks:
             raise RuntimeError("the configure message named no sample sink (trainer or buffer) to push to")
         self.outgoing: deque[tuple[Trajectory, dict[str, Any]]] = deque()
@@ -113,8 +116,7 @@ class ActorWorker(Worker):
             key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 1000 + self.index)
             self.acting = Acting(self.algo, self.spec.num_envs, key)
             self.acting.warm_up(codec.zeros(), self.spec)
-            self.follower = ParamsFollower(self.trial, self.peers_of(TRAINER, PARAMS), codec, self.stats, self.ctx)
-            self.follow_peers(self.follower.sub, TRAINER, PARAMS)  # a restarted trainer publishes elsewhere
+            self.follower = make_follower(self, codec)  # follows a restarted trainer; one stream per policy
         self.env.async_reset()
         self.log(f"{self.spec.num_envs} envs {self.spec.id}, {self.spec.batch_size} per recv, "
                  f"{'remote' if self.remote else 'inline'} inference, {len(sinks)} sample sink(s), "

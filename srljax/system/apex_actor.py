@@ -15,7 +15,8 @@ as one chunk ``[T, k]`` once every env has one ready; the last n rows start the 
 
 Waits: at most ``MAX_QUEUED`` chunks wait here for a full shard; and with ``algo.throttle``
 ``both`` or ``inserts``, an actor that has inserted more than its share of the env steps the
-updates so far allow (``srljax.apex.actor_allowance``, with one chunk of slack) waits for newer params;
+updates so far allow (``srljax.apex.actor_allowance``, with one chunk of slack; counted from the first
+version it saw, so a resumed or restarted actor does not insert the whole history's share again) waits for newer params;
 if none comes for 3x the usual time between versions (at least 5 s: the trainer may be starved,
 e.g. by a restarted shard that lost its rows) it may insert one more chunk, and so on.
 A full replay never blocks it: the shard overwrites its oldest rows.
@@ -136,6 +137,7 @@ class ApexActorWorker(ActorWorker):
         self.returns: list[float] = []
         self.lengths: list[int] = []
         self.rows_sent = 0
+        self.start_version = -1  # the first params version seen: the throttle counts updates since then
         self.throttle = cfg.algo.throttle in ("both", "inserts")
         self.bonus = 0.0  # rows granted by ``_escape`` beyond the allowance
         self.version_seen, self.version_time, self.last_escape, self.update_interval = -1, time.monotonic(), 0.0, 1.0
@@ -159,7 +161,10 @@ class ApexActorWorker(ActorWorker):
             self.blocked = "params: none received yet"
             return
         self._track_versions()
-        if self.throttle and self.rows_sent > actor_allowance(self.cfg, self.follower.version, self.index) + self.bonus:
+        if self.start_version < 0:
+            self.start_version = self.follower.version
+        allowed = actor_allowance(self.cfg, self.follower.version, self.index, since=self.start_version)
+        if self.throttle and self.rows_sent > allowed + self.bonus:
             if not self._escape():
                 self.blocked = (f"replay ratio: inserted {self.rows_sent} env steps by params version "
                                 f"{self.follower.version}, waits for a newer one")

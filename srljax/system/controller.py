@@ -67,12 +67,14 @@ from srljax.system.auth import worker_context
 from srljax.system.common import bind_address, env_spec, spec_to_wire, trial_name
 from srljax.system.exporter import serve_controller, write_trial_targets
 from srljax.system.fd_limits import FD_MARGIN, raise_open_files
+from srljax.system.names_service import answer_names, served_store
 from srljax.system.restarts import Pending, Restarts
 from srljax.types import EnvSpec
 
 REGISTER_TIMEOUT_S = 300.0  # imports and jax start-up of many processes on few cores
 CONFIGURE_TIMEOUT_S = 600.0  # envpool (Atari ROM load), network init, the trainer's first compile
 STARTUP_SILENCE_S = 30.0  # heartbeat silence allowed before the trial starts
+PRE_START_STATES = ("created", "configuring", "ready")  # a worker in these heartbeats every 5 s, not every 1 s
 STOP_GRACE_S = 30.0  # the trainer writes its final checkpoint while stopping
 SUCCESS_REASONS = ("done", "stopped")
 # Work over every worker (who is missing, who is silent or hung, has the backend seen an exit) runs
@@ -122,8 +124,10 @@ class Controller:
         # its own context: the controller's key (``keys``; None: layout.auth off) and receive bounds
         self._own_ctx = ctx is None
         self.ctx = worker_context(cfg, keys, CONTROLLER) if ctx is None else ctx
-        self.server = ControlServer(bind_address(cfg), trial_name(cfg), ctx=self.ctx)
+        self.server = ControlServer(bind_address(cfg), trial_name(cfg), ctx=self.ctx,
+                                    backlog=len(self.layout.workers()) + FD_MARGIN)  # they all connect at once
         names.add(worker_key(cfg.name, cfg.trial, CONTROLLER, 0), self.server.address)
+        self.name_store = served_store(cfg)  # layout.names=controller: the workers' names, kept and served here
         self.expected = {worker_key(cfg.name, cfg.trial, role, i): f"{role}/{i}" for role, i in self.layout.workers()}
         self.roles = {key: name.split("/")[0] for key, name in self.expected.items()}
         self.info: dict[str, dict[str, Any]] = {}  # worker key -> its register payload (pid, role, ...)
@@ -260,6 +264,8 @@ class Controller:
                     self._back(msg.worker)
             elif msg.kind == "done":
                 self.done = {k: v for k, v in msg.payload.items() if k != "incarnation"}
+            elif msg.kind == "names" and self.name_store is not None:  # layout.names=controller
+                self.server.send(msg.worker, "names_reply", answer_names(self.name_store, msg.payload))
         self._advance_restarts()
         if now >= self._next_liveness:
             self._next_liveness = now + LIVENESS_EVERY_S
@@ -359,11 +365,13 @@ class Controller:
         now = time.monotonic()
         if now < self._silence_grace_until:
             return
-        # before start a worker may be deep in setup on a crowded machine (a restarted one too); a
+        # before start a worker may be deep in setup on a crowded machine (a restarted one too), and
+        # until its heartbeats say it has seen ``start`` they come every STARTUP_HEARTBEAT_S; a
         # crash is still seen at once through ``exited``, a hang through the configure timeout
         for key in list(self.info):
-            allowed = self._lost_timeout if self._started and key not in self.pending else \
-                max(self._lost_timeout, STARTUP_SILENCE_S)
+            started = self._started and key not in self.pending and \
+                self.beats.get(key, {}).get("state") not in PRE_START_STATES
+            allowed = self._lost_timeout if started else max(self._lost_timeout, STARTUP_SILENCE_S)
             silent = now - self.server.last_seen.get(key, now)
             if silent > allowed and self.states.get(key) not in ("stopped", "error"):
                 self._lose(key, f"no heartbeat for {silent:.1f} s (allowed {allowed:g} s; "

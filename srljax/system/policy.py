@@ -30,11 +30,12 @@ import numpy as np
 import algos
 from srljax.acting import jit_act, warm_up
 from srljax.comm import InferenceServer, Request
-from srljax.layout import INFERENCE, PARAMS, POLICY, TRAINER, actor_envs_per_recv
+from srljax.layout import INFERENCE, POLICY, actor_envs_per_recv
+from srljax.policies import make_follower
 from srljax.system.carries import CarryStore, checked_tags
 from srljax.system.common import bind_address, checked_obs
 from srljax.system.packing import ReplyPacking
-from srljax.system.params import ParamsCodec, ParamsFollower
+from srljax.system.params import ParamsCodec
 from srljax.system.worker import Worker
 
 
@@ -69,8 +70,7 @@ class PolicyWorker(Worker):
         self.register(INFERENCE, self.server.address)
         codec = ParamsCodec(self.algo)
         warm_up(self.act, self.algo, codec.zeros(), self.spec, self.buckets)
-        self.follower = ParamsFollower(self.trial, self.peers_of(TRAINER, PARAMS), codec, self.stats, self.ctx)
-        self.follow_peers(self.follower.sub, TRAINER, PARAMS)  # a restarted trainer publishes elsewhere
+        self.follower = make_follower(self, codec)  # follows a restarted trainer; one stream per policy
         self.recurrent = bool(jax.tree.leaves(self.algo.initial_actor_state(1)))
         self.carries = CarryStore(self.algo.initial_actor_state, cfg.env.num_envs, cfg.layout.num_actors) if self.recurrent else None
         self.pending: list[tuple[Request, np.ndarray]] = []

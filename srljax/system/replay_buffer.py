@@ -16,21 +16,22 @@ stream per env of each actor that feeds it (actor i feeds shard i % S, ``srljax.
   and every ``REPORT_S`` a report (an empty tree) whose meta carries the env steps inserted since
   the last one, the completed episodes, the actors' epsilons, the shard's size and incarnation.
 * **Back** (priorities, PULL): ``|TD error|`` for the rows of a batch this incarnation drew, and
-  ``save`` (the trainer checkpointed): with ``checkpoint.replay`` the shard writes its contents to
-  ``RUN_DIR/replay/shard-<s>.npz`` (written to a temporary file and renamed, so a crash leaves the
-  previous one whole), also on close. ``--resume`` loads it; a restarted shard starts empty.
+  ``save`` (the trainer wrote checkpoint ``step``): with ``checkpoint.replay`` the shard writes its
+  contents to ``RUN_DIR/replay/<step>/shard-<s>.npz`` (``srljax.replay_snapshots``: temporary file,
+  fsync, rename; older steps' files go once a newer step is complete). When stopped it waits up to
+  ``FINAL_SAVE_WAIT_S`` for the trainer's ``save`` of its final checkpoint. ``--resume`` loads the
+  files of the newest complete step, the one the trainer restores; a restarted shard starts empty.
 """
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from srljax import replay_snapshots
 from srljax.apex import num_shards, shard_actors, shard_capacity, shard_streams, stream_base
 from srljax.comm import PriorityReceiver, SampleReceiver, SampleSender
 from srljax.comm.priorities import KIND_GRANT, KIND_SAVE
@@ -42,10 +43,7 @@ from srljax.system.worker import Worker
 
 REPORT_S = 0.25  # how often inserts and episodes go to the trainer when no batch is asked for
 DRAIN_MAX = 64
-
-
-def snapshot_path(cfg: Any, shard: int) -> Path:
-    return Path(cfg.run_dir) / "replay" / f"shard-{shard}.npz"
+FINAL_SAVE_WAIT_S = 20.0  # at stop: how long to wait for the trainer's final checkpoint step (its own stop writes it)
 
 
 class ReplayBufferWorker(Worker):
@@ -77,6 +75,8 @@ class ReplayBufferWorker(Worker):
         self.granted = self.served = 0
         self.next_report = 0.0
         self.batches_sent = self.priorities_applied = 0
+        self.snapshot_step = -1  # the checkpoint step of the newest snapshot written or restored
+        self.restored_step = -1  # --resume: the checkpoint step this shard's replay came from
         if self.resume and not self.restarted and cfg.checkpoint.replay:
             self._load_snapshot()
         self.log(f"replay shard {self.index}: {self.replay.capacity:,} transitions in {self.replay.num_streams} streams "
@@ -197,7 +197,7 @@ class ReplayBufferWorker(Worker):
     def _send(self, tree: dict[str, Any] | None, extra: dict[str, Any]) -> bool:
         """A batch (``tree``) or a report (None), with what was inserted since the last message that went out."""
         meta = {"shard": self.index, "incarnation": self.shard_incarnation, PRIORITIES: self.back.address,
-                "served": self.served,
+                "served": self.served, "restored_step": self.restored_step,
                 "env_steps": self.unreported_steps, "replay_size": self.replay.size, "epsilons": dict(self.epsilons),
                 **episode_meta(self.returns, self.lengths), "actor_returns": self.actor_returns, **extra}
         if not self.sender.send(tree if tree is not None else {}, timeout_ms=0, meta=meta):
@@ -207,32 +207,44 @@ class ReplayBufferWorker(Worker):
         return True
 
     # -- snapshots ----------------------------------------------------------------------------------
-    def save_snapshot(self, version: int | None) -> None:
-        """Write the replay to ``RUN_DIR/replay/shard-<s>.npz`` (``checkpoint.replay``), atomically by rename."""
-        if not self.cfg.checkpoint.replay:
-            return
-        path = snapshot_path(self.cfg, self.index)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.stem}-{os.getpid()}.npz")
-        with self.stats.time("compute/snapshot"), tmp.open("wb") as f:
-            np.savez(f, version=np.asarray(-1 if version is None else version), **{k.replace("/", "__"): v for k, v in self.replay.state().items()})
-        os.replace(tmp, path)
+    def save_snapshot(self, step: int) -> None:
+        """Write the replay for the trainer's checkpoint ``step`` (``checkpoint.replay``), then delete the files
+        of steps older than the newest complete one (``srljax.replay_snapshots``)."""
+        if not self.cfg.checkpoint.replay or step <= self.snapshot_step:
+            return  # already written (the final checkpoint can be the last periodic one)
+        run_dir, shards = self.cfg.run_dir, num_shards(self.cfg)
+        with self.stats.time("compute/snapshot"):
+            path = replay_snapshots.write_shard(run_dir, step, self.index, shards, self.replay.state())
+            replay_snapshots.prune(run_dir, shards)
+        self.snapshot_step = step
         self.stats.add("snapshots")
-        when = "at stop" if version is None else f"for update {version}"
-        self.log(f"replay snapshot {when}: {self.replay.size:,} transitions -> {path}")
+        self.stats.gauge("snapshot_step", step)
+        self.log(f"replay snapshot for checkpoint {step}: {self.replay.size:,} transitions -> {path}")
 
     def _load_snapshot(self) -> None:
-        path = snapshot_path(self.cfg, self.index)
-        if not path.exists():
-            self.log(f"--resume: no replay snapshot at {path}; this shard starts empty")
-            return
-        with np.load(path) as data:
-            state = {k.replace("__", "/"): data[k] for k in data.files if k != "version"}
-            version = int(data["version"])
-        self.replay.load_state(state)
+        """``--resume``: the replay of the newest complete checkpoint step, the one the trainer restored (it was
+        configured first and set newer steps without their replay aside)."""
+        run_dir, shards = self.cfg.run_dir, num_shards(self.cfg)
+        complete = replay_snapshots.complete_steps(run_dir, shards)
+        if not complete:  # launchers refuse this resume (run_dir.resume_problems); a direct caller gets told
+            raise RuntimeError(f"--resume: {replay_snapshots.resume_problem(run_dir, shards)}")
+        step = complete[-1]
+        self.replay.load_state(replay_snapshots.read_shard(run_dir, step, self.index, shards))
         self.replay.cut_streams(np.arange(self.replay.num_streams))  # the actors' envs are new
-        when = "written at stop" if version < 0 else f"of update {version}"
-        self.log(f"--resume: {self.replay.size:,} transitions restored from the snapshot {when}")
+        replay_snapshots.drop_newer(run_dir, step, self.index)
+        self.snapshot_step = self.restored_step = step
+        self.log(f"--resume: {self.replay.size:,} transitions restored from the snapshot of checkpoint {step}")
+
+    def _wait_final_save(self) -> None:
+        """At stop: the trainer writes its final checkpoint while stopping and then says ``save``; wait for it."""
+        deadline = time.monotonic() + FINAL_SAVE_WAIT_S
+        while time.monotonic() < deadline:
+            got = self.back.recv(timeout_ms=100)
+            if got is not None and got[0] == KIND_SAVE:
+                self.save_snapshot(int(got[1]))
+                return
+        self.log(f"no final checkpoint from the trainer within {FINAL_SAVE_WAIT_S:g} s; the newest replay snapshot "
+                 f"is of checkpoint {self.snapshot_step}")
 
     # -- reporting ----------------------------------------------------------------------------------
     def waiting(self) -> str:
@@ -249,7 +261,8 @@ class ReplayBufferWorker(Worker):
         out: dict[str, Any] = {}
         if getattr(self, "replay", None) is not None:
             out |= {"replay_size": self.replay.size, "replay_inserted": self.replay.inserted,
-                    "priorities_applied": self.priorities_applied}
+                    "priorities_applied": self.priorities_applied, "replay_snapshot_step": self.snapshot_step,
+                    "replay_restored_step": self.restored_step}
         for name in ("receiver", "sender", "back"):
             endpoint = getattr(self, name, None)
             if endpoint is not None:
@@ -257,8 +270,9 @@ class ReplayBufferWorker(Worker):
         return out
 
     def close(self) -> None:
-        if getattr(self, "replay", None) is not None and self.replay.inserted:
-            self.save_snapshot(None)
+        if (getattr(self, "back", None) is not None and self.state != "error" and self.cfg.checkpoint.replay
+                and self.cfg.checkpoint.final):
+            self._wait_final_save()
         for name in ("receiver", "sender", "back"):
             thing = getattr(self, name, None)
             if thing is not None:

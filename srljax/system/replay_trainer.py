@@ -22,7 +22,11 @@ replay buffer workers instead of segments from actors:
 * **Priorities back.** When an update ends, its ``|TD error|`` goes to the shard incarnation that
   drew the batch (one PUSH per shard, following a restarted one), keyed by slot and write count;
   nothing is sent for uniform replay (``algo.replay.alpha=0``).
-* **Checkpoints.** After each checkpoint the shards are told to ``save`` (``checkpoint.replay``).
+* **Checkpoints.** After each checkpoint (and after the final one, written while stopping) the shards
+  are told to ``save`` the replay for that step (``checkpoint.replay``, ``srljax.replay_snapshots``).
+  ``--resume`` restores the newest step whose replay every shard wrote: newer orbax steps are first
+  moved to ``RUN_DIR/checkpoints-without-replay/``, and each shard's first message says which step it
+  restored, which must be the trainer's.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from srljax import replay_snapshots
 from srljax.apex import num_shards, samples_per_insert, trainer_allowance
 from srljax.comm import Message, PrioritySender, PriorityUpdate
 from srljax.layout import BUFFER, PRIORITIES
@@ -66,8 +71,17 @@ class ReplayTrainerWorker(TrainerWorker):
         return max(super().samples_limit(), FLOOR + HEADROOM * self.cfg.algo.batch_size * max(row, 8 * self.cfg.algo.n_step))
 
     def setup(self) -> None:
+        self.resumed_step = -1  # --resume: the checkpoint step restored, which every shard's replay must match
+        with_replay = self.resume and not self.restarted and self.cfg.checkpoint.replay
+        if with_replay:  # before the Checkpointer exists: it restores the newest step left in checkpoints/
+            moved = replay_snapshots.set_aside_incomplete(self.cfg.run_dir, num_shards(self.cfg))
+            if moved:
+                self.log(f"--resume: checkpoint step(s) {moved} have no complete replay snapshot; moved to "
+                         f"{replay_snapshots.SET_ASIDE_DIR}/ (the newest step with the replay of every shard resumes)")
         super().setup()
         cfg = self.cfg
+        if with_replay:
+            self.resumed_step = self.learner.version
         self.shards = num_shards(cfg)
         # Shards are configured after the trainer (servers first), so their priorities addresses come
         # in their messages' meta; a restarted shard's new address comes the same way.
@@ -174,6 +188,11 @@ class ReplayTrainerWorker(TrainerWorker):
             if not isinstance(address, str) or not address:
                 self.stats.add("samples_invalid")
                 return
+            restored = meta.get("restored_step")
+            if self.resumed_step >= 0 and isinstance(restored, int) and restored >= 0 and restored != self.resumed_step:
+                raise RuntimeError(f"--resume: replay buffer worker {shard} restored the replay of checkpoint {restored} "
+                                   f"but this trainer restored checkpoint {self.resumed_step}; see "
+                                   f"{self.cfg.run_dir}/replay and checkpoints")
             self._connect_shard(shard, address)
             self.shard_incarnation[shard] = incarnation
             self.granted[shard] = self.received[shard] = 0

@@ -40,13 +40,14 @@ def main(argv: list[str] | None = None) -> int:
     from srljax.comm import DirectoryNames
     from srljax.config import from_dict
     from srljax.system import auth
+    from srljax.system.names_service import worker_names
     from srljax.system.roles import make_worker
 
     run_dir = Path(args.run_dir)
     cfg = from_dict(json.loads((run_dir / "config.json").read_text()))
     keys = auth.load(cfg, run_dir, slurm=bool(os.environ.get("SLURM_JOB_ID")))  # RUN_DIR/keys when auth is on
-    worker = make_worker(args.role, cfg, args.index, DirectoryNames(run_dir / "names"), parent_pid=args.parent_pid,
-                         keys=keys)
+    names = worker_names(cfg, DirectoryNames(run_dir / "names"))  # layout.names=controller: served by the controller
+    worker = make_worker(args.role, cfg, args.index, names, parent_pid=args.parent_pid, keys=keys)
 
     def on_signal(signum: int, frame: object) -> None:
         if worker.stopping:

@@ -79,9 +79,9 @@ class TrainerWorker(Worker):
             self.log(f"joining the trainer group as process {self.index} of {self.hosts}")
             self.group = distributed.join_via_names(self.names, cfg.name, cfg.trial, process_id=self.index,
                                                     num_processes=self.hosts, host=bind_host())
-        self.primary = self.index == 0
+        self.primary = self.index % self.hosts == 0  # several policies: trainer i is policy i's one process
         self.share = cfg.batch_envs // self.hosts  # columns this process feeds per update
-        self.learner = Learner(cfg, self.spec)
+        self.learner = self.make_learner()
         meta: dict[str, Any] = {}
         if self.resume:  # every process of a group restores the same step (orbax reads each array once)
             _, meta = self.learner.restore()
@@ -124,6 +124,10 @@ class TrainerWorker(Worker):
         self.published = -1  # the newest version published
         self.log(f"samples at {self.receiver.address}; batch {cfg.batch_envs} env columns x {cfg.algo.num_steps} "
                  f"steps ({self.share} from this process of {self.hosts}), {cfg.num_updates} updates")
+
+    def make_learner(self) -> Learner:
+        """The learner of ``setup`` (a subclass may build its algorithm: ``PolicyTrainerWorker``)."""
+        return Learner(self.cfg, self.spec)
 
     def example_batch(self) -> Trajectory:
         """A batch shaped like this process's (zeros), to compile the update for in ``setup``."""

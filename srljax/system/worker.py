@@ -29,7 +29,8 @@ the new one by itself; ``peers_changed`` lets a role react (an actor resends the
 requests the lost policy worker held). ``restarts`` tells the trial's restart count
 (``self.trial_restarts``; the trainer logs it).
 
-A control thread owns the control socket: it heartbeats every second even while the main thread
+A control thread owns the control socket: it heartbeats every second (every 5 s before ``start``,
+``STARTUP_HEARTBEAT_S``; names served by the controller ride it too) even while the main thread
 is busy in a long jit compile or update, and carries commands in and messages out through queues.
 Each heartbeat carries the main loop's age (seconds since a ``poll`` last returned), the
 worker's ``progress()`` (the trainer: updates) and ``waiting()`` (what its loop waits for), so
@@ -57,6 +58,7 @@ import zmq
 
 from srljax.comm import ControlClient, ControlMessage, NameResolver, worker_key
 from srljax.comm.security import KeyRing, WireContext
+from srljax.comm.served_names import NameServiceError
 from srljax.config import Experiment
 from srljax.layout import CONTROLLER
 from srljax.system.auth import worker_context
@@ -67,8 +69,11 @@ from srljax.system.stats import WorkerStats
 from srljax.types import EnvSpec
 
 HEARTBEAT_S = 1.0
+STARTUP_HEARTBEAT_S = 5.0  # before ``start`` (the controller allows 30 s of silence then): 10,000 workers
+# registering and configuring send the controller 2,000 heartbeats a second instead of 10,000
 METRICS_EVERY_S = 2.0
 LOOKUP_TIMEOUT_S = 120.0  # how long a worker waits for the controller's address
+DELIVER_S = 3.0  # after ``run`` ends: how long its last messages (``stopped``, an error) may wait for the connection
 
 
 class Worker:
@@ -84,7 +89,7 @@ class Worker:
         self.ctx: zmq.Context = worker_context(cfg, keys, self.role) if ctx is None else ctx
         if keys is not None and not isinstance(self.ctx, WireContext):
             raise TypeError("keys need the worker's own context: pass keys or ctx, not both")
-        self.cfg, self.index, self.names = cfg, index, names
+        self.cfg, self.index, self.names = cfg, index, names.for_worker(self)  # layout.names=controller: asks it
         self.trial = trial_name(cfg)
         self.key = worker_key(cfg.name, cfg.trial, self.role, index)
         self.name = f"{self.role}/{index}"
@@ -110,6 +115,9 @@ class Worker:
         self._followed: list[tuple[Any, str, str, frozenset[int] | None]] = []  # connect_peers: (endpoint, role, stream, indices)
         self.trial_restarts = 0  # worker restarts in this trial so far (the controller's ``restarts``)
         self.exporter: Any = None  # its Prometheus endpoint, from ``run`` (srljax/system/exporter.py)
+        self._asked: dict[int, queue.Queue[dict[str, Any]]] = {}  # ask_controller: request id -> where its reply goes
+        self._ask_lock = threading.Lock()
+        self._ask_id = 0
         self._exported: dict[str, Any] = {}  # the last ``metrics()``, which the endpoint serves
 
     # -- subclass hooks -------------------------------------------------------------------
@@ -179,6 +187,23 @@ class Worker:
         """Queue a message for the controller (``done``, ``status``); the control thread sends it."""
         self._outbox.put((kind, dict(payload or {})))
 
+    def ask_controller(self, request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        """A ``names`` request to the controller and its reply, over the control channel (names served
+        by the controller, ``srljax/comm/served_names.py``); any thread, once ``run`` has begun."""
+        with self._ask_lock:
+            self._ask_id += 1
+            request_id, reply = self._ask_id, queue.Queue(maxsize=1)
+            self._asked[request_id] = reply
+        self.tell_controller("names", {**request, "id": request_id})
+        try:
+            return reply.get(timeout=timeout_s)
+        except queue.Empty:
+            raise NameServiceError(f"{self.name}: the controller did not answer names {request.get('op')} "
+                                   f"{request.get('key', request.get('prefix', ''))!r} within {timeout_s:g} s "
+                                   f"(layout.names=controller): is it running?") from None
+        finally:
+            self._asked.pop(request_id, None)
+
     def request_stop(self, reason: str = "") -> None:
         """Thread- and signal-safe: finish the current poll, close, exit ``run``."""
         self._stop_reason = self._stop_reason or reason
@@ -193,10 +218,10 @@ class Worker:
         """Serve the controller until ``stop``; 0 on a clean stop, 1 after an error."""
         address = self.names.wait(worker_key(self.cfg.name, self.cfg.trial, CONTROLLER, 0), timeout=controller_timeout)
         self.exporter = serve_worker(self)  # its address goes to the controller in ``register``
+        control = threading.Thread(target=self._control_loop, args=(address,), name=f"{self.name}-control", daemon=True)
+        control.start()  # before any other names call: names served by the controller travel through it
         if self.exporter is not None:
             self.names.add(stream_key(self.cfg, self.role, self.index, METRICS_STREAM), self.exporter.address)
-        control = threading.Thread(target=self._control_loop, args=(address,), name=f"{self.name}-control", daemon=True)
-        control.start()
         self.log(f"started; controller at {address}")
         code = 0
         try:
@@ -323,31 +348,49 @@ class Worker:
                 **({"node": node} if node else {}), **({"metrics": self.exporter.address} if self.exporter else {})}
 
     def _control_loop(self, address: str) -> None:
+        # Nothing is queued before the connection is up (``ControlClient``): ``register`` and the
+        # outbox wait here until they leave, in order; a heartbeat that cannot leave now is dropped
+        # (the next one says the same, later), so a late connection brings no stale backlog.
         client = ControlClient(address, self.trial, self.key, ctx=self.ctx)
         me = {"incarnation": self.incarnation}
+        unsent: list[tuple[str, dict[str, Any]]] = [("register", self._identity())]
+        registered = False  # heartbeats follow the register message
         try:
-            client.send("register", {**self._identity(), **me})
-            next_beat, last_beat, beats = 0.0, time.monotonic(), 0
+            next_beat, ticks, last_beat, beats, give_up = 0.0, 0, time.monotonic(), 0, math.inf
             while True:
                 while True:
                     try:
-                        kind, payload = self._outbox.get_nowait()
+                        unsent.append(self._outbox.get_nowait())
                     except queue.Empty:
                         break
-                    client.send(kind, {**payload, **me}, timeout_ms=1000)
-                if self._control_done.is_set():
-                    break
+                while unsent and client.send(unsent[0][0], {**unsent[0][1], **me}, timeout_ms=0):
+                    kind, _ = unsent.pop(0)
+                    registered = registered or kind == "register"
                 now = time.monotonic()
-                if now >= next_beat:
-                    next_beat, beats = now + HEARTBEAT_S, beats + 1
+                if self._control_done.is_set():
+                    give_up = min(give_up, now + DELIVER_S)
+                    if not unsent or now > give_up:
+                        break
+                # one clock for both rates, so workers keep the phases their start-up spread them over
+                # (a beat on ``start`` itself would line 10,000 of them up into one burst a second)
+                due = registered and now >= next_beat
+                if due:
+                    next_beat, ticks = now + HEARTBEAT_S, ticks + 1
+                if due and (self.state in ("running", "paused", "stopping")
+                            or ticks % round(STARTUP_HEARTBEAT_S / HEARTBEAT_S) == 1):
+                    beats += 1
                     # gap_s: how late this beat is; loop_age_s: since the main loop last finished a poll
                     client.send("heartbeat", {"state": self.state, "seq": beats, "gap_s": round(now - last_beat, 3),
                                               "loop_age_s": round(now - self._last_progress, 3),
                                               "progress": self._progress(), "waiting": self._waiting(), **me},
-                                timeout_ms=1000)
+                                timeout_ms=0)
                     last_beat = now
                 msg = client.recv(timeout_ms=20)
-                if msg is not None:
+                if msg is not None and msg.kind == "names_reply":
+                    asked = self._asked.get(msg.payload.get("id"))  # type: ignore[arg-type]
+                    if asked is not None and asked.empty():
+                        asked.put(msg.payload)
+                elif msg is not None:
                     self._inbox.put(msg)
                 if self._parent_pid is not None and os.getppid() != self._parent_pid:
                     self.request_stop("launcher exited")
