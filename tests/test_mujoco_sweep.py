@@ -46,6 +46,10 @@ def test_task_files_differ_from_the_common_settings_only_where_listed(tmp_path: 
     common = mujoco_ppo_all_tasks.experiment()
     for p in resolve_trials(mujoco_sweep(tmp_path), check_env=False):
         cfg = p.cfg
-        assert cfg.trainer == common.trainer and cfg.env.num_envs == common.env.num_envs
+        clipped = cfg.env.id in mujoco_ppo_all_tasks.CLEANRL_CLIPPING
+        grad_norm = 0.5 if clipped else common.trainer.max_grad_norm
+        assert cfg.trainer == dataclasses.replace(common.trainer, max_grad_norm=grad_norm)
+        assert cfg.env.num_envs == common.env.num_envs
         expected_std = mujoco_ppo_all_tasks.INIT_LOG_STD.get(cfg.env.id, common.algo.init_log_std)
-        assert cfg.algo == dataclasses.replace(common.algo, init_log_std=expected_std)
+        assert cfg.algo == dataclasses.replace(common.algo, init_log_std=expected_std,
+                                               clip_vloss=clipped or common.algo.clip_vloss)
