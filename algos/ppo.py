@@ -145,9 +145,10 @@ def make_ppo(cfg: Experiment, spec: EnvSpec, *, loop: LoopForm | None = None) ->
     )
     sgd_step = actor_critic.sgd_step(jax.value_and_grad(lambda p, mb: loss_fn(p, mb=mb), has_aux=True), tx)
 
-    def appo_targets(state: TrainState, traj: Trajectory, r_t: Array) -> tuple[Array, Array, Array]:
+    def appo_targets(state: TrainState, traj: Trajectory, r_t: Array) -> tuple[Array, Array, Array, Array]:
         """APPO (Sample Factory): V-trace on the learner's values and policy before this update, so
-        lagged segments are corrected. -> (values [T+1, B], advantages pg_adv [T, B], targets vs [T, B])."""
+        lagged segments are corrected. -> (values [T+1, B], advantages pg_adv [T, B], targets vs [T, B],
+        the learner's log-probabilities of the actions [T, B])."""
         obs = prep(traj.obs, state.norm.obs)
         if rec is None:
             pi, values = net.apply(state.params, obs)
@@ -157,7 +158,7 @@ def make_ppo(cfg: Experiment, spec: EnvSpec, *, loop: LoopForm | None = None) ->
         log_rho = logp - traj.extras["logp"][:-1].astype(jnp.float32)
         vs, pg_adv = vtrace(values, r_t, traj.terminated[1:], traj.truncated[1:], log_rho, gamma, a.rho_bar, a.c_bar,
                             lam)
-        return values, pg_adv, vs
+        return values, pg_adv, vs, logp
 
     def update(state: TrainState, traj: Trajectory) -> tuple[TrainState, Metrics]:
         mask = valid_mask(traj.terminated, traj.truncated)  # [T, B]
@@ -165,16 +166,18 @@ def make_ppo(cfg: Experiment, spec: EnvSpec, *, loop: LoopForm | None = None) ->
         if norm_rew:
             r_t, norm = scale_rewards(norm, r_t, mask, traj.extras[RETURN_ACC][0], gamma, rew_clip)
         values = traj.extras["value"].astype(jnp.float32)  # [T+1, B]
+        logp = traj.extras["logp"][:-1].astype(jnp.float32)  # the stats the actors used: first epoch's ratio 1
         if a.vtrace:
-            values, adv, ret = appo_targets(state, traj, r_t)
+            values, adv, ret, learner_logp = appo_targets(state, traj, r_t)
+            if a.proximal != "behaviour":  # clip around the learner's policy; pg_adv already weighs by rho
+                logp = lax.stop_gradient(learner_logp)
         else:
             adv = gae(values, r_t, traj.terminated[1:], traj.truncated[1:], gamma, lam)
             ret = adv + values[:-1]
         batch = {
-            # the stats the actors used, so the first epoch's ratio is exactly 1
             "obs": prep(traj.obs[:-1], state.norm.obs),
             "action": traj.action[:-1],
-            "logp": traj.extras["logp"][:-1].astype(jnp.float32),
+            "logp": logp,
             "value": values[:-1],
             "adv": adv,
             "ret": ret,

@@ -80,6 +80,11 @@ class PPOConfig:
     """``vtrace=True``: clip of the importance ratio in the TD terms and the advantages."""
     c_bar: float = 1.0
     """``vtrace=True``: clip of the importance ratio in the trace."""
+    proximal: Literal["auto", "behaviour", "learner"] = "auto"
+    """the policy PPO's ratio is clipped around. ``behaviour``: the actors' (PPO's, and Sample Factory's
+    APPO); ``learner`` (needs ``vtrace=True``): the learner's before this update (decoupled PPO, Hilton et
+    al. 2021), so a lagged sample's ratio starts at 1 and its off-policyness is left to V-trace's rho in
+    the advantage; ``auto``: ``learner`` with ``vtrace=True``, else ``behaviour``. On-policy both are the same."""
     lstm_size: int = 0
     """0: feed-forward. >0: recurrent, an LSTM of this many units between the torso and the heads
     (``algos/recurrent.py``); minibatches are then whole env columns (``batch_envs / num_minibatches``)."""
@@ -90,6 +95,9 @@ class PPOConfig:
             out.append(f"algo.gae_lambda={self.gae_lambda} must be in [0, 1]")
         if self.clip_coef <= 0:
             out.append(f"algo.clip_coef={self.clip_coef} must be > 0")
+        if self.proximal == "learner" and not self.vtrace:
+            out.append(f"algo.proximal={self.proximal} needs algo.vtrace=true (APPO); plain PPO clips around the "
+                       "actors' policy: drop algo.proximal or set algo.vtrace=true")
         return out
 
 

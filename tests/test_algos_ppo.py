@@ -335,6 +335,33 @@ def test_first_ratio_is_one_with_obs_normalisation():
     assert float(metrics["clipfrac"]) == 0.0
 
 
+@pytest.mark.parametrize("proximal", ["behaviour", "auto"])
+def test_appo_proximal_policy_on_lagged_samples(proximal):
+    """Samples from a policy some updates old: APPO clipping around the actors' policy starts with ratios
+    away from 1 (some clipped at once); around the learner's (``algo.proximal=auto``, i.e. ``learner``) at 1."""
+    cfg = dataclasses.replace(CHEETAH_CFG, algo=dataclasses.replace(CHEETAH_CFG.algo, vtrace=True, proximal=proximal))
+    algo, init, act, update = built(cfg, CHEETAH)
+    old = init(jax.random.PRNGKey(0))
+    state = old
+    for seed in range(3):  # the learner moves on while the lagged segment was being collected
+        state, _ = update(state, rollout(act, algo.policy_params(state), CHEETAH, seed=seed))
+    lagged = rollout(act, algo.policy_params(old), CHEETAH, seed=7)
+    _, metrics = update(state, lagged)  # one epoch of one minibatch: the metrics are the first step's
+    if proximal == "auto":  # APPO's default: the learner's
+        assert float(metrics["approx_kl"]) == pytest.approx(0.0, abs=1e-6)
+        assert float(metrics["clipfrac"]) == 0.0
+    else:
+        assert float(metrics["approx_kl"]) > 1e-4
+        assert float(metrics["clipfrac"]) > 0.0
+
+
+def test_proximal_needs_vtrace():
+    from srljax.config import problems
+
+    cfg = dataclasses.replace(CHEETAH_CFG, algo=dataclasses.replace(CHEETAH_CFG.algo, proximal="learner"))
+    assert any("algo.proximal=learner needs algo.vtrace=true" in p for p in problems(cfg)), problems(cfg)
+
+
 def test_make_dispatches_on_the_algo_config():
     import algos
 
