@@ -31,9 +31,11 @@ from srljax.replay import config_memory_problems
 
 TRAINER, BUFFER, POLICY, ACTOR = "trainer", "buffer", "policy", "actor"
 EVAL = "eval"  # the eval manager (srljax/system/eval_manager.py), one worker when eval.every_updates > 0
+POPULATION = "population"  # the population manager (srljax/system/population_manager.py): a distributed PBT population
 CONTROLLER = "controller"
 SAMPLES, PARAMS, INFERENCE = "samples", "params", "inference"
 PRIORITIES = "priorities"  # replay algorithms: trainer -> the replay buffer worker that drew a batch
+DIRECTIVES = "directives"  # a population: manager -> a member's trainer, "copy member j, then use lr x"
 CUSTOM_SLURM_GROUP = "custom"
 
 
@@ -67,6 +69,8 @@ ROLES: dict[str, RoleSpec] = {  # in configure order: servers before their clien
                     count=lambda cfg: cfg.layout.num_actors, cpus=lambda cfg: float(cfg.env.num_threads or 1)),
     EVAL: RoleSpec(EVAL, "srljax.system.eval_manager:EvalManager", (), "cpu", EVAL,
                    count=lambda cfg: 1 if cfg.eval.every_updates > 0 else 0),
+    POPULATION: RoleSpec(POPULATION, "srljax.system.population_manager:PopulationManager", (), "cpu", EVAL,
+                         count=lambda cfg: 1 if cfg.pbt.enabled else 0),
 }
 
 
@@ -79,6 +83,11 @@ REPLAY_WORKERS: dict[str, str] = {  # a replay algorithm (Ape-X): the same roles
 
 POLICY_WORKERS: dict[str, str] = {  # several policies (srljax/policy_config.py): a trainer per policy
     TRAINER: "srljax.system.policy_trainer:PolicyTrainerWorker",
+}
+
+
+POPULATION_WORKERS: dict[str, str] = {  # a PBT population (pbt.population > 1): a trainer per member
+    TRAINER: "srljax.system.member_trainer:MemberTrainerWorker",
 }
 
 
@@ -127,6 +136,8 @@ def worker_class(cfg: Experiment, role: str) -> type:
         path = REPLAY_WORKERS[role]
     if cfg.policies.enabled and role in POLICY_WORKERS:
         path = POLICY_WORKERS[role]
+    if cfg.pbt.enabled and role in POPULATION_WORKERS:
+        path = POPULATION_WORKERS[role]
     return load_object(path, f"the {role} worker class")
 
 
@@ -195,6 +206,8 @@ def build_layout(cfg: Experiment) -> Layout:
         streams.append(Stream(PARAMS, TRAINER, ACTOR))
     if cfg.eval.every_updates > 0:
         streams.append(Stream(PARAMS, TRAINER, EVAL))
+    if cfg.pbt.enabled:  # the manager follows every member's params and tells a member's trainer to copy another
+        streams += [Stream(PARAMS, TRAINER, POPULATION), Stream(DIRECTIVES, POPULATION, TRAINER)]
     return Layout(groups=groups, streams=tuple(streams))
 
 
@@ -271,6 +284,10 @@ def describe_batch(cfg: Experiment) -> str:
     batch = f"batch {cfg.batch_envs} env columns x {cfg.algo.num_steps} steps = {cfg.env_steps_per_update:,} samples per update"
     if cfg.layout.mode != "distributed":
         return f"{batch} ({cfg.env.num_envs} envs in this process), {cfg.num_updates:,} updates"
+    if cfg.pbt.enabled:  # a population (srljax/system/population_manager.py): every member trains such batches
+        return (f"{batch} per member; {cfg.pbt.population} members, each with its own trainer and "
+                f"{cfg.layout.num_actors // cfg.pbt.population} actor(s) x {cfg.env.num_envs} envs, "
+                f"{cfg.num_updates:,} updates each")
     hosts = cfg.trainer.num_hosts
     split = f", {cfg.batch_envs // hosts} columns from each of {hosts} trainer processes" if hosts > 1 else ""
     return (f"{batch} (trainer.batch_envs{split}); collected by {cfg.layout.num_actors} actors x {cfg.env.num_envs} "
@@ -295,5 +312,7 @@ def segments_ahead(cfg: Experiment) -> int:
 
 
 def columns_per_version(cfg: Experiment) -> float:
-    """One actor's share of a training batch, in env columns: ``batch_envs / num_actors``."""
-    return cfg.batch_envs / max(1, cfg.layout.num_actors)
+    """One actor's share of a training batch, in env columns: ``batch_envs / num_actors`` (a population:
+    ``batch_envs`` over the actors of one member)."""
+    members = cfg.pbt.population if cfg.pbt.enabled else 1
+    return cfg.batch_envs / max(1, cfg.layout.num_actors // members)

@@ -24,8 +24,10 @@ Written to the run folder: ``metrics.jsonl`` (one line per member update, with `
 line per ready step and member: its score, and for an exploiting member whom it copied, the
 learning rate before and after), ``pbt/members.json`` (the final evaluation of every member) and
 ``pbt/lineage.png`` (learning rate per member over updates, a copy drawn as an arrow from the
-member copied). Not built: a population in the distributed graph (K trainer groups; refused by
-``pbt_problems``), resuming a population, and per-member checkpoints beyond the final one.
+member copied). The same population as a worker graph (``layout.mode=distributed``: a trainer per
+member, their actors, a population manager; local and Slurm) is ``srljax/system/population_manager.py``,
+which ranks and decides with ``plan_copies`` here. Not built: resuming a population (refused in both
+layouts, ``srljax.run_dir.resume_problems``), and per-member checkpoints beyond the final one in the single-process loop.
 """
 
 from __future__ import annotations
@@ -118,6 +120,25 @@ def exploit_plan(scores: list[float], n: int, rng: np.random.Generator) -> list[
     return out
 
 
+def plan_copies(scores: list[float], lrs: list[float], rng: np.random.Generator,
+                cfg: Experiment) -> dict[int, tuple[int, float]]:
+    """One ready step's decisions: ``{copier: (member it copies, its new learning rate)}`` (exploit with
+    ``exploit_plan``, explore the copied member's rate with ``explore``, in member order). The single-process
+    loop and the distributed population manager (``srljax/system/population_manager.py``) both use it."""
+    copied = dict(exploit_plan(scores, cfg.pbt.num_exploit, rng))
+    return {i: (copied[i], explore(lrs[copied[i]], rng, cfg)) for i in range(len(scores)) if i in copied}
+
+
+def lineage_line(update: int, member: int, score: float, lr: float, copy: tuple[int, float] | None,
+                 scores: list[float], lrs: list[float], **extra: Any) -> dict[str, Any]:
+    """One line of ``pbt/lineage.jsonl``: a member's score at a ready step and, if it copied, whom and the rates."""
+    line: dict[str, Any] = {"update": update, "member": member, "score": score, "lr": lr, **extra}
+    if copy is not None:
+        src, new_lr = copy
+        line |= {"copied": src, "copied_score": scores[src], "copied_lr": lrs[src], "new_lr": new_lr}
+    return line
+
+
 def train_population(cfg: Experiment, resume: bool = False) -> PopulationResult:
     """Train ``cfg.pbt.population`` members of ``cfg`` in this process (see the module docstring)."""
     if resume:
@@ -191,20 +212,18 @@ def train_population(cfg: Experiment, resume: bool = False) -> PopulationResult:
             update += 1
             if p.ready_updates and update % p.ready_updates == 0 and update < cfg.num_updates:
                 scores = evaluate_all(update)
-                copied = dict(exploit_plan(scores, p.num_exploit, rng))
+                lrs = [lr_of(m) for m in members]
+                plan = plan_copies(scores, lrs, rng, cfg)
                 for m in members:
-                    line: dict[str, Any] = {"update": update, "env_steps": m.collector.env_steps, "member": m.index,
-                                            "score": scores[m.index], "lr": lr_of(m)}
-                    if m.index in copied:
-                        src = members[copied[m.index]]
-                        new_lr = explore(lr_of(src), rng, cfg)
+                    line = lineage_line(update, m.index, scores[m.index], lrs[m.index], plan.get(m.index), scores, lrs,
+                                        env_steps=m.collector.env_steps)
+                    if m.index in plan:
+                        src, new_lr = members[plan[m.index][0]], plan[m.index][1]
                         state = jax.tree.map(jnp.copy, src.learner.state)
                         state = state.replace(rng=jax.random.fold_in(state.rng, 1000 * update + m.index))
                         m.learner.state = jax.device_put(with_lr_scale(state, new_lr / cfg.trainer.lr),
                                                          m.learner._replicated)
                         m.params = jax.block_until_ready(m.learner.policy_params())
-                        line |= {"copied": src.index, "copied_score": scores[src.index], "copied_lr": lr_of(src),
-                                 "new_lr": new_lr}
                         m.history.append((update, new_lr))
                     lineage_file.write(json.dumps(line) + "\n")
                     result.lineage.append(line)

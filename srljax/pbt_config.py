@@ -19,7 +19,9 @@ class PBTConfig:
 
     population: int = 0
     """members (K), each a policy with its own train state, envs and learning rate; 0: no population (one
-    policy, the ordinary loop). Runs in the single-process loop (``layout.mode=single``), members in turn."""
+    policy, the ordinary loop). ``layout.mode=single``: members train in turn in one process (``srljax/pbt.py``);
+    ``distributed``: a trainer per member, ``layout.num_actors / population`` actors each and a population
+    manager (``srljax/system/population_manager.py``)."""
     ready_updates: int = 10
     """every N updates (of every member) the members are evaluated (``eval.episodes`` on the fixed-seed
     eval envs) and ranked; the bottom ``quantile`` copies a top member and perturbs its learning rate.
@@ -56,9 +58,8 @@ def pbt_problems(cfg: Any) -> list[str]:
         out.append(f"pbt.population={p.population} must be >= 0 (0: no population)")
     if not p.enabled:
         return out
-    if cfg.layout.mode != "single":
-        out.append(f"pbt.population={p.population}: this layout hosts one policy (one trainer group); a population "
-                   "runs in the single-process loop for now: set layout.mode=single (or pbt.population=0)")
+    if cfg.layout.mode == "distributed":
+        out += population_layout_problems(cfg)
     if getattr(cfg.algo, "name", "") != "ppo":
         out.append(f"pbt.population={p.population} needs algo=ppo (its learning rate lives in the optimiser state); "
                    f"got algo={getattr(cfg.algo, 'name', type(cfg.algo).__name__)}")
@@ -93,4 +94,25 @@ def pbt_problems(cfg: Any) -> list[str]:
                    "member's final checkpoint (checkpoint.final); set checkpoint.every_updates=0")
     if cfg.trainer.overlap_collection:
         out.append("trainer.overlap_collection=true is not built for a population (members collect in turn): drop it")
+    return out
+
+
+def population_layout_problems(cfg: Any) -> list[str]:
+    """What a distributed population's layout cannot host (``srljax/system/population_manager.py``): one
+    trainer per member, ``layout.num_actors / pbt.population`` inline actors per member, no buffers."""
+    p, lay = cfg.pbt, cfg.layout
+    out: list[str] = []
+    if lay.num_actors < p.population or lay.num_actors % p.population:
+        out.append(f"pbt.population={p.population} needs layout.num_actors to be a multiple of it (each member "
+                   f"gets an equal share of the actors) but layout.num_actors={lay.num_actors}: set "
+                   f"layout.num_actors={p.population * max(1, -(-lay.num_actors // p.population))}")
+    if lay.inference != "inline":
+        out.append(f"layout.inference={lay.inference}: a distributed population acts inline (policy workers per "
+                   "member are not built): set layout.inference=inline")
+    if lay.num_buffer_workers:
+        out.append(f"layout.num_buffer_workers={lay.num_buffer_workers}: a distributed population's actors send "
+                   "samples straight to their member's trainer: set layout.num_buffer_workers=0")
+    if cfg.trainer.num_hosts != 1:
+        out.append(f"trainer.num_hosts={cfg.trainer.num_hosts}: a population member's trainer is one process "
+                   "(multi-host trainer groups per member are not built): set trainer.num_hosts=1")
     return out

@@ -103,7 +103,10 @@ def trainer_policy(cfg: Any, index: int) -> str:
 
 
 def trainer_count(cfg: Any) -> int:
-    """Trainer processes: one per training policy, or ``trainer.num_hosts`` for one shared policy."""
+    """Trainer processes: one per training policy, one per population member (``pbt.population``), or
+    ``trainer.num_hosts`` for one shared policy."""
+    if cfg.pbt.enabled and not cfg.policies.enabled:
+        return cfg.pbt.population
     return len(cfg.policies.training()) if cfg.policies.enabled else cfg.trainer.num_hosts
 
 

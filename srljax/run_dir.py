@@ -94,6 +94,10 @@ def resume_problems(cfg: Experiment) -> list[str]:
     """Why ``cfg`` cannot resume its trial ([] if it can)."""
     run_dir = Path(cfg.run_dir)
     where = f"trial {cfg.name}/{cfg.trial} ({run_dir})"
+    if cfg.pbt.enabled:
+        return [f"cannot resume {where}: resuming a population (pbt.population={cfg.pbt.population}) is not built "
+                "(the members' checkpoints hold their train states, not the manager's ranking and lineage): start a "
+                "new trial without --resume"]
     if consumes(cfg.algo) == "replay" and not cfg.checkpoint.replay:
         return [f"cannot resume {where}: it runs with checkpoint.replay=false, so its checkpoints do not hold the "
                 "replay and a resumed run would start from an empty one; start a new trial with "

@@ -75,7 +75,7 @@ def test_bad_population_settings_get_one_clear_message_each():
     overlap = problems(population(quantile=0.75))
     assert any("use pbt.quantile <= 0.5" in p for p in overlap), overlap
     too_big = problems(dataclasses.replace(population(), layout=LayoutConfig(mode="distributed", num_actors=2)))
-    assert any("this layout hosts one policy" in p and "layout.mode=single" in p for p in too_big), too_big
+    assert any("layout.num_actors=2" in p and "set layout.num_actors=4" in p for p in too_big), too_big
     lrs = problems(population(member_lr=(1e-3, 1e-3)))
     assert any("pbt.member_lr has 2 learning rates for pbt.population=4" in p for p in lrs), lrs
     ignored = problems(dataclasses.replace(population(), checkpoint=dataclasses.replace(

@@ -211,7 +211,7 @@ def test_custom_roles_take_slurm_custom(monkeypatch: pytest.MonkeyPatch) -> None
         "trainer x1 + policy x1", "actor x2 + norm_logger x2"]
     found = slurm_problems(cartpole("slurm.custom.component=nope", "slurm.custom.nodes=9"))
     assert found == ["slurm.custom.component='nope' is not a worker group; use one of trainer, buffer, policy, "
-                     "actor, eval, norm_logger", "slurm.custom.nodes=9 is more than its 2 tasks"], found
+                     "actor, eval, population, norm_logger", "slurm.custom.nodes=9 is more than its 2 tasks"], found
 
 
 @pytest.mark.parametrize("sig, code, reason", [(signal.SIGUSR1, TIME_LIMIT_EXIT_CODE, "time_limit"),

@@ -111,7 +111,7 @@ def group_plans(cfg: Experiment, layout: Layout | None = None) -> list[GroupPlan
         sg = slurm_group(cfg, group.role)
         cpus = sg.cpus_per_task or max(1, math.ceil(group.cpus))
         mem_gb = sg.mem_gb_per_task or group.mem_gb
-        spread = group.role == TRAINER and group.count > 1  # one jax.distributed process per node
+        spread = group.role == TRAINER and group.count > 1 and not cfg.pbt.enabled  # one process per node (not members)
         out.append(GroupPlan(group.role, group.count, cpus, sg.gpus_per_task, math.ceil(mem_gb * 1024), 0, spread))
     return out
 

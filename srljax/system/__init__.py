@@ -11,6 +11,8 @@ The backends (threads, processes, Slurm) live in ``launch/``; this package holds
 Roles: ``ActorWorker`` (actor.py), ``PolicyWorker`` (policy.py), ``TrainerWorker`` (trainer.py),
 ``BufferWorker`` (buffer.py), ``EvalManager`` (eval_manager.py: evaluations by params version), all on the ``Worker`` base (worker.py: loop, control, heartbeats,
 metrics), driven by the ``Controller`` (controller.py), which restarts lost workers (restarts.py).
+A PBT population (``pbt.population`` > 1) runs ``MemberTrainerWorker`` (member_trainer.py, a trainer per
+member) and ``PopulationManager`` (population_manager.py, the ``population`` role; directives: pbt_directives.py).
 A replay algorithm (Ape-X DQN) runs the same roles with ``ApexActorWorker`` (apex_actor.py),
 ``ReplayBufferWorker`` (replay_buffer.py, a replay shard) and ``ReplayTrainerWorker`` (replay_trainer.py).
 
@@ -29,6 +31,7 @@ _EXPORTS = {  # name -> the module that defines it
     "PolicyWorker": "srljax.system.policy", "make_worker": "srljax.system.roles", "TrainerWorker": "srljax.system.trainer", "Worker": "srljax.system.worker",
     "ApexActorWorker": "srljax.system.apex_actor", "ReplayBufferWorker": "srljax.system.replay_buffer",
     "ReplayTrainerWorker": "srljax.system.replay_trainer",
+    "MemberTrainerWorker": "srljax.system.member_trainer", "PopulationManager": "srljax.system.population_manager",
 }
 
 

@@ -62,6 +62,7 @@ from srljax.rollout import SegmentBuilder
 from srljax.system.carries import RowTags
 from srljax.system.common import episode_meta
 from srljax.system.params import ParamsCodec
+from srljax.system.pbt_directives import member_follower, member_of_actor
 from srljax.system.policy_client import PolicyClient
 from srljax.system.worker import Worker
 from srljax.types import TimeStep, Trajectory
@@ -89,7 +90,8 @@ class ActorWorker(Worker):
         else:
             self.sender = SampleSender(None, self.trial, ctx=self.ctx, hwm=SEND_HWM)
             sink = BUFFER if self.peers_of(BUFFER, SAMPLES) else TRAINER  # buffers if the layout has any
-            sinks = self.connect_peers(self.sender, sink, SAMPLES)  # follows a restarted buffer to its new address
+            members = [member_of_actor(cfg, self.index)] if cfg.pbt.enabled else None  # a population: its member's trainer
+            sinks = self.connect_peers(self.sender, sink, SAMPLES, members)  # follows a restarted buffer to its new address
         if not sinks:
             raise RuntimeError("the configure message named no sample sink (trainer or buffer) to push to")
         self.outgoing: deque[tuple[Trajectory, dict[str, Any]]] = deque()
@@ -116,7 +118,8 @@ class ActorWorker(Worker):
             key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 1000 + self.index)
             self.acting = Acting(self.algo, self.spec.num_envs, key)
             self.acting.warm_up(codec.zeros(), self.spec)
-            self.follower = make_follower(self, codec)  # follows a restarted trainer; one stream per policy
+            self.follower = (member_follower(self, codec, member_of_actor(cfg, self.index)) if cfg.pbt.enabled
+                             else make_follower(self, codec))  # follows a restarted trainer; one stream per policy
         self.env.async_reset()
         self.log(f"{self.spec.num_envs} envs {self.spec.id}, {self.spec.batch_size} per recv, "
                  f"{'remote' if self.remote else 'inline'} inference, {len(sinks)} sample sink(s), "

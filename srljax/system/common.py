@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -134,3 +135,46 @@ def episodes_from_meta(meta: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]
     if r.ndim != 1 or r.shape != n.shape:
         return np.zeros(0, np.float32), np.zeros(0, np.int64)
     return r, n
+
+
+class BackgroundCall:
+    """One call at a time on a daemon thread, collected by the worker's main loop (which keeps turning and
+    heartbeating meanwhile): ``start(fn, *args, tag=...)``, then ``take()`` each loop: None while nothing has
+    finished, else ``(tag, fn's result)``; an error in ``fn`` is re-raised by ``take`` (the controller sees it)."""
+
+    def __init__(self, name: str, what: str = "evaluation") -> None:
+        self.name, self.what = name, what
+        self._thread: threading.Thread | None = None
+        self._tag: Any = None
+        self._result: Any = None
+        self._error: BaseException | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self._thread is not None
+
+    def start(self, fn: Callable[..., Any], *args: Any, tag: Any = None) -> None:
+        assert self._thread is None, "one call at a time"
+        self._tag, self._result, self._error = tag, None, None
+        self._thread = threading.Thread(target=self._run, args=(fn, args), name=self.name, daemon=True)
+        self._thread.start()
+
+    def _run(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        try:
+            self._result = fn(*args)
+        except BaseException as error:  # re-raised in the main loop by take()
+            self._error = error
+
+    def join(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+
+    def take(self) -> tuple[Any, Any] | None:
+        if self._thread is None or self._thread.is_alive():
+            return None
+        self._thread = None
+        if self._error is not None:
+            raise RuntimeError(f"{self.what} failed") from self._error
+        out = (self._tag, self._result)
+        self._tag = self._result = None
+        return out

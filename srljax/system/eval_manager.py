@@ -19,11 +19,10 @@ than fanning them out to several eval actors.
 
 from __future__ import annotations
 
-import threading
 import time
-from typing import Any
 
 from srljax.layout import EVAL
+from srljax.system.common import BackgroundCall
 from srljax.system.worker import Worker
 
 FINAL_WAIT_S = 10.0  # at stop: how long to wait for the trainer's last params version
@@ -50,9 +49,7 @@ class EvalManager(Worker):
 
             self._wandb = _start_wandb(self.cfg, self.role, secrets.token_hex(4))
         self.book = EvalBook(self.cfg, self._wandb_log)
-        self._thread: threading.Thread | None = None
-        self._done: tuple[Any, Any] | None = None  # (result, params) of the evaluation that finished
-        self._error: BaseException | None = None
+        self._job = BackgroundCall(f"{self.name}-evaluate")  # tag: the params evaluated
 
     def _wandb_log(self, values: dict[str, float], step: int) -> None:
         if self._wandb is not None:
@@ -62,27 +59,16 @@ class EvalManager(Worker):
         self._collect()
         self.follower.poll(timeout_ms=50)
         version = self.follower.version
-        if self._thread is None and version > 0 and self.book.due(version):
+        if not self._job.busy and version > 0 and self.book.due(version):
             params = self.follower.params
-            self._thread = threading.Thread(target=self._evaluate, args=(params, version),
-                                            name=f"{self.name}-evaluate", daemon=True)
-            self._thread.start()
-
-    def _evaluate(self, params: Any, version: int) -> None:
-        try:
-            self._done = (self.evaluator.evaluate(params, version), params)
-        except BaseException as error:  # re-raised in the main loop: the controller sees the traceback
-            self._error = error
+            self._job.start(self.evaluator.evaluate, params, version, tag=params)
 
     def _collect(self) -> None:
         """Record a finished evaluation; re-raise its error."""
-        if self._thread is None or self._thread.is_alive():
+        done = self._job.take()
+        if done is None:
             return
-        self._thread = None
-        if self._error is not None:
-            raise RuntimeError("evaluation failed") from self._error
-        result, params = self._done
-        self._done = None
+        params, result = done
         record = self.book.add(result, params)
         self.stats.add("evaluations")
         self.stats.gauge("eval_version", result.version)
@@ -92,16 +78,15 @@ class EvalManager(Worker):
         return max(0, getattr(getattr(self, "book", None), "last_version", 0))
 
     def waiting(self) -> str:
-        thread = getattr(self, "_thread", None)
-        return "" if thread is not None else "for a params version due for evaluation"
+        job = getattr(self, "_job", None)
+        return "" if job is not None and job.busy else "for a params version due for evaluation"
 
     def close(self) -> None:
         try:
             if getattr(self, "book", None) is None:
                 return
-            if self._thread is not None:
-                self._thread.join()
-                self._collect()
+            self._job.join()
+            self._collect()
             if self.cfg.eval.final and self.state != "error":
                 self._final()
             self.log(self.book.summary())

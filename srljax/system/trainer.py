@@ -129,6 +129,10 @@ class TrainerWorker(Worker):
         """The learner of ``setup`` (a subclass may build its algorithm: ``PolicyTrainerWorker``)."""
         return Learner(self.cfg, self.spec)
 
+    def may_update(self) -> bool:
+        """Whether the next update may start now (``MemberTrainerWorker``: not while at a PBT ready point)."""
+        return True
+
     def example_batch(self) -> Trajectory:
         """A batch shaped like this process's (zeros), to compile the update for in ``setup``."""
         return zeros_trajectory(self.spec, self.cfg.algo.num_steps, self.extras_spec, self.share)
@@ -169,7 +173,7 @@ class TrainerWorker(Worker):
                 self.placed = self.learner.put(batch)  # the copy overlaps the running update
                 # >= 0: columns a restarted trainer took from the versions it lost count as fresh
                 self.placed_lags = np.maximum(self.learner.version - batch.policy_version.astype(np.int64), 0)
-        if self.running is None and self.placed is not None:
+        if self.running is None and self.placed is not None and self.may_update():
             with self.stats.time("compute/dispatch"):
                 self.running = self.learner.step(self.placed)
             self.update_end.watch(self.running)

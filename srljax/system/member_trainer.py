@@ -1,0 +1,203 @@
+"""MemberTrainerWorker: the trainer of one member of a distributed PBT population (``pbt.population`` > 1).
+
+    python -m launch.local configs/cartpole_pbt_distributed.py     # trainer i trains member i
+
+Trainer ``i`` of the layout trains member ``i`` (``member_experiment``: seed ``seed + i``, run folder
+``RUN_DIR/members/<i>/`` for ``metrics.jsonl`` and ``checkpoints/``, a checkpoint every
+``pbt.ready_updates`` updates), starting at learning rate ``pbt.member_lr[i]`` (a factor in the
+optimiser state, ``srljax.pbt.with_lr_scale``: no recompile). It binds its own samples and params
+sockets like a policy's trainer (its actors, ``layout.num_actors / population`` of them, push only to it
+and follow only it) and a third, ``directives`` (PULL), on which the population manager speaks.
+
+At every ready point (its version reaching ``r x pbt.ready_updates``, before its last update) it starts
+no further update (``may_update``) until the manager's directive for point ``r`` comes: carry on, or
+copy member j and train with learning rate x. It keeps receiving samples and republishing meanwhile.
+
+A copy: restore member j's newest complete checkpoint (orbax renames a step's folder only once it is
+whole; read-only, nothing of j's is written or deleted), give it a fresh rng and the new learning rate,
+and count the copy as a new params version of its own (``version + 1``: followers take only higher
+versions, so the copied params reach its actors and the manager at once; a member that copied c times
+trains ``num_updates - c`` updates). The new state is checkpointed in its own folder at once (meta
+``copied_from``, ``source_step``). Samples in flight, acted with the old params, are trained on as usual
+(PPO's clipped ratio bounds them; dropping them would starve the actors' lag throttle, whose grants
+count pushed columns). A directive that names another member, an old ready point, or comes after the
+member finished is counted and ignored (``directives_*`` in its worker metrics; one that does not decode
+is counted by the receiver, ``directives/drop.directive``); a checkpoint that cannot be read is counted
+(``copies_failed``) and the member carries on.
+
+The trial ends as for several policies (``PolicyTrainerWorker``, whose done-by-name-keys mechanism this
+reuses): a member that trained its updates adds its ``done`` key and keeps draining samples and
+republishing; trainer 0 tells the controller ``done`` once every member's key is there.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from srljax.layout import DIRECTIVES
+from srljax.learner import Learner
+from srljax.pbt import lr_scale, with_lr_scale
+from srljax.system.common import bind_address
+from srljax.system.pbt_directives import (
+    Directive,
+    DirectiveReceiver,
+    member_dir,
+    member_experiment,
+    member_lr,
+)
+from srljax.system.policy_trainer import PolicyTrainerWorker
+from srljax.system.trainer import TrainerWorker
+
+
+def restore_member_state(directory: Path, like: Any, step: int | None = None) -> tuple[int, Any]:
+    """(step, train state) of the newest (or ``step``'s) complete checkpoint in ``directory``, read-only:
+    no checkpoint manager is opened on another member's folder, so nothing there is pruned or cleaned."""
+    import orbax.checkpoint as ocp
+
+    from srljax.checkpoint import STATE, CheckpointError, _abstract, steps
+
+    found = steps(directory)
+    if not found:
+        raise CheckpointError(f"no complete checkpoint in {directory}")
+    step = found[-1] if step is None else step
+    reader = ocp.StandardCheckpointer()
+    try:
+        state = reader.restore(Path(directory).absolute() / str(step) / STATE, _abstract(like))
+    finally:
+        reader.close()
+    return step, state
+
+
+class MemberTrainerWorker(PolicyTrainerWorker):
+    serves = (*TrainerWorker.serves, DIRECTIVES)
+
+    def setup(self) -> None:
+        self.experiment = self.cfg  # the whole experiment (names keys, the other members' folders)
+        self.env_spec = self.spec
+        self.policy = f"member {self.index}"  # PolicyTrainerWorker's log lines name it
+        self.cfg = member_experiment(self.experiment, self.index)
+        self.names.delete(self._done_key(self.index))
+        self.finished = False
+        self.next_done_check = 0.0
+        self.copied: dict[str, Any] = {}  # the last copy (in checkpoint meta)
+        self.base_lr = float(self.experiment.trainer.lr)
+        TrainerWorker.setup(self)
+        self.done_sent = True  # TrainerWorker's own ``done`` would end the trial when the first member is done
+        self.trial_done_sent = False
+        if not self.resume:  # a resumed (restarted) member's rate is in its checkpoint's optimiser state
+            scale = member_lr(self.experiment, self.index) / self.base_lr
+            self.learner.state = jax.device_put(with_lr_scale(self.learner.state, scale), self.learner._replicated)
+        ready = self.experiment.pbt.ready_updates
+        # the ready point it waits at next (a restarted member restored at a ready point does not wait there again)
+        self.next_ready = self.learner.version // ready + 1 if ready else 0
+        self.directives = DirectiveReceiver(bind_address(self.cfg), self.trial, self.experiment.pbt.population,
+                                            ctx=self.ctx)
+        self.register(DIRECTIVES, self.directives.address)
+        self.log(f"member {self.index}: lr {self.lr:.3g}, seed {self.cfg.seed}, run folder {self.cfg.run_dir}; "
+                 f"directives at {self.directives.address}")
+
+    @property
+    def lr(self) -> float:
+        return self.base_lr * lr_scale(self.learner.state)
+
+    def at_ready(self) -> bool:
+        """At a ready point (``pbt.ready_updates`` apart, before the last update): wait for the manager's word."""
+        ready = self.experiment.pbt.ready_updates
+        point = self.next_ready * ready
+        return bool(ready) and point < self.cfg.num_updates and self.learner.version >= point
+
+    def may_update(self) -> bool:
+        return not self.at_ready()
+
+    def waiting(self) -> str:
+        if getattr(self, "learner", None) is not None and self.running is None and self.at_ready():
+            return f"the population manager's directive for ready point {self.next_ready}"
+        return super().waiting()
+
+    def make_learner(self) -> Learner:
+        return Learner(self.cfg, self.spec)
+
+    def ready_info(self) -> dict[str, Any]:
+        return TrainerWorker.ready_info(self)
+
+    def trainers_in_trial(self) -> int:
+        return self.experiment.pbt.population
+
+    def _take(self, msg: Any) -> None:
+        TrainerWorker._take(self, msg)
+
+    def poll(self) -> None:
+        while (directive := self.directives.recv(timeout_ms=0)) is not None:
+            self.apply(directive)
+        super().poll()
+
+    def apply(self, directive: Directive) -> bool:
+        """Carry out one directive (see the module docstring); True if the member copied."""
+        if directive.copier != self.index:
+            self.stats.add("directives_wrong_member")
+            return False
+        if self.finished or self.learner.version >= self.cfg.num_updates:
+            self.stats.add("directives_after_done")
+            return False
+        if directive.ready != self.next_ready:  # e.g. a restarted manager deciding again what was decided
+            self.stats.add("directives_stale")
+            return False
+        self.next_ready += 1
+        if directive.source < 0:
+            self.stats.add("directives_carry_on")
+            return False
+        if self.running is not None:  # the update in flight ends first (its ring is taken, so none is left over)
+            jax.block_until_ready(self.running)
+            while not self.update_end.ended():
+                time.sleep(0.001)
+            self._finish_update()
+        source_dir = member_dir(self.experiment, directive.source) / "checkpoints"
+        started = time.monotonic()
+        try:
+            step, state = restore_member_state(source_dir, self.learner.state)
+        except Exception as error:  # noqa: BLE001 - a copy that fails leaves the member as it was
+            self.stats.add("copies_failed")
+            self.log(f"copy of member {directive.source} failed ({type(error).__name__}: {error}); training on")
+            return False
+        old_lr, version = self.lr, self.learner.version + 1
+        state = state.replace(rng=jax.random.fold_in(state.rng, 1000 * version + self.index))
+        self.learner.state = jax.device_put(with_lr_scale(state, directive.lr / self.base_lr), self.learner._replicated)
+        self.learner.version = version
+        self.copied = {"copied_from": directive.source, "source_step": step, "ready": directive.ready,
+                       "lr_before": old_lr, "lr": directive.lr}
+        self._publish()
+        self.learner.save()
+        self.stats.add("copies")
+        self.stats.sample("time/copy_s", time.monotonic() - started)
+        self.log(f"ready point {directive.ready}: copied member {directive.source}'s checkpoint step {step} "
+                 f"(evaluated at version {directive.source_version}); lr {old_lr:.3g} -> {directive.lr:.3g}; "
+                 f"now version {version}; "
+                 f"{time.monotonic() - started:.2f} s")
+        return True
+
+    def _log_metrics(self, train_metrics: dict[str, Any]) -> None:
+        # the algorithm reports its (annealed) base rate; the member's is that times its factor
+        lr = float(np.asarray(train_metrics.get("lr", self.base_lr))) * lr_scale(self.learner.state)
+        super()._log_metrics({**train_metrics, "lr": lr})
+
+    def _run_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        shell, meta = super()._run_state()
+        return shell, {**meta, "member": self.index, "lr": self.lr, **self.copied}
+
+    def metrics(self) -> dict[str, Any]:
+        out = super().metrics()
+        if getattr(self, "directives", None) is not None:
+            out.update({f"directives/{k}": v for k, v in self.directives.counters().items()})
+        return out
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            if getattr(self, "directives", None) is not None:
+                self.directives.close()
