@@ -51,6 +51,7 @@ from srljax.evaluation import EVAL_FILE, Evaluator
 from srljax.layout import validate
 from srljax.learner import Learner
 from srljax.metrics import MetricsLogger, UpdateRecords
+from srljax.pbt_config import member_lr
 from srljax.run_dir import claim
 
 PBT_DIR = "pbt"
@@ -150,7 +151,7 @@ def train_population(cfg: Experiment, resume: bool = False) -> PopulationResult:
 
     p = cfg.pbt
     rng = np.random.default_rng(p.seed)
-    lrs = list(p.member_lr) or [cfg.trainer.lr] * p.population
+    lrs = [member_lr(cfg, i) for i in range(p.population)]
     members: list[Member] = []
     for i in range(p.population):
         member_cfg = dataclasses.replace(cfg, seed=cfg.seed + i)

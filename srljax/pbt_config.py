@@ -116,3 +116,8 @@ def population_layout_problems(cfg: Any) -> list[str]:
         out.append(f"trainer.num_hosts={cfg.trainer.num_hosts}: a population member's trainer is one process "
                    "(multi-host trainer groups per member are not built): set trainer.num_hosts=1")
     return out
+
+
+def member_lr(cfg: Any, member: int) -> float:
+    """Member ``member``'s starting learning rate: ``pbt.member_lr[member]``, else ``trainer.lr`` (both layouts)."""
+    return float(cfg.pbt.member_lr[member]) if cfg.pbt.member_lr else float(cfg.trainer.lr)

@@ -30,6 +30,7 @@ import zmq
 from srljax.comm.codec import DecodeError, Message
 from srljax.comm.sockets import Endpoint, context, make_socket
 from srljax.layout import DIRECTIVES, PARAMS, TRAINER
+from srljax.pbt_config import member_lr
 
 KIND_COPY = "pbt_copy"
 BAD_DIRECTIVE = "directive"  # drop reason
@@ -63,11 +64,6 @@ def member_follower(worker: Any, codec: Any, member: int) -> Any:
                               worker.ctx)
     worker.follow_peers(follower.sub, TRAINER, PARAMS, [member])
     return follower
-
-
-def member_lr(cfg: Any, member: int) -> float:
-    """Member ``member``'s starting learning rate: ``pbt.member_lr[member]``, else ``trainer.lr``."""
-    return float(cfg.pbt.member_lr[member]) if cfg.pbt.member_lr else float(cfg.trainer.lr)
 
 
 def member_experiment(cfg: Any, member: int) -> Any:
