@@ -1,44 +1,26 @@
-"""Algorithms: ``make(cfg, spec) -> Algorithm`` (see ``algos.base`` for the seam).
+"""Algorithms: ``make(cfg, spec) -> Algorithm`` (``algos/factory.py``; ``algos/base.py`` for the seam).
+
+Each algorithm is a module of pure functions (``ppo.py``, ``impala.py``, ``dqn.py``, ``mappo.py``) with its
+config beside it (``ppo_config.py``, ...), which imports no JAX, so launchers read configs without it.
 
 A user's algorithm plugs in without touching this package: its config dataclass (in ``cfg.algo``)
 carries ``factory = "package.module:make_fn"`` and ``make`` calls ``make_fn(cfg, spec)``, which
-returns an ``Algorithm`` (``examples/reinforce.py``; ``docs/architecture.md``).
+returns an ``Algorithm`` (``examples/reinforce.py``, ``examples/double_dqn.py``; ``docs/architecture.md``).
+Names are loaded on first use.
 """
 
 from __future__ import annotations
 
-from algos.base import Algorithm, TrainState
-from algos.dqn import make_dqn
-from algos.impala import make_impala
-from algos.mappo import make_mappo
-from algos.ppo import make_ppo
-from srljax.config import DQNConfig, Experiment, IMPALAConfig, MAPPOConfig, PPOConfig
-from srljax.objects import load_object
-from srljax.types import EnvSpec
+import importlib
+from typing import Any
 
-__all__ = ["Algorithm", "TrainState", "make"]
+_EXPORTS = {"Algorithm": "algos.base", "TrainState": "algos.base", "make": "algos.factory"}
 
 
-def make(cfg: Experiment, spec: EnvSpec) -> Algorithm:
-    """Build the configured algorithm for environments described by ``spec``."""
-    if cfg.policies.enabled:  # several policies, each acting for its agents (srljax/policy_config.py)
-        from algos.multi_policy import make_multi_policy
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'algos' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)
 
-        return make_multi_policy(cfg, spec)
-    match cfg.algo:
-        case MAPPOConfig():  # before PPOConfig, its base class
-            return make_mappo(cfg, spec)
-        case PPOConfig():
-            return make_ppo(cfg, spec)
-        case IMPALAConfig():
-            return make_impala(cfg, spec)
-        case DQNConfig():
-            return make_dqn(cfg, spec)
-        case other if isinstance(getattr(other, "factory", None), str):
-            algo = load_object(other.factory, "algo.factory")(cfg, spec)
-            if not isinstance(algo, Algorithm):
-                raise TypeError(f"algo.factory={other.factory!r} returned {type(algo).__name__}, not algos.Algorithm")
-            return algo
-        case other:
-            raise ValueError(f"unknown algorithm config {type(other).__name__}; known: PPOConfig, IMPALAConfig, "
-                             "DQNConfig, or a config with factory='package.module:make_fn'")
+
+__all__ = sorted(_EXPORTS)

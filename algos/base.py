@@ -53,12 +53,12 @@ class Algorithm:
     ``update(TrainState, Trajectory [T+1, B]) -> (TrainState, metrics {name: scalar})``; for a replay
       algorithm (``consumes="replay"``) ``update(TrainState, ReplayBatch [N]) -> (TrainState, metrics,
       per_sample {name: [N]})``, where ``per_sample["priority"]`` goes back to the replay that
-      produced the batch (``srljax.replay_loop``).
+      produced the batch (``srljax.loops.replay``).
     ``extras_spec``: ``{name: (per-env shape, numpy dtype name)}`` so shells can allocate storage.
     ``return_gamma``: set when ``update`` scales rewards by the std of the discounted return (gym's
       ``NormalizeReward``): the shell that builds segments keeps each env's running discounted
       return with this gamma and stores it per row as the extra ``RETURN_ACC`` (``segment_extras_spec``),
-      so the accumulator stays with its env however columns are batched (``srljax.rollout``).
+      so the accumulator stays with its env however columns are batched (``srljax.learning.rollout``).
     ``act_deterministic``: as ``act`` with the mode of the action distribution (optional; evaluation).
     ``consumes``: ``"segments"`` (fresh ``Trajectory`` batches: PPO, IMPALA) or ``"replay"`` (sampled
       ``ReplayBatch`` es: DQN); the config class declares the same (``srljax.algo_config.consumes``).
@@ -74,7 +74,7 @@ class Algorithm:
     consumes: str = "segments"
     act_deterministic: Callable[[Params, Array, ActorState, Array, Array], tuple[Array, dict[str, Array], ActorState]] | None = None
     """``act``'s signature, acting with the distribution's mode (greedy / mean action; DQN: epsilon 0), for
-    evaluation (``srljax.evaluation``, ``eval.deterministic``); None: the algorithm has none."""
+    evaluation (``srljax.evaluation.evaluator``, ``eval.deterministic``); None: the algorithm has none."""
 
 
 def segment_extras_spec(algo: Algorithm) -> dict[str, tuple[tuple[int, ...], str]]:

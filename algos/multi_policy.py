@@ -2,7 +2,7 @@
 
 Shape letters: T transitions, B envs, N agents of the env, F packed row features, ``N_p`` agents of policy p.
 
-    algo = make_multi_policy(cfg, spec)           # cfg.policies names the policies (srljax/policy_config.py)
+    algo = make_multi_policy(cfg, spec)           # cfg.policies names the policies (srljax/config/policies.py)
     action, extras, _ = algo.act(params, obs, (), None, key)    # obs [B, N, F] -> action [B, N]
     parts = split_trajectory(cfg, spec, traj)     # {name: Trajectory [T+1, B] of that policy's agents}
 

@@ -77,7 +77,7 @@ def discounted_returns(ret_acc: Array, r_t: Array, valid_t: Array, gamma: float)
 
     Args:
       ret_acc: [B] each column's accumulator at its row 0, kept by the shell that built the segment
-        (``srljax.rollout.SegmentBuilder``, per env of each actor, in the segment's ``ret_acc`` extra).
+        (``srljax.learning.rollout.SegmentBuilder``, per env of each actor, in the segment's ``ret_acc`` extra).
       r_t: [T, B] reward of transition t (Trajectory ``reward[1:]``).
       valid_t: [T, B] ``returns.valid_mask``.
 

@@ -2,7 +2,7 @@
 
     mbs = split_samples(minibatches, axis=1)   # inside a jitted update, e.g. PPO's [M, N/M, ...]
 
-The trainer's mesh (``srljax/sharding.py``) has one axis, ``BATCH``; algorithm code never names
+The trainer's mesh (``srljax/parallel/sharding.py``) has one axis, ``BATCH``; algorithm code never names
 it beyond this call, and outside a mesh (one device, actors, tests) the call does nothing.
 """
 

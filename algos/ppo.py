@@ -131,7 +131,7 @@ def make_ppo(cfg: Experiment, spec: EnvSpec, *, loop: LoopForm | None = None) ->
     else:
         schedule = optax.constant_schedule(t.lr)
     tx = optax.chain(optax.clip_by_global_norm(t.max_grad_norm), optax.adam(schedule, eps=t.adam_eps))
-    if cfg.pbt.population > 1:  # PBT's learning-rate factor lives in the optimiser state (srljax/pbt.py)
+    if cfg.pbt.population > 1:  # PBT's learning-rate factor lives in the optimiser state (srljax/loops/population.py)
         tx = optax.chain(tx, optax.inject_hyperparams(optax.scale)(step_size=1.0))
     loss_fn = functools.partial(
         ppo_loss,

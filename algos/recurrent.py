@@ -10,7 +10,7 @@ Shape letters: T transitions, B envs, H ``lstm_size``, ``*O`` observation shape.
     # update (a Trajectory segment [T+1, B]; the carry at row 0 and the episode starts inside it):
     pi, value = rec.unroll_segment(params, obs [T+1, B, *O], traj)       # both [T+1, B, ...]
 
-How the carry crosses the system: every shell (``srljax.acting.Acting``, the policy worker) keeps one
+How the carry crosses the system: every shell (``srljax.learning.acting.Acting``, the policy worker) keeps one
 carry per env row and passes ``first`` (the row is an env's reset row: its previous row was done, or
 it is the env's first row since the shell started), and ``step`` zeroes the carry there. The carry a
 row was acted with is stored in the segment as the extras ``lstm_c``/``lstm_h`` (``carry_extras_spec``),

@@ -4,7 +4,7 @@
     python bench/multi_agent.py rware           # configs/rware_mappo.py
     python bench/multi_agent.py lbf total_env_steps=500000   # overrides go to every config
 
-For each config: ``srljax.train`` to the end (its curve: mean return of the last 20 episodes at about
+For each config: ``srljax.loops.train`` to the end (its curve: mean return of the last 20 episodes at about
 every tenth of the run, the wall time including JIT compile), then 64 episodes of the trained policy
 (sampling, as it trains) and 64 of uniformly random legal actions, each reporting mean return, episode
 length, deliveries (steps with a positive team reward: RWARE deliveries, LBF foods eaten) and the share of
@@ -25,7 +25,7 @@ from machine import describe  # bench/machine.py, next to this script
 import algos
 import envs
 from srljax.config import apply_overrides, load_file
-from srljax.train import train
+from srljax.loops.train import train
 
 CASES = {"lbf": ["configs/lbf_mappo.py", "configs/lbf_ippo.py"], "rware": ["configs/rware_mappo.py"]}
 QUIET = ["log.wandb=disabled", "log.progress=lines", "checkpoint.final=false", "checkpoint.every_updates=0"]

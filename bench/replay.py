@@ -3,7 +3,7 @@
     python bench/replay.py                          # 1M Atari transitions, batch 512, 8 env streams
     python bench/replay.py --capacity 200000 --seconds 5
 
-The replay (``srljax.replay.Replay``, alpha 0.6, n-step 3) is filled with 84x84x4 uint8 stacks
+The replay (``srljax.replay.buffer.Replay``, alpha 0.6, n-step 3) is filled with 84x84x4 uint8 stacks
 built from a pool of random frames (stacks continue row to row; every 500th row ends an episode,
 every 2,000th a game, whose next stack repeats one frame), ``--streams`` rows per insert as an
 actor's env batch. Sampling: batches of ``--batch`` with importance weights, restacked frames,
@@ -26,7 +26,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from machine import describe  # bench/machine.py, next to this script
 
-from srljax.replay import MEMORY_HEADROOM, Replay, available_memory_bytes, replay_bytes  # noqa: E402
+from srljax.replay.buffer import MEMORY_HEADROOM, Replay, available_memory_bytes, replay_bytes  # noqa: E402
 
 STACK, SIDE = 4, 84
 

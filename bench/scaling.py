@@ -8,7 +8,7 @@
 Every row trains the same batch with the same PPO settings: the case's single-process config file
 as it is (``configs/mujoco_ppo.py``: 64 envs x 32 steps; ``configs/cartpole_ppo.py``: 8 envs x 128
 steps). The ``single`` row is that file run by ``python -m launch.local`` (``layout.mode=single``,
-``srljax.train``). Each distributed row is the same file with only layout overrides:
+``srljax.loops.train``). Each distributed row is the same file with only layout overrides:
 ``layout.mode=distributed layout.inference=inline layout.num_actors=N trainer.batch_envs=B
 env.num_envs=B/N``, so the batch (and hence the algorithm) stays fixed while the envs are split
 over N actor processes, each stepping its own envpool and acting on its own CPU core, plus one

@@ -46,8 +46,8 @@ from machine import describe  # bench/machine.py, next to this script
 
 from srljax.comm import MemoryNames, SampleSender
 from srljax.config import CheckpointConfig, EnvConfig, Experiment, LayoutConfig, LogConfig, PPOConfig, TrainerConfig
-from srljax.learner import Learner
-from srljax.rollout import split_segments
+from srljax.learning.learner import Learner
+from srljax.learning.rollout import split_segments
 from srljax.system.common import trial_name
 from srljax.system.trainer import TrainerWorker
 from srljax.types import EnvSpec, Trajectory

@@ -12,7 +12,7 @@ For each case, from the case's shipped config file:
 * **act alone**: the jitted ``act`` on a batch of real observations, observations/s, at the
   batch the training loop acts on and (for an async config) on all envs at once.
 * **update alone**: one jitted ``update`` on a batch of random data, samples/s.
-* **training**: ``srljax.train`` for ``--updates`` updates, everything included (env stepping,
+* **training**: ``srljax.loops.train`` for ``--updates`` updates, everything included (env stepping,
   acting, rollout storage, update, metrics); steady-state env steps/s over all updates after
   the first (which compiles), and the split of each iteration into env / act / update / store
   seconds as the training loop measured them.
@@ -20,7 +20,7 @@ For each case, from the case's shipped config file:
   overhead and no overlap, ``1 / (1/raw + 1/act + 1/update)`` with the faster act.
 
 It prints ``training / raw`` and ``training / sum of parts``. ``cartpole`` runs
-``configs/cartpole_ppo.py`` to the end and prints the wall time of ``srljax.train`` (JIT compile
+``configs/cartpole_ppo.py`` to the end and prints the wall time of ``srljax.loops.train`` (JIT compile
 included; interpreter start and imports excluded) and the final mean return.
 """
 
@@ -41,10 +41,11 @@ from machine import describe  # bench/machine.py, next to this script
 
 import envs
 from algos.testing import random_trajectory
-from srljax.acting import jit_act
 from srljax.config import Experiment, apply_overrides, load_file
-from srljax.learner import Learner
-from srljax.train import PHASES, train
+from srljax.learning.acting import jit_act
+from srljax.learning.learner import Learner
+from srljax.loops.result import PHASES
+from srljax.loops.train import train
 
 CASES = {
     "halfcheetah": "configs/mujoco_ppo.py",

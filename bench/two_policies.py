@@ -7,7 +7,7 @@ Runs ``python -m launch.local configs/lbf_two_policies_distributed.py`` (2 train
 actors as processes) and prints its exit code, wall time (process start to exit, JIT included), and per
 policy the curve of ``RUN_DIR/policies/<name>/metrics.jsonl`` (mean team return of the last 20 episodes at
 about every tenth of the run). Then it loads both policies' final checkpoints into the single-process
-composite (``srljax.policies.load_policy_state``, the ``load=`` path) and plays 64 episodes with them and 64
+composite (``srljax.learning.policies.load_policy_state``, the ``load=`` path) and plays 64 episodes with them and 64
 with uniformly random legal actions (``bench/multi_agent.py``'s ``play``).
 """
 
@@ -52,7 +52,7 @@ def main() -> None:
     single = dataclasses.replace(cfg, layout=LayoutConfig(), policies=dataclasses.replace(cfg.policies, named=tuple(
         PolicyConfig(p.name, algo=p.algo, trainer=p.trainer, frozen=True,
                      load=str(run_dir / "policies" / p.name / "checkpoints")) for p in cfg.policies.named)))
-    from srljax.policies import load_policy_state
+    from srljax.learning.policies import load_policy_state
 
     env = envs.make(dataclasses.replace(single.env, num_envs=1, batch_size=0), seed=0)
     spec = env.spec

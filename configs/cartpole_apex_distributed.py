@@ -23,7 +23,7 @@ import dataclasses
 
 from configs import cartpole_dqn
 from srljax.config import Experiment, LayoutConfig
-from srljax.eval_config import EvalConfig
+from srljax.config.eval import EvalConfig
 
 NUM_ACTORS = 2
 

@@ -5,7 +5,7 @@
 
 Members 0 and 1 start at lr 1e-6 (they stay near random play in this budget), 2 and 3 at 1e-3. Every
 10 updates each member plays 20 evaluation episodes; the bottom quarter (one member) copies a member of
-the top quarter and perturbs its learning rate by 0.8 or 1.2 (``srljax/pbt.py``).
+the top quarter and perturbs its learning rate by 0.8 or 1.2 (``srljax/loops/population.py``).
 
 Evaluation samples actions here (``eval.deterministic=false``): the greedy action of a freshly
 initialised CartPole network can balance the pole for hundreds of steps (one member of this
@@ -14,8 +14,8 @@ member from a trained one; sampled actions score about 20 untrained and about 50
 """
 
 from srljax.config import EnvConfig, Experiment, PPOConfig, TrainerConfig
-from srljax.eval_config import EvalConfig
-from srljax.pbt_config import PBTConfig
+from srljax.config.eval import EvalConfig
+from srljax.config.pbt import PBTConfig
 
 
 def experiment() -> Experiment:

@@ -14,7 +14,7 @@ import dataclasses
 
 from configs import cartpole_ppo_distributed
 from srljax.config import Experiment
-from srljax.eval_config import EvalConfig
+from srljax.config.eval import EvalConfig
 
 
 def experiment() -> Experiment:

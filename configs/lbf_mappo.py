@@ -9,8 +9,8 @@ both agents). envpool 1.2.5 starts every episode from the same layout (the views
 and two level-1 agents: eating needs both agents), so 2M steps are plenty (the issue allows 20M); results in bench/RESULTS.md ("Multi-agent").
 """
 
+from algos.mappo_config import MAPPOConfig
 from srljax.config import EnvConfig, Experiment, TrainerConfig
-from srljax.mappo_config import MAPPOConfig
 
 
 def experiment() -> Experiment:

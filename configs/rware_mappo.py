@@ -8,8 +8,8 @@ Random legal play collides within ~12 steps (return -1.0); the return counts del
 a final collision, so ``episode_length`` and the deliveries show what was learned (bench/RESULTS.md).
 """
 
+from algos.mappo_config import MAPPOConfig
 from srljax.config import EnvConfig, Experiment, TrainerConfig
-from srljax.mappo_config import MAPPOConfig
 
 
 def experiment() -> Experiment:

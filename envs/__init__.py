@@ -13,13 +13,15 @@ Every one is a ``VecEnv`` (see ``envs/base.py``).
 
 from __future__ import annotations
 
+from typing import Any
+
 from envs.base import VecEnv
-from envs.multi_agent import is_multi_agent_envpool
+from envs.multi_agent import is_multi_agent_envpool, num_agents_before_launch
 from envs.probe import ConstantRewardTimeLimit, TerminalReward
 from srljax.config import EnvConfig
 from srljax.objects import load_object
 
-__all__ = ["make", "problems", "VecEnv", "ConstantRewardTimeLimit", "TerminalReward"]
+__all__ = ["make", "problems", "fit_problems", "VecEnv", "ConstantRewardTimeLimit", "TerminalReward"]
 
 
 def make(cfg: EnvConfig, seed: int) -> VecEnv:
@@ -65,6 +67,26 @@ def problems(cfg: EnvConfig) -> list[str]:
 
     problem = unknown_id_problem(cfg.id)
     return [problem] if problem else []
+
+
+def fit_problems(cfg: Any) -> list[str]:
+    """Whether an experiment's algorithm and agent table fit its env, found without building it: an algorithm
+    that needs several agents (``multi_agent`` on its config) on a one-agent envpool task, or a
+    ``policies.agents`` table of the wrong length for an envpool multi-agent task."""
+    e, out = cfg.env, []
+    if getattr(cfg.algo, "multi_agent", False) and not e.factory and not is_multi_agent_envpool(e.id):
+        out.append(f"algo={cfg.algo.name} needs a multi-agent env, and env.id={e.id!r} has one agent; use "
+                   "LevelBasedForaging-v0, RobotWarehouse-v0 or a multi-agent env.factory (e.g. "
+                   "envs.multi_agent:make_pettingzoo), or algo=ppo for a single agent")
+    agents, n = cfg.policies.agents, num_agents_before_launch(e)
+    if cfg.policies.enabled and n is not None and agents and len(agents) != n:
+        if len(agents) < n:
+            out.append(f"agents {list(range(len(agents), n))} of {e.id} ({n} agents) are mapped to no "
+                       f"policy: policies.agents has {len(agents)} entries; give one policy name per agent")
+        else:
+            out.append(f"policies.agents has {len(agents)} entries but {e.id} has {n} agents; give one "
+                       "policy name per agent")
+    return out
 
 
 def _factory(factory: str):

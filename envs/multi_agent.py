@@ -37,14 +37,20 @@ from envs.python_loop import PythonLoopVecEnv
 from srljax.config import EnvConfig
 from srljax.types import EnvSpec, TimeStep
 
-ENVPOOL_MULTI_AGENT_IDS = ("LevelBasedForaging-v0", "Jumanji/LevelBasedForaging-v0",
-                           "RobotWarehouse-v0", "Jumanji/RobotWarehouse-v0")
-"""envpool tasks that step several agents as one env (checked against envpool 1.2.5): a dict observation with
-``agents_view`` [N, V] and ``action_mask`` [N, A], an action [N] of ints in [0, A), one shared reward."""
+ENVPOOL_NUM_AGENTS = {"LevelBasedForaging-v0": 2, "Jumanji/LevelBasedForaging-v0": 2,
+                      "RobotWarehouse-v0": 4, "Jumanji/RobotWarehouse-v0": 4}
+"""envpool tasks that step several agents as one env, and their agents (checked against envpool 1.2.5 by
+``tests/test_policies.py``): a dict observation with ``agents_view`` [N, V] and ``action_mask`` [N, A], an action
+[N] of ints in [0, A), one shared reward. Known before launch, so the agent table is checked without an env."""
 
 
 def is_multi_agent_envpool(env_id: str) -> bool:
-    return env_id in ENVPOOL_MULTI_AGENT_IDS
+    return env_id in ENVPOOL_NUM_AGENTS
+
+
+def num_agents_before_launch(env_cfg: EnvConfig) -> int | None:
+    """The env's agent count when it is known without building the env (envpool's multi-agent ids), else None."""
+    return None if env_cfg.factory else ENVPOOL_NUM_AGENTS.get(env_cfg.id)
 
 
 def pack_rows(spec: EnvSpec, view: np.ndarray, state: np.ndarray | None = None, reward: np.ndarray | None = None,

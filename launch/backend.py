@@ -53,7 +53,7 @@ def run_trial(cfg: Experiment, backend: Backend, names: NameResolver, layout: La
     shut the backend down. Returns (result, killed, controller); result None if interrupted before
     the controller ran. ``started()`` is called once every worker has been started. ``keys``: the
     trial's CURVE keys (``srljax.system.auth``), the controller's among them; None: auth off.
-    ``resume``: the trial continues from its newest checkpoint (``srljax.run_dir``)."""
+    ``resume``: the trial continues from its newest checkpoint (``srljax.storage.run_dir``)."""
     controller = Controller(cfg, names, layout, exited=backend.exited, log_tail=backend.tail, verbose=verbose,
                             keys=keys, start=backend.start, kill=backend.kill)
     controller.resume = resume  # the trainers restore the newest checkpoint in setup

@@ -5,7 +5,7 @@
 The experiment name defaults to the config file's stem, the trial name to a timestamp plus a
 random suffix (``20250101-120000-3f9a1c``: two launches in one second differ). The whole tree is
 validated (every problem at once) before anything starts, and a trial whose run folder already
-holds a run is refused (``srljax.run_dir``): nothing is created until the config is accepted.
+holds a run is refused (``srljax.storage.run_dir``): nothing is created until the config is accepted.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import dataclasses
 import sys
 
 import envs
-from srljax import run_dir
 from srljax.config import ConfigError, Experiment, apply_overrides, load_file
 from srljax.layout import problems
+from srljax.storage import run_dir
 
 
 def make_parser(prog: str, description: str) -> argparse.ArgumentParser:

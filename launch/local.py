@@ -1,8 +1,8 @@
 """``python -m launch.local CFG.py [-e NAME] [-f TRIAL] [--resume] [key=value ...]``: run on this machine.
 
-A config whose ``layout.mode`` is ``single`` trains in this process (``srljax.train``);
+A config whose ``layout.mode`` is ``single`` trains in this process (``srljax.loops.train``);
 ``distributed`` layouts start one process per worker. ``-f TRIAL --resume`` continues that trial
-from its newest checkpoint (``srljax.run_dir`` says what may change). SIGTERM stops a run as
+from its newest checkpoint (``srljax.storage.run_dir`` says what may change). SIGTERM stops a run as
 Ctrl-C does: the final checkpoint is written (``checkpoint.final``) and the exit code is 130.
 """
 
@@ -20,7 +20,7 @@ def main(cfg: Experiment, resume: bool = False) -> int:
     print(f"run folder: {cfg.run_dir}  (config.json, metrics.jsonl, checkpoints/)", flush=True)
     print(describe_batch(cfg), flush=True)
     if cfg.layout.mode == "single":
-        from srljax.train import train
+        from srljax.loops.train import train
 
         signal.signal(signal.SIGTERM, _interrupt)  # a scheduler's stop: end as Ctrl-C does, checkpoint kept
         try:

@@ -5,10 +5,10 @@
     from launch.processes import run_distributed
     exit_code = run_distributed(cfg)
 
-Refuses a run folder an earlier run left things in (``srljax.run_dir``), writes
+Refuses a run folder an earlier run left things in (``srljax.storage.run_dir``), writes
 ``runs/<exp>/<trial>/config.json``, starts ``python -m srljax.system.run RUN_DIR ROLE I`` per
 worker (each in its own process group, output in ``logs/<role>-<i>.log``, its GPUs, memory
-fraction and XLA threads set by ``srljax.devices.process_env``), prints where the run folder and
+fraction and XLA threads set by ``srljax.parallel.devices.process_env``), prints where the run folder and
 every log are, and runs the ``Controller`` here. Sockets are ``tcp://127.0.0.1``
 or ``ipc://`` (``layout.transport``), names are files under ``names/``. Ctrl-C or SIGTERM stops
 every worker; whatever has not exited after the grace period is killed with its whole process
@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import IO
 
 from launch.backend import run_trial
-from srljax import run_dir as run_folder
 from srljax.comm import DirectoryNames
 from srljax.config import ConfigError, Experiment, write_json
-from srljax.devices import PlacementError, apply_env, process_env, visible_gpus
 from srljax.layout import Layout, build_layout, validate
+from srljax.parallel.devices import PlacementError, apply_env, process_env, visible_gpus
+from srljax.storage import run_dir as run_folder
 from srljax.system import auth
 
 KILL_GRACE_S = 5.0  # after the controller's stop: SIGTERM, this long, then SIGKILL
@@ -42,7 +42,7 @@ TAIL_LINES = 20
 
 
 def worker_env(cfg: Experiment, role: str, index: int, environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The whole environment worker ``role``/``index`` starts with on this node (``srljax.devices.process_env``).
+    """The whole environment worker ``role``/``index`` starts with on this node (``srljax.parallel.devices.process_env``).
 
     Every worker is on this one node: its index on the node is its index in its role, and the
     config's trainers (``trainer.num_hosts`` x ``trainer.devices`` GPUs) hold the first GPUs.
@@ -186,8 +186,8 @@ def run_distributed(cfg: Experiment, resume: bool = False) -> int:
         print("interrupted", flush=True)
         return 130
     print(("finished: " if result.exit_code == 0 else "FAILED: ") + result.message, flush=True)
-    if cfg.eval.every_updates > 0:  # the eval manager's last and best evaluations (srljax/evaluation.py)
-        from srljax.evaluation import summary_from_files
+    if cfg.eval.every_updates > 0:  # the eval manager's last and best evaluations (srljax/evaluation/evaluator.py)
+        from srljax.evaluation.evaluator import summary_from_files
 
         if line := summary_from_files(cfg.run_dir):
             print(line, flush=True)

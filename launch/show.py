@@ -5,7 +5,7 @@
 
 Every field prints as the override that sets it, ``env.num_envs = 8  (int)``, followed by its
 meaning: the attribute docstring under the field in ``srljax/config.py``, ``srljax/algo_config.py``,
-``srljax/slurm_config.py`` or a user's algo config class (read from the class source with ``ast``;
+``srljax/config/slurm.py`` or a user's algo config class (read from the class source with ``ast``;
 a field without one shows none). Values that differ from the field's default say so. Then the
 derived sizes (batch, updates, minibatches, workers per role; ``srljax.layout``) and the config's
 problems, if any. Nothing is created: no run folder, no env.
@@ -24,9 +24,9 @@ import typing
 from typing import Any, Literal
 
 import envs
-from srljax import run_dir
 from srljax.config import ConfigError, Experiment, apply_overrides, consumes, load_file
 from srljax.layout import ACTOR, build_layout, describe_batch, problems, segments_ahead
+from srljax.storage import run_dir
 
 WIDTH = 100
 LAUNCH_KEYS = ("name", "trial")  # set by -e/-f at launch: their class defaults are not worth a note
@@ -149,7 +149,7 @@ def derived_lines(cfg: Experiment) -> list[str]:
 def replay_lines(cfg: Experiment) -> list[str]:
     """``derived_lines`` for a replay algorithm (DQN / Ape-X): batches, replay ratio, replay, workers."""
     from algos.dqn import apex_epsilon
-    from srljax.apex import num_shards, shard_capacity, shard_streams
+    from srljax.replay.apex import num_shards, shard_capacity, shard_streams
 
     a = cfg.algo
     out = ["derived sizes", f"  {describe_batch(cfg)}",

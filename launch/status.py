@@ -3,7 +3,7 @@
     python -m launch.status -e atari_ppo_distributed -f pong1               # local or Slurm alike
     python -m launch.status -e atari_ppo_distributed -f pong1 --interval 20 # longer window (slow updates)
 
-Reads ``RUN_DIR/prometheus_targets.json`` (every worker's endpoint, ``srljax/system/exporter.py``),
+Reads ``RUN_DIR/prometheus_targets.json`` (every worker's endpoint, ``srljax/telemetry/exporter.py``),
 scrapes every endpoint twice ``--interval`` seconds apart and prints, per role: workers answering,
 busy fraction, throughput and queue depths, the share of wall time in each phase, and one sentence
 naming what bounds the run (env stepping, inference, the trainer's update, sample transport or
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from srljax.layout import ACTOR, BUFFER, POLICY, TRAINER
-from srljax.prometheus import Target, read_targets, scrape, values
+from srljax.telemetry.prometheus import Target, read_targets, scrape, values
 
 INTERVAL_S = 5.0
 BUSY = 0.75  # a role whose workers are busy this share of their time is the bound
@@ -73,7 +73,7 @@ class Diagnosis:
 # -- figures from two scrapes ------------------------------------------------------------------------------
 def summarise(scrapes: list[tuple[str, Mapping[str, float], Mapping[str, float], float]]) -> dict[str, RoleFigures]:
     """``scrapes``: per worker (role, values at the first scrape, at the second, seconds between them),
-    values as ``srljax.prometheus.values`` flattens them. Returns the figures of every role."""
+    values as ``srljax.telemetry.prometheus.values`` flattens them. Returns the figures of every role."""
     by_role: dict[str, list[tuple[Mapping[str, float], Mapping[str, float], float]]] = defaultdict(list)
     for role, before, after, dt in scrapes:
         by_role[role].append((before, after, max(dt, 1e-9)))

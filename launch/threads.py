@@ -9,7 +9,7 @@
 Same workers, sockets (``tcp://127.0.0.1`` or ``ipc://``), controller and trial loop
 (``launch/backend.py``) as ``launch.local``; names live in memory (pass ``names=`` to share them
 with a test). For tests and notebooks. One process cannot give each worker its own GPU or
-memory fraction, so configs that ask for that are refused (``srljax.devices.threads_problems``).
+memory fraction, so configs that ask for that are refused (``srljax.parallel.devices.threads_problems``).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from launch.backend import run_trial
 from srljax.comm import MemoryNames, NameResolver
 from srljax.comm.security import KeyRing
 from srljax.config import ConfigError, Experiment, write_json
-from srljax.devices import threads_problems
 from srljax.layout import build_layout, validate
-from srljax.run_dir import claim
+from srljax.parallel.devices import threads_problems
+from srljax.storage.run_dir import claim
 from srljax.system import auth
 from srljax.system.names_service import worker_names
 from srljax.system.roles import make_worker
@@ -135,7 +135,7 @@ def run_threads(cfg: Experiment, names: NameResolver | None = None, verbose: boo
     if found := threads_problems(cfg):
         raise ConfigError(found)
     if cfg.layout.mode != "distributed":
-        raise ValueError("run_threads needs layout.mode=distributed; use srljax.train for single")
+        raise ValueError("run_threads needs layout.mode=distributed; use srljax.loops.train for single")
     claim(cfg, resume)  # refuses a run folder an earlier run left files in (unless resuming it)
     write_json(cfg, Path(cfg.run_dir) / "config.json")
     names = names or MemoryNames()

@@ -6,7 +6,7 @@
     problems(cfg)                               # config tree + graph: [] or ["the inference stream ... has no server"]
 
 A role is one file (its ``Worker`` subclass) plus one row of ``ROLES``: its worker class, the
-streams it serves (binds), how its process is placed on devices (``srljax/devices.py``) and
+streams it serves (binds), how its process is placed on devices (``srljax/parallel/devices.py``) and
 which ``slurm.<group>`` holds its Slurm resources. User-defined roles come from the config
 (``layout.custom_roles=("my_pkg.my_module:MyWorker",)``): the class carries its own row as
 class attributes (``role``, ``serves``, ``placement``), is configured after the built-in roles
@@ -23,11 +23,14 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import envs
 from srljax.config import ConfigError, Experiment, consumes
 from srljax.config import problems as config_problems
+from srljax.config.policies import trainer_count
 from srljax.objects import load_object
-from srljax.policy_config import trainer_count
-from srljax.replay import config_memory_problems
+from srljax.replay.apex import apex_problems
+from srljax.replay.buffer import config_memory_problems
+from srljax.storage.run_dir import load_problems
 
 TRAINER, BUFFER, POLICY, ACTOR = "trainer", "buffer", "policy", "actor"
 EVAL = "eval"  # the eval manager (srljax/system/eval_manager.py), one worker when eval.every_updates > 0
@@ -49,7 +52,7 @@ class RoleSpec:
     serves: tuple[str, ...] = ()
     """streams it binds; its clients are configured after it and get the addresses."""
     placement: str = "cpu"
-    """``srljax.devices`` rule for its process: ``trainer``, ``policy``, ``actor`` or ``cpu``."""
+    """``srljax.parallel.devices`` rule for its process: ``trainer``, ``policy``, ``actor`` or ``cpu``."""
     slurm_group: str = CUSTOM_SLURM_GROUP
     """field of ``cfg.slurm`` holding its Slurm resources."""
     count: Callable[[Experiment], int] = lambda cfg: 1
@@ -81,7 +84,7 @@ REPLAY_WORKERS: dict[str, str] = {  # a replay algorithm (Ape-X): the same roles
 }
 
 
-POLICY_WORKERS: dict[str, str] = {  # several policies (srljax/policy_config.py): a trainer per policy
+POLICY_WORKERS: dict[str, str] = {  # several policies (srljax/config/policies.py): a trainer per policy
     TRAINER: "srljax.system.policy_trainer:PolicyTrainerWorker",
 }
 
@@ -261,9 +264,13 @@ def layout_problems(cfg: Experiment) -> list[str]:
 
 
 def problems(cfg: Experiment) -> list[str]:
-    """Everything wrong with ``cfg``: the config tree (``srljax.config.problems``), its worker graph and, for a
-    replay algorithm, whether the replay fits in this machine's memory (``srljax.replay``)."""
-    found = config_problems(cfg) + layout_problems(cfg)
+    """Everything wrong with ``cfg``: the config tree (``srljax.config.problems``), its worker graph, whether the
+    algorithm and agent table fit the env (``envs.fit_problems``), the checkpoints it loads
+    (``srljax.storage.run_dir.load_problems``) and, for a replay algorithm, whether the replay fits in this
+    machine's memory (``srljax.replay.buffer``)."""
+    found = config_problems(cfg) + layout_problems(cfg) + envs.fit_problems(cfg) + load_problems(cfg)
+    if consumes(cfg.algo) == "replay" and cfg.layout.mode != "single":
+        found += apex_problems(cfg)  # Ape-X's layout rules live with its workers' helpers
     if consumes(cfg.algo) == "replay" and not any(p.startswith("algo.replay.capacity") for p in found):
         found += config_memory_problems(cfg)
     return found

@@ -99,7 +99,7 @@ class Trajectory(NamedTuple):
 
 
 class ReplayBatch(NamedTuple):
-    """``N`` transitions sampled from a replay (``srljax.replay.Replay``), sample-major, with their n-step windows.
+    """``N`` transitions sampled from a replay (``srljax.replay.buffer.Replay``), sample-major, with their n-step windows.
 
     Transition i starts at a stored row (``obs``, the ``action`` taken there) and its window holds
     the next n transitions of the same env stream (``reward``, ``terminated``, ``truncated`` as in

@@ -31,8 +31,8 @@ from srljax.config import (
     TrainerConfig,
     load_file,
 )
-from srljax.learner import Learner
-from srljax.replay_loop import train_replay
+from srljax.learning.learner import Learner
+from srljax.loops.replay import train_replay
 from srljax.types import EnvSpec, ReplayBatch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -194,7 +194,7 @@ TWO_DEVICES = """
 import dataclasses, json
 import numpy as np
 from srljax.config import DQNConfig, EnvConfig, Experiment, TrainerConfig
-from srljax.learner import Learner
+from srljax.learning.learner import Learner
 from srljax.types import EnvSpec, ReplayBatch
 spec = EnvSpec("CartPole-v1", (4,), "float32", "discrete", num_actions=2, num_envs=8, batch_size=8)
 cfg = Experiment(total_env_steps=10_000, env=EnvConfig(num_envs=8), algo=DQNConfig(learning_starts=100, batch_size=16),

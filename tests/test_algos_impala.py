@@ -127,7 +127,7 @@ def test_cartpole_impala_single_process_learns(tmp_path):
 
     from configs import cartpole_impala
     from srljax.config import CheckpointConfig, LogConfig
-    from srljax.train import train
+    from srljax.loops.train import train
 
     cfg = dataclasses.replace(cartpole_impala.experiment(), name="impala", trial="learn", total_env_steps=120_000,
                               log=LogConfig(run_root=str(tmp_path), wandb="disabled", progress="lines"),

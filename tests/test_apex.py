@@ -18,7 +18,6 @@ import zmq
 
 from algos.dqn import initial_priorities
 from algos.returns import n_step_return
-from srljax.apex import actor_allowance, shard_actors, shard_of, shard_streams, stream_base, trainer_allowance
 from srljax.comm import PriorityReceiver, PrioritySender, PriorityUpdate
 from srljax.config import (
     CheckpointConfig,
@@ -31,10 +30,11 @@ from srljax.config import (
     ReplayConfig,
     TrainerConfig,
 )
-from srljax.evaluation import read_evals
+from srljax.evaluation.evaluator import read_evals
 from srljax.layout import ACTOR, BUFFER, PRIORITIES, TRAINER, build_layout, problems, worker_class
-from srljax.replay import Replay, SampleKeys
-from srljax.run_dir import resume_problems
+from srljax.replay.apex import actor_allowance, shard_actors, shard_of, shard_streams, stream_base, trainer_allowance
+from srljax.replay.buffer import Replay, SampleKeys
+from srljax.storage.run_dir import resume_problems
 from srljax.system.apex_actor import RowChunker
 from srljax.types import EnvSpec, TimeStep
 
@@ -231,7 +231,7 @@ def test_replay_state_round_trip_and_cut_streams():
 
 
 def _fake_checkpoint(run: Path, step: int, cfg: Experiment | None = None) -> None:
-    """A finished orbax step as ``srljax.checkpoint.steps`` and ``read_meta`` see it (a folder named by the step)."""
+    """A finished orbax step as ``srljax.storage.steps.steps`` and ``read_meta`` see it (a folder named by the step)."""
     from srljax.config import to_dict
 
     meta = run / "checkpoints" / str(step) / "meta"
@@ -244,7 +244,7 @@ def test_shard_snapshots_are_atomic_keyed_by_step_and_a_step_counts_once_every_s
     """``replay/<step>/shard-<s>.npz``: written under a temporary name and renamed; a step is complete (what
     --resume restores) only with its orbax step and every shard's file; older steps go only once a newer one is
     complete; newer orbax steps without their replay are set aside; another shard count is refused."""
-    from srljax import replay_snapshots as snap
+    from srljax.replay.buffer import snapshots as snap
 
     replay = Replay(40, 2, (3,), "float32", n_step=2, alpha=0.6, check_memory=False)
     rng = np.random.default_rng(0)
@@ -280,7 +280,7 @@ def test_shard_snapshots_are_atomic_keyed_by_step_and_a_step_counts_once_every_s
 
 def test_resume_of_an_apex_trial_needs_a_step_with_every_shards_replay(tmp_path):
     """``run_dir.resume_problems`` (every launcher's check before anything starts) for a distributed replay trial."""
-    from srljax import replay_snapshots as snap
+    from srljax.replay.buffer import snapshots as snap
 
     cfg = dataclasses.replace(apex_cfg(num_actors=2), name="apexr", trial="t", log=LogConfig(run_root=str(tmp_path)),
                               checkpoint=CheckpointConfig(replay=True))
@@ -301,8 +301,8 @@ def test_replay_loop_checkpoint_holds_the_replay_and_restores_it(tmp_path):
     """The single-process loop's checkpoint (``_ReplayLoop._run_state``, one orbax step) restores the replay
     exactly, then ends each env's episode in progress (the envs are new)."""
     import envs
-    from srljax.learner import Learner
-    from srljax.replay_loop import _ReplayLoop, _restore, make_replay
+    from srljax.learning.learner import Learner
+    from srljax.loops.replay import _ReplayLoop, _restore, make_replay
 
     cfg = Experiment(name="dqnckpt", trial="t", total_env_steps=600, env=EnvConfig(id="CartPole-v1", num_envs=2),
                      algo=DQNConfig(learning_starts=200, batch_size=8, replay=ReplayConfig(capacity=100, alpha=0.6)),
@@ -335,7 +335,7 @@ def test_replay_loop_checkpoint_holds_the_replay_and_restores_it(tmp_path):
 
 @pytest.mark.slow
 def test_single_process_resume_restores_the_replay(tmp_path):
-    from srljax.replay_loop import train_replay
+    from srljax.loops.replay import train_replay
 
     cfg = Experiment(name="dqnresume", trial="t", total_env_steps=600, env=EnvConfig(id="CartPole-v1", num_envs=4),
                      algo=DQNConfig(learning_starts=200, batch_size=32, replay_ratio=1.0,
@@ -379,7 +379,7 @@ def test_two_shards_in_threads_route_priorities_and_resume_with_the_replay(tmp_p
     import shutil
 
     from launch.threads import run_threads
-    from srljax.checkpoint import read_meta
+    from srljax.storage.steps import read_meta
 
     cfg = dataclasses.replace(apex_cfg(num_actors=2), name="apex2", trial="t", total_env_steps=4000,
                               log=LogConfig(run_root=str(tmp_path), wandb="disabled", log_every=10),

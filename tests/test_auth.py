@@ -34,7 +34,7 @@ from srljax.config import apply_overrides, load_file
 from srljax.system import auth, params
 from srljax.system.common import checked_trajectory
 from srljax.system.params import ParamsFollower
-from srljax.system.stats import WorkerStats
+from srljax.telemetry.stats import WorkerStats
 from srljax.types import EnvSpec, Trajectory
 
 TRIAL = "exp/t0"

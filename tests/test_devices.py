@@ -1,4 +1,4 @@
-"""Device placement as the launchers apply it: each worker process's environment (``srljax.devices``).
+"""Device placement as the launchers apply it: each worker process's environment (``srljax.parallel.devices``).
 
     .venv/bin/python -m pytest tests/test_devices.py -q
 
@@ -16,9 +16,9 @@ import pytest
 
 from launch import backend, processes
 from launch.threads import run_threads
-from srljax import devices
 from srljax.config import ConfigError, Experiment, apply_overrides, load_file
-from srljax.devices import SINGLE_THREAD_XLA
+from srljax.parallel import devices
+from srljax.parallel.devices import SINGLE_THREAD_XLA
 from srljax.system.controller import TrialResult
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "cartpole_ppo_distributed.py"

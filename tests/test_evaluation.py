@@ -12,8 +12,8 @@ import pytest
 import algos
 import envs
 from srljax.config import EnvConfig, Experiment, LogConfig, PPOConfig, apply_overrides, load_file, problems
-from srljax.eval_config import EvalConfig
-from srljax.evaluation import EvalBook, Evaluator, load_best, read_evals
+from srljax.config.eval import EvalConfig
+from srljax.evaluation.evaluator import EvalBook, Evaluator, load_best, read_evals
 from srljax.layout import EVAL, PARAMS, TRAINER, Stream, build_layout
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,7 +60,7 @@ def test_deterministic_act_is_the_mode(cartpole_algo):
 def test_book_keeps_the_best_version_and_it_restores(tmp_path, cartpole_algo):
     algo, params_a, params_b = cartpole_algo
     cfg = cartpole(tmp_path, episodes=3)
-    from srljax.evaluation import EvalResult
+    from srljax.evaluation.evaluator import EvalResult
 
     book = EvalBook(cfg)
     book.add(EvalResult(1, [10.0, 12.0, 14.0], [10, 12, 14]), params_a)
@@ -129,7 +129,7 @@ def test_distributed_eval_worker_writes_versions_and_best_restores_to_its_score(
 
 @pytest.mark.slow
 def test_single_process_loop_evaluates_inline(tmp_path):
-    from srljax.train import train
+    from srljax.loops.train import train
 
     cfg = dataclasses.replace(cartpole(tmp_path, episodes=3), total_env_steps=4 * 16 * 6,
                               eval=EvalConfig(every_updates=2, episodes=3))
@@ -146,7 +146,7 @@ def _gif_frames(path: Path) -> tuple[list[np.ndarray], int]:
     previous one's duration: CartPole's first step can move less than a pixel)."""
     from PIL import Image, ImageSequence
 
-    from srljax.eval_video import FPS
+    from srljax.evaluation.video import FPS
 
     with Image.open(path) as im:
         frames = [(np.asarray(frame.convert("RGB")), frame.info["duration"]) for frame in ImageSequence.Iterator(im)]
@@ -182,7 +182,7 @@ def test_eval_video_atari_frames_capped_and_mujoco_skipped_with_a_note(tmp_path)
     """Pong renders its 210x160 screen; ``eval.video_max_frames`` ends a long episode's video; MuJoCo is skipped with
     a note (decided from the task id: rendering it without an OpenGL context would end the process)."""
     from srljax.config import DQNConfig
-    from srljax.eval_video import render_problem
+    from srljax.evaluation.video import render_problem
 
     cfg = Experiment(name="ev", trial="pong", env=EnvConfig(id="Pong-v5", num_envs=1, max_episode_steps=40),
                      algo=DQNConfig(hidden_sizes=(8,)), log=LogConfig(run_root=str(tmp_path), wandb="disabled"),

@@ -26,7 +26,7 @@ def test_user_algorithm_config_round_trips_and_is_picked_on_the_command_line():
 
 def test_user_reinforce_learns_cartpole(tmp_path):
     """100k env steps (~20 s): a random policy scores ~22; this run reaches ~170 (seed 1)."""
-    from srljax.train import train
+    from srljax.loops.train import train
 
     cfg = dataclasses.replace(cartpole_reinforce.experiment(), name="reinforce", trial="learn", total_env_steps=100_000,
                               log=LogConfig(run_root=str(tmp_path), wandb="disabled", progress="lines"))

@@ -13,10 +13,11 @@ import pytest
 import algos
 import envs
 from algos.mappo import MASKED_LOGIT, network_inputs
+from algos.mappo_config import MAPPOConfig
 from envs.multi_agent import ParallelEnvVecEnv
-from srljax.config import CheckpointConfig, EnvConfig, Experiment, LogConfig, TrainerConfig, problems
-from srljax.mappo_config import MAPPOConfig
-from srljax.rollout import SegmentBuilder
+from srljax.config import CheckpointConfig, EnvConfig, Experiment, LogConfig, TrainerConfig
+from srljax.layout import problems  # the tree, the graph and whether the algorithm fits the env
+from srljax.learning.rollout import SegmentBuilder
 from srljax.types import EnvSpec
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*precision lowered:UserWarning")
@@ -228,7 +229,7 @@ def test_mappo_config_refusals():
 def test_mappo_learns_per_agent_rewards_with_agent_ids(tmp_path):
     """TinyParallel: both agents see the same thing, so only a policy told the agent's index reaches 3 per step
     (15 per episode); one without it cannot pass 10, random legal play gets 7.5."""
-    from srljax.train import train
+    from srljax.loops.train import train
 
     def run(agent_id: bool) -> float:
         cfg = Experiment(name="tiny", trial=f"id{agent_id}", env=EnvConfig(factory="tests.test_multi_agent:make_tiny",
@@ -251,7 +252,7 @@ def test_lbf_mappo_learns_to_eat_all_food(tmp_path):
     from pathlib import Path
 
     from srljax.config import apply_overrides, load_file
-    from srljax.train import train
+    from srljax.loops.train import train
 
     cfg = apply_overrides(load_file(Path(__file__).resolve().parents[1] / "configs" / "lbf_mappo.py"), [
         "total_env_steps=800000", f"log.run_root={tmp_path}", "log.wandb=disabled", "log.progress=lines",

@@ -82,8 +82,8 @@ def columns(traj: Trajectory, start: int, stop: int) -> Trajectory:
 
 def worker(mode: str, folder: Path) -> None:
     """One trainer process: join, train on its columns, save together, write params and facts."""
-    from srljax import distributed
     from srljax.comm.names import DirectoryNames
+    from srljax.parallel import multihost as distributed
 
     cfg = experiment(str(folder / "runs"), HOSTS, 2)
     share = B // HOSTS
@@ -92,7 +92,7 @@ def worker(mode: str, folder: Path) -> None:
         rank = group.process_id
         import jax
 
-        from srljax.learner import Learner
+        from srljax.learning.learner import Learner
 
         learner = Learner(cfg, SPEC)
         for update in range(UPDATES):  # the checkpoint at update 4 is written by both, together
@@ -174,8 +174,8 @@ def check_group(tmp_path: Path, logs: str) -> None:
     # the same batches on one process and one device
     import jax
 
-    from srljax.checkpoint import Checkpointer
-    from srljax.learner import Learner
+    from srljax.learning.learner import Learner
+    from srljax.storage.checkpoint import Checkpointer
 
     one = Learner(experiment(str(tmp_path / "single"), 1, 1), SPEC, checkpoints=False)
     for update in range(UPDATES):

@@ -23,8 +23,8 @@ from srljax.config import (
     load_file,
     problems,
 )
-from srljax.pbt import exploit_plan, explore, lr_scale, with_lr_scale
-from srljax.pbt_config import PBTConfig
+from srljax.config.pbt import PBTConfig
+from srljax.loops.population import exploit_plan, explore, lr_scale, with_lr_scale
 from srljax.types import EnvSpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,7 +88,7 @@ def test_bad_population_settings_get_one_clear_message_each():
 @pytest.mark.slow
 def test_pbt_rescues_members_that_start_with_a_tiny_learning_rate(tmp_path):
     """The issue's acceptance: with PBT every member ends >= 450; without, the two lr=1e-6 members stay < 200."""
-    from srljax.train import train
+    from srljax.loops.train import train
 
     base = apply_overrides(load_file(ROOT / "configs" / "cartpole_pbt.py"),
                            [f"log.run_root={tmp_path}", "log.wandb=disabled", "log.progress=lines", "log.log_every=10"])

@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 
 import algos
-from srljax.checkpoint import Checkpointer, CheckpointError, read_meta
 from srljax.comm.codec import Message
 from srljax.config import apply_overrides, load_file, problems
 from srljax.layout import DIRECTIVES, PARAMS, POPULATION, TRAINER, build_layout, columns_per_version, worker_class
+from srljax.storage.checkpoint import Checkpointer, CheckpointError
+from srljax.storage.steps import read_meta
 from srljax.system.pbt_directives import (
     Directive,
     DirectiveReceiver,
@@ -70,7 +71,7 @@ def test_a_population_the_layout_cannot_host_gets_one_clear_message_each():
 
 
 def test_resuming_a_population_is_refused_with_one_message(tmp_path):
-    from srljax.run_dir import problems as run_dir_problems
+    from srljax.storage.run_dir import problems as run_dir_problems
 
     for cfg in (distributed(f"log.run_root={tmp_path}", "trial=t"),
                 apply_overrides(load_file(ROOT / "configs" / "cartpole_pbt.py"), [f"log.run_root={tmp_path}", "trial=t"])):

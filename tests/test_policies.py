@@ -15,7 +15,9 @@ import pytest
 
 import algos
 import envs
+from algos.mappo_config import MAPPOConfig
 from algos.multi_policy import make_policy_algorithm, merge_actions, policy_rows, policy_spec, split_trajectory
+from envs.multi_agent import ENVPOOL_NUM_AGENTS
 from srljax.config import (
     EnvConfig,
     Experiment,
@@ -26,14 +28,14 @@ from srljax.config import (
     TrainerConfig,
     from_dict,
     load_file,
-    problems,
     to_dict,
 )
-from srljax.mappo_config import MAPPOConfig
-from srljax.policies import PolicySender, load_policy_state, restore_policies
-from srljax.policy_config import ENVPOOL_NUM_AGENTS, policy_experiment
-from srljax.rollout import SegmentBuilder
+from srljax.config.policies import policy_experiment
+from srljax.layout import problems  # the tree, the graph, the env fit and the load= folders
+from srljax.learning.policies import load_policy_state, restore_policies
+from srljax.learning.rollout import SegmentBuilder
 from srljax.system.common import checked_trajectory
+from srljax.system.policy_streams import PolicySender
 from srljax.types import EnvSpec
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*precision lowered:UserWarning")
@@ -189,7 +191,7 @@ def _leaves(tree):
 def test_a_policy_checkpoint_restores_into_the_single_process_loop_and_back(tmp_path):
     """A distributed trainer's policy checkpoint (``RUN_DIR/policies/<name>/checkpoints``) loads into the
     single-process composite state (``load=``), and a single-process checkpoint loads into one policy."""
-    from srljax.learner import Learner
+    from srljax.learning.learner import Learner
 
     cfg = dataclasses.replace(two_policies(), log=LogConfig(run_root=str(tmp_path), wandb="disabled"), trial="dist")
     spec = LBF_SPEC

@@ -12,9 +12,9 @@ import pytest
 from launch.threads import run_threads
 from srljax.config import apply_overrides, problems
 from srljax.layout import build_layout
-from srljax.metrics import MetricsLogger
-from srljax.prometheus import read_targets, scrape, targets_path
 from srljax.system.controller import Controller
+from srljax.telemetry.metrics import MetricsLogger
+from srljax.telemetry.prometheus import read_targets, scrape, targets_path
 from tests.test_system_threads import small_config
 
 # what each role must serve (family names as prometheus_client's parser reports them: counters without _total)
@@ -150,7 +150,7 @@ def test_the_targets_file_follows_registrations(tmp_path):
     """The controller lists itself and every registered worker; a newcomer's register replaces the old port."""
     from types import SimpleNamespace
 
-    from srljax.system.exporter import write_trial_targets
+    from srljax.telemetry.exporter import write_trial_targets
 
     cfg = small_config(tmp_path)
     controller = SimpleNamespace(cfg=cfg, exporter=SimpleNamespace(address="127.0.0.1:9000"), say=print,

@@ -18,7 +18,6 @@ from algos.networks import make_actor_critic
 from algos.recurrent import Recurrent, episode_starts
 from envs.probe import CueMemory
 from launch.threads import run_threads
-from srljax.acting import Acting
 from srljax.config import (
     EnvConfig,
     Experiment,
@@ -30,9 +29,10 @@ from srljax.config import (
     load_file,
     problems,
 )
-from srljax.rollout import SegmentBuilder
+from srljax.learning.acting import Acting
+from srljax.learning.rollout import SegmentBuilder
+from srljax.loops.train import train
 from srljax.system.carries import CarryStore, RowTags, checked_tags
-from srljax.train import train
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "cartpole_lstm_ppo.py"
 QUIET = LogConfig(wandb="disabled", progress="lines", log_every=5)

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from srljax import replay as replay_mod
 from srljax.config import DQNConfig, EnvConfig, Experiment, ReplayConfig, TrainerConfig
 from srljax.layout import problems  # the config tree, and the replay against memory
-from srljax.replay import Replay, ReplayMemoryError, memory_problem, replay_bytes
-from srljax.sum_tree import SumTree
+from srljax.replay.buffer import Replay, ReplayMemoryError, memory_problem, replay_bytes
+from srljax.replay.buffer import buffer as replay_mod
+from srljax.replay.sum_tree import SumTree
 
 
 def oracle_find(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -271,7 +271,7 @@ def test_config_problems_one_clear_message_each(monkeypatch):
 def test_train_replay_refuses_a_replay_that_does_not_fit_before_creating_anything(tmp_path, monkeypatch):
     """Envs whose observations the config cannot tell (here CartPole) are checked with the env's spec."""
     from srljax.config import ConfigError, LogConfig
-    from srljax.replay_loop import train_replay
+    from srljax.loops.replay import train_replay
 
     monkeypatch.setattr(replay_mod, "available_memory_bytes", lambda: 100_000)
     cfg = dataclasses.replace(dqn_experiment(), log=LogConfig(run_root=str(tmp_path), wandb="disabled"))

@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 
 from launch.cli import make_parser, resolve
-from srljax import metrics
 from srljax.config import CheckpointConfig, EnvConfig, Experiment, LogConfig, PPOConfig, TrainerConfig
-from srljax.rollout import SegmentBuilder
-from srljax.run_dir import RunFolderInUse, claim, problems
-from srljax.train import train
+from srljax.learning.rollout import SegmentBuilder
+from srljax.loops.train import train
+from srljax.storage.run_dir import RunFolderInUse, claim, problems
+from srljax.telemetry import metrics
 from srljax.types import RETURN_ACC, TimeStep
 
 TIMING = ("time", "time_env", "time_act", "time_update", "time_store", "sps")

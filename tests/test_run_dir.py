@@ -15,10 +15,10 @@ import pytest
 from launch import processes
 from launch.cli import parse
 from launch.threads import run_threads
-from srljax import run_dir
 from srljax.config import ConfigError, apply_overrides, load_file
-from srljax.run_dir import RunFolderInUse
-from srljax.train import train
+from srljax.loops.train import train
+from srljax.storage import run_dir
+from srljax.storage.run_dir import RunFolderInUse
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["configs/cartpole_ppo.py", "total_env_steps=2048", "log.wandb=disabled", "log.progress=lines"]
@@ -93,8 +93,8 @@ def test_a_key_added_since_the_checkpoint_blocks_resume_only_when_set():
     import dataclasses
 
     from srljax.config import Experiment, to_dict
-    from srljax.policy_config import PoliciesConfig, PolicyConfig
-    from srljax.run_dir import config_differences
+    from srljax.config.policies import PoliciesConfig, PolicyConfig
+    from srljax.storage.run_dir import config_differences
 
     saved = to_dict(Experiment())
     del saved["policies"]  # as written before the section existed

@@ -88,8 +88,8 @@ def child() -> None:
     """Runs under 4 fake CPU devices; prints one JSON report."""
     import jax
 
-    from srljax import sharding
-    from srljax.learner import Learner
+    from srljax.learning.learner import Learner
+    from srljax.parallel import sharding
 
     report: dict = {"devices": len(jax.devices())}
     for name, (spec, algo) in CASES.items():

@@ -1,4 +1,4 @@
-"""Per-process device placement (``srljax.devices``) and group discovery (``srljax.distributed``).
+"""Per-process device placement (``srljax.parallel.devices``) and group discovery (``srljax.parallel.multihost``).
 
     .venv/bin/pytest tests/test_sharding_devices.py -q
 
@@ -21,9 +21,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from launch.processes import worker_env
-from srljax import devices, distributed
 from srljax.comm.names import MemoryNames
 from srljax.config import ConfigError, Experiment, LayoutConfig, TrainerConfig, validate
+from srljax.parallel import devices
+from srljax.parallel import multihost as distributed
 
 NODE = ("0", "1", "2", "3")
 

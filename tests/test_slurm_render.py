@@ -23,10 +23,11 @@ from launch.slurm import jobs as slurm_jobs
 from launch.slurm import plan as slurm_plan
 from launch.slurm import submit as slurm
 from launch.slurm.controller import TIME_LIMIT_EXIT_CODE, GroupSteps
-from launch.slurm.node import BIND_HOST_ENV, NODE_ADDR_ENV, node_address
+from launch.slurm.node import NODE_ADDR_ENV, node_address
 from launch.slurm.plan import plan, slurm_problems, time_limit, time_limit_seconds
 from launch.slurm.sbatch import render, resolved
 from launch.slurm.trial import RunFiles, Trial
+from srljax.comm.hosts import BIND_HOST_ENV
 from srljax.config import Experiment, apply_overrides, load_file
 from srljax.layout import Layout, WorkerGroup, build_layout
 
@@ -249,7 +250,7 @@ def test_controller_signals(tmp_path: Path, sig: signal.Signals, code: int, reas
 
 def test_task_environment_matches_the_local_launcher(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A Slurm task that Slurm gave the GPUs the local rule would pick starts its worker with the same
-    environment as ``launch.local`` does (``srljax.devices``), read off ``launch.slurm.task`` itself."""
+    environment as ``launch.local`` does (``srljax.parallel.devices``), read off ``launch.slurm.task`` itself."""
     from launch.processes import worker_env
     from launch.slurm import task
     from srljax.config import write_json

@@ -12,7 +12,7 @@ DT = 10.0
 
 def worker(role: str, phases: dict[str, float] | None = None, rates: dict[str, float] | None = None,
            gauges: dict[str, float] | None = None) -> tuple[str, dict[str, float], dict[str, float], float]:
-    """One worker's values at two scrapes DT apart, as ``srljax.prometheus.values`` flattens them:
+    """One worker's values at two scrapes DT apart, as ``srljax.telemetry.prometheus.values`` flattens them:
     ``phases`` as shares of wall time, ``rates`` per second, ``gauges`` as they are at the second scrape."""
     before = {"srljax_env_steps_total": 1e6, 'srljax_time_seconds_total{phase="wait/env"}': 500.0}
     after = dict(before)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from srljax.algo_config import PPOConfig
 
 from launch.cli import run_cli
 from launch.show import field_docs
@@ -24,7 +25,6 @@ from launch.sweep.local import default_jobs
 from launch.sweep.spec import MAX_NAME, expand, trial_name
 from launch.sweep.stats import bootstrap_ci, iqm, median
 from launch.sweep.trials import DONE, NEW, PARTIAL, resolve_trials
-from srljax.algo_config import PPOConfig
 from srljax.config import load_file, write_json
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -2,7 +2,7 @@
 
 A single-process config with 8 envs and a distributed one with 2 actors x 4 envs describe the
 same batch (8 columns x T steps), the same seed and the same number of updates. One batch goes
-through ``Learner.step`` directly (what ``srljax.train`` does) and, over the wire as two actor
+through ``Learner.step`` directly (what ``srljax.loops.train`` does) and, over the wire as two actor
 segments, through a ``TrainerWorker``; the params afterwards must be identical.
 """
 
@@ -18,8 +18,8 @@ import algos
 import envs
 from srljax.comm import MemoryNames, SampleSender
 from srljax.config import EnvConfig, Experiment, LayoutConfig, LogConfig, PPOConfig, TrainerConfig
-from srljax.learner import Learner
-from srljax.rollout import SegmentBuilder, split_segments
+from srljax.learning.learner import Learner
+from srljax.learning.rollout import SegmentBuilder, split_segments
 from srljax.system.common import env_spec, trial_name
 from srljax.system.trainer import TrainerWorker
 
@@ -64,7 +64,7 @@ def test_trainer_worker_update_equals_single_process_update(tmp_path):
     single, distributed = configs(tmp_path)
     batch = rollout(single)
 
-    reference = Learner(single, env_spec(single), checkpoints=False)  # what srljax.train calls
+    reference = Learner(single, env_spec(single), checkpoints=False)  # what srljax.loops.train calls
     initial = jax.device_get(reference.state.params)
     reference.step(batch)
     expected = jax.device_get(reference.state.params)

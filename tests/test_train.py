@@ -16,10 +16,10 @@ import algos
 import algos.ppo
 import envs
 from launch.cli import parse
-from srljax.checkpoint import Checkpointer, CheckpointError
 from srljax.config import CheckpointConfig, EnvConfig, Experiment, LogConfig, PPOConfig, TrainerConfig
-from srljax.learner import Learner
-from srljax.train import train
+from srljax.learning.learner import Learner
+from srljax.loops.train import train
+from srljax.storage.checkpoint import Checkpointer, CheckpointError
 
 QUIET = LogConfig(wandb="disabled", progress="lines", log_every=10)
 

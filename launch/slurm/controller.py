@@ -44,11 +44,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from launch.slurm.node import BIND_HOST_ENV, node_address
+from launch.slurm.node import TIME_LIMIT_EXIT_CODE, node_address
+from srljax.comm.hosts import BIND_HOST_ENV
 
-TIME_LIMIT_EXIT_CODE = 3
-"""Slurm's time-limit warning ended the trial before ``total_env_steps``: a failure, told apart from
-a worker's (1) so a script can resubmit rather than debug."""
 REASONS = {signal.SIGUSR1: (TIME_LIMIT_EXIT_CODE, "time_limit", "Slurm's time limit is near (SIGUSR1): stopped "
                                                                 "before total_env_steps"),
            signal.SIGTERM: (0, "stopped", "stopped by request (SIGTERM: launch.slurm stop or scancel)"),
@@ -218,8 +216,8 @@ def main(argv: list[str] | None = None) -> int:
         controller.close()
     write_result(run_dir, result.exit_code, result.reason, result.message)
     print(("finished: " if result.exit_code == 0 else "FAILED: ") + result.message, flush=True)
-    if cfg.eval.every_updates > 0:  # the eval manager's last and best evaluations (srljax/evaluation.py)
-        from srljax.evaluation import summary_from_files
+    if cfg.eval.every_updates > 0:  # the eval manager's last and best evaluations (srljax/evaluation/evaluator.py)
+        from srljax.evaluation.evaluator import summary_from_files
 
         if line := summary_from_files(run_dir):
             print(line, flush=True)
@@ -229,8 +227,8 @@ def main(argv: list[str] | None = None) -> int:
 def record_start(run_dir: Path) -> bool:
     """Note this start in ``slurm/starts.jsonl``; True when it resumes the trial (a checkpoint exists),
     after cutting ``metrics.jsonl`` back to that checkpoint's update."""
-    from srljax.checkpoint import read_meta
-    from srljax.run_dir import rollback_metrics
+    from srljax.storage.run_dir import rollback_metrics
+    from srljax.storage.steps import read_meta
 
     found = read_meta(run_dir / "checkpoints")
     step = found[0] if found else 0

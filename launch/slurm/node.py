@@ -14,8 +14,11 @@ import socket
 import subprocess
 from collections.abc import Mapping
 
+TIME_LIMIT_EXIT_CODE = 3
+"""Slurm's time-limit warning ended the trial before ``total_env_steps``: a failure, told apart from
+a worker's (1) so a script can resubmit rather than debug."""
+
 NODE_ADDR_ENV = "SRLJAX_NODE_ADDR"
-BIND_HOST_ENV = "SRLJAX_BIND_HOST"  # read by srljax.system.common.bind_address
 SCONTROL_TIMEOUT_S = 20.0
 
 

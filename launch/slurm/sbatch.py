@@ -27,7 +27,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from launch.slurm.controller import TIME_LIMIT_EXIT_CODE
+from launch.slurm.node import TIME_LIMIT_EXIT_CODE
 from launch.slurm.plan import Component, GroupPlan, plan, time_limit
 from srljax.config import Experiment
 from srljax.system.restarts import Restarts

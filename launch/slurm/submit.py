@@ -31,8 +31,8 @@ from launch.slurm.sbatch import job_name, render, resolved
 from launch.slurm.trial import ACTIONS, RunFiles, Trial, trial_main
 from srljax.config import ConfigError, Experiment
 from srljax.layout import POLICY
-from srljax.run_dir import RunFolderInUse
-from srljax.run_dir import problems as run_folder_problems
+from srljax.storage.run_dir import RunFolderInUse
+from srljax.storage.run_dir import problems as run_folder_problems
 from srljax.system import auth
 
 PROG = "python -m launch.slurm"

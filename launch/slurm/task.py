@@ -2,7 +2,7 @@
 
 The sbatch script of ``python -m launch.slurm`` starts one step per worker group; task
 ``$SLURM_PROCID`` of it becomes worker ``OFFSET + $SLURM_PROCID`` of ``ROLE``. Before JAX is
-imported this sets the role's environment (``srljax.devices.slurm_task_env``), binds sockets to
+imported this sets the role's environment (``srljax.parallel.devices.slurm_task_env``), binds sockets to
 the node's cluster address (``$SRLJAX_BIND_HOST``, found by ``node_address``) and sends its
 output to ``RUN_DIR/logs/ROLE-INDEX.log``, as the local launcher does; then it becomes
 ``python -m srljax.system.run RUN_DIR ROLE INDEX`` (``exec``, same pid, the new environment).
@@ -15,8 +15,9 @@ import os
 import sys
 from pathlib import Path
 
-from launch.slurm.node import BIND_HOST_ENV, node_address
-from srljax.devices import apply_env, slurm_task_env
+from launch.slurm.node import node_address
+from srljax.comm.hosts import BIND_HOST_ENV
+from srljax.parallel.devices import apply_env, slurm_task_env
 
 
 def main(argv: list[str] | None = None) -> int:

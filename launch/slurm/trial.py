@@ -84,7 +84,7 @@ class RunFiles:
                 break
             created = folder
         if created is None and any(run_dir.iterdir()):
-            raise ValueError(f"{run_dir} is not empty: check srljax.run_dir.problems first")
+            raise ValueError(f"{run_dir} is not empty: check srljax.storage.run_dir.problems first")
         try:
             yield
         except BaseException:

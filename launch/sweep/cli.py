@@ -33,8 +33,8 @@ from launch.sweep.local import SINGLE_PROCESS_CORES, available_cores, command, d
 from launch.sweep.report import write_report
 from launch.sweep.spec import Sweep, load_sweep
 from launch.sweep.trials import DONE, PARTIAL, Planned, move_aside, resolve_trials
-from srljax import run_dir as run_folder
 from srljax.config import ConfigError
+from srljax.storage import run_dir as run_folder
 
 PROG = "python -m launch.sweep"
 

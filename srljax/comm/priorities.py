@@ -5,7 +5,7 @@
     sender.send(PriorityUpdate(slot, written, priority), shard_incarnation="3f9a", version=v)
     update = receiver.recv(timeout_ms=0)      # (PriorityUpdate, meta) | None
 
-A sampled batch carries its keys (``slot``, ``written``: ``srljax.replay.SampleKeys``) and the
+A sampled batch carries its keys (``slot``, ``written``: ``srljax.replay.buffer.SampleKeys``) and the
 shard's ``incarnation``; the trainer sends them back with the update's ``|TD error|`` to the
 shard that drew the batch (one connected PUSH per shard, so routing is by socket, not by a
 broadcast). The shard applies only updates for its own incarnation (a restarted shard's slots

@@ -7,7 +7,7 @@ The ring is one envpool instance in async mode: ``env.num_envs`` envs, ``recv`` 
 ``env.num_envs / layout.ring_size`` of them, so ``ring_size`` batches are in flight and envs step
 while inference runs. Each recv'd batch is acted on
 
-* inline: ``srljax.acting.Acting`` in this process (the single-process loop's own acting code),
+* inline: ``srljax.learning.acting.Acting`` in this process (the single-process loop's own acting code),
   with the newest params the trainer's PUB delivered; or
 * remote: a request to the policy workers (``PolicyClient``), up to ``ring_size`` in flight. A
   recurrent policy's carries live in the policy worker; this actor then talks to one of them only
@@ -44,7 +44,6 @@ import numpy as np
 
 import algos
 import envs
-from srljax.acting import Acting
 from srljax.comm import InferenceClient, SampleSender
 from srljax.layout import (
     ACTOR,
@@ -57,13 +56,14 @@ from srljax.layout import (
     columns_per_version,
     segments_ahead,
 )
-from srljax.policies import connect_policy_senders, make_follower
-from srljax.rollout import SegmentBuilder
+from srljax.learning.acting import Acting
+from srljax.learning.rollout import SegmentBuilder
 from srljax.system.carries import RowTags
 from srljax.system.common import episode_meta
 from srljax.system.params import ParamsCodec
 from srljax.system.pbt_directives import member_follower, member_of_actor
 from srljax.system.policy_client import PolicyClient
+from srljax.system.policy_streams import connect_policy_senders, make_follower
 from srljax.system.worker import Worker
 from srljax.types import TimeStep, Trajectory
 
@@ -85,7 +85,7 @@ class ActorWorker(Worker):
         self.spec = self.env.spec
         self.algo = algos.make(cfg, self.spec)
         self.builder = SegmentBuilder(self.spec, cfg.algo.num_steps, self.algo.extras_spec, self.algo.return_gamma)
-        if cfg.policies.enabled:  # each policy's part of a segment to its own trainer (srljax/policies.py)
+        if cfg.policies.enabled:  # each policy's part of a segment to its own trainer (srljax/learning/policies.py)
             self.sender, sinks = connect_policy_senders(self, SEND_HWM)
         else:
             self.sender = SampleSender(None, self.trial, ctx=self.ctx, hwm=SEND_HWM)

@@ -3,19 +3,19 @@
     worker = ApexActorWorker(cfg, index=2, names=names)   # run by a backend for algo=dqn, distributed
 
 The ACTOR role's worker for a replay algorithm (``srljax.layout.REPLAY_WORKERS``). It steps its
-envpool ring like ``ActorWorker`` and acts inline (``srljax.acting.Acting``, the single-process
+envpool ring like ``ActorWorker`` and acts inline (``srljax.learning.acting.Acting``, the single-process
 loop's acting code) with the newest params the trainer published, every env row with the
 epsilon ``algos.dqn.apex_epsilon(i, N)`` held in its actor state (never in the params).
 
 Rows are kept per env (``RowChunker``): once an env has ``T + n`` rows (``algo.num_steps``,
 ``algo.n_step``), its first ``T`` have whole n-step windows, get their initial priorities from
 the Q-values the actor computed while acting (``algos.dqn.initial_priorities``, as Ape-X does),
-and go to shard ``i % S`` (``srljax.apex``; always the same one, which keeps its envs' streams)
+and go to shard ``i % S`` (``srljax.replay.apex``; always the same one, which keeps its envs' streams)
 as one chunk ``[T, k]`` once every env has one ready; the last n rows start the next chunk.
 
 Waits: at most ``MAX_QUEUED`` chunks wait here for a full shard; and with ``algo.throttle``
 ``both`` or ``inserts``, an actor that has inserted more than its share of the env steps the
-updates so far allow (``srljax.apex.actor_allowance``, with one chunk of slack; counted from the first
+updates so far allow (``srljax.replay.apex.actor_allowance``, with one chunk of slack; counted from the first
 version it saw, so a resumed or restarted actor does not insert the whole history's share again) waits for newer params;
 if none comes for 3x the usual time between versions (at least 5 s: the trainer may be starved,
 e.g. by a restarted shard that lost its rows) it may insert one more chunk, and so on.
@@ -35,10 +35,10 @@ import numpy as np
 import algos
 import envs
 from algos.dqn import apex_epsilon, initial_priorities
-from srljax.acting import Acting
-from srljax.apex import actor_allowance, shard_of
 from srljax.comm import SampleSender
 from srljax.layout import ACTOR, BUFFER, PARAMS, SAMPLES, TRAINER, actor_envs_per_recv
+from srljax.learning.acting import Acting
+from srljax.replay.apex import actor_allowance, shard_of
 from srljax.system.actor import ActorWorker
 from srljax.system.common import episode_meta
 from srljax.system.params import ParamsCodec, ParamsFollower

@@ -19,7 +19,7 @@ from typing import Any
 
 from srljax.comm import Message, SampleReceiver, SampleSender
 from srljax.layout import BUFFER, SAMPLES, TRAINER
-from srljax.rollout import concat_segments, split_segments
+from srljax.learning.rollout import concat_segments, split_segments
 from srljax.system.common import bind_address, checked_trajectory, episode_meta, episodes_from_meta
 from srljax.system.worker import Worker
 from srljax.types import Trajectory

@@ -14,7 +14,6 @@ must be finite: one NaN in a batch would turn the params into NaN at the next up
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -22,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from srljax.comm import worker_key
+from srljax.comm.hosts import bind_host
 from srljax.config import Experiment
 from srljax.types import EnvSpec, Trajectory
 
@@ -33,14 +33,6 @@ def trial_name(cfg: Experiment) -> str:
 def stream_key(cfg: Experiment, role: str, index: int, stream: str) -> str:
     """Name key of the socket ``role/index`` binds for ``stream`` (samples, params, inference, control)."""
     return f"{worker_key(cfg.name, cfg.trial, role, index)}/{stream}"
-
-
-BIND_HOST_ENV = "SRLJAX_BIND_HOST"
-
-
-def bind_host() -> str:
-    """This node's address for listening sockets: ``$SRLJAX_BIND_HOST`` on multi-node backends, else loopback."""
-    return os.environ.get(BIND_HOST_ENV) or "127.0.0.1"
 
 
 def bind_address(cfg: Experiment) -> str:

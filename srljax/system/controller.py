@@ -58,17 +58,17 @@ from typing import Any
 
 import zmq
 
-from srljax.checkpoint import read_meta
 from srljax.comm import ControlMessage, ControlServer, NameResolver, worker_key
 from srljax.comm.security import KeyRing, WireContext
 from srljax.config import Experiment
 from srljax.layout import CONTROLLER, TRAINER, Layout, build_layout
+from srljax.storage.steps import read_meta
 from srljax.system.auth import worker_context
 from srljax.system.common import bind_address, env_spec, spec_to_wire, trial_name
-from srljax.system.exporter import serve_controller, write_trial_targets
 from srljax.system.fd_limits import FD_MARGIN, raise_open_files
 from srljax.system.names_service import answer_names, served_store
 from srljax.system.restarts import Pending, Restarts
+from srljax.telemetry.exporter import serve_controller, write_trial_targets
 from srljax.types import EnvSpec
 
 REGISTER_TIMEOUT_S = 300.0  # imports and jax start-up of many processes on few cores

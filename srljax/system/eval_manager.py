@@ -4,12 +4,12 @@
 
 One worker, added to the graph when ``eval.every_updates`` > 0. It subscribes to the trainer's params
 stream like an actor and, every ``eval.every_updates`` versions, plays ``eval.episodes`` episodes on
-envs of its own with fixed seeds and deterministic actions (``srljax.evaluation.Evaluator``: the
+envs of its own with fixed seeds and deterministic actions (``srljax.evaluation.evaluator.Evaluator``: the
 single-process loop's code), in a thread, so its loop keeps turning (heartbeats, params) during a
 long Atari evaluation. A version that arrives while an evaluation runs is not queued: the next
 evaluation takes the newest version held, so the manager never falls behind the trainer. Results
 go to ``RUN_DIR/eval.jsonl`` (by version), its own wandb run (``<exp>/<trial>/eval``) and, for the
-best mean return so far, ``RUN_DIR/best/`` (``srljax.evaluation.EvalBook``). When the trial ends
+best mean return so far, ``RUN_DIR/best/`` (``srljax.evaluation.evaluator.EvalBook``). When the trial ends
 (``stop``) it evaluates the last version (``eval.final``: waiting up to ``FINAL_WAIT_S`` for the
 trainer's last params) and logs the summary line.
 
@@ -34,10 +34,10 @@ class EvalManager(Worker):
 
     def setup(self) -> None:
         import algos
-        from srljax.evaluation import EvalBook, Evaluator
+        from srljax.evaluation.evaluator import EvalBook, Evaluator
         from srljax.layout import PARAMS, TRAINER
-        from srljax.metrics import _start_wandb
         from srljax.system.params import ParamsCodec, ParamsFollower
+        from srljax.telemetry.metrics import _start_wandb
 
         algo = algos.make(self.cfg, self.spec)
         self.follower = ParamsFollower(self.trial, self.peers_of(TRAINER, PARAMS), ParamsCodec(algo), self.stats, self.ctx)
@@ -107,7 +107,7 @@ class EvalManager(Worker):
         if version < 1:
             return
         if version in self.book.evaluated:
-            from srljax.evaluation import EVAL_FILE, _last_record
+            from srljax.evaluation.evaluator import EVAL_FILE, _last_record
 
             self.book.final = _last_record(self.book.run_dir / EVAL_FILE, version)
             return

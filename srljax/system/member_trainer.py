@@ -5,7 +5,7 @@
 Trainer ``i`` of the layout trains member ``i`` (``member_experiment``: seed ``seed + i``, run folder
 ``RUN_DIR/members/<i>/`` for ``metrics.jsonl`` and ``checkpoints/``, a checkpoint every
 ``pbt.ready_updates`` updates), starting at learning rate ``pbt.member_lr[i]`` (a factor in the
-optimiser state, ``srljax.pbt.with_lr_scale``: no recompile). It binds its own samples and params
+optimiser state, ``srljax.loops.population.with_lr_scale``: no recompile). It binds its own samples and params
 sockets like a policy's trainer (its actors, ``layout.num_actors / population`` of them, push only to it
 and follow only it) and a third, ``directives`` (PULL), on which the population manager speaks.
 
@@ -40,8 +40,8 @@ import jax
 import numpy as np
 
 from srljax.layout import DIRECTIVES
-from srljax.learner import Learner
-from srljax.pbt import lr_scale, with_lr_scale
+from srljax.learning.learner import Learner
+from srljax.loops.population import lr_scale, with_lr_scale
 from srljax.system.common import bind_address
 from srljax.system.pbt_directives import (
     Directive,
@@ -59,7 +59,8 @@ def restore_member_state(directory: Path, like: Any, step: int | None = None) ->
     no checkpoint manager is opened on another member's folder, so nothing there is pruned or cleaned."""
     import orbax.checkpoint as ocp
 
-    from srljax.checkpoint import STATE, CheckpointError, _abstract, steps
+    from srljax.storage.checkpoint import STATE, CheckpointError, _abstract
+    from srljax.storage.steps import steps
 
     found = steps(directory)
     if not found:

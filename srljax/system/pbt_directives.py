@@ -29,8 +29,8 @@ import zmq
 
 from srljax.comm.codec import DecodeError, Message
 from srljax.comm.sockets import Endpoint, context, make_socket
+from srljax.config.pbt import member_lr
 from srljax.layout import DIRECTIVES, PARAMS, TRAINER
-from srljax.pbt_config import member_lr
 
 KIND_COPY = "pbt_copy"
 BAD_DIRECTIVE = "directive"  # drop reason

@@ -28,14 +28,14 @@ import jax
 import numpy as np
 
 import algos
-from srljax.acting import jit_act, warm_up
 from srljax.comm import InferenceServer, Request
 from srljax.layout import INFERENCE, POLICY, actor_envs_per_recv
-from srljax.policies import make_follower
+from srljax.learning.acting import jit_act, warm_up
 from srljax.system.carries import CarryStore, checked_tags
 from srljax.system.common import bind_address, checked_obs
 from srljax.system.packing import ReplyPacking
 from srljax.system.params import ParamsCodec
+from srljax.system.policy_streams import make_follower
 from srljax.system.worker import Worker
 
 

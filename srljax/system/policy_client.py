@@ -29,7 +29,7 @@ import numpy as np
 from srljax.comm import InferenceClient
 from srljax.system.carries import RowTags
 from srljax.system.packing import ReplyPacking
-from srljax.system.stats import WorkerStats
+from srljax.telemetry.stats import WorkerStats
 from srljax.types import EnvSpec, TimeStep
 
 REQUEST_RETRY_S = 10.0

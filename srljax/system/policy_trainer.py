@@ -1,4 +1,4 @@
-"""PolicyTrainerWorker: the trainer of one policy of several (``srljax/policy_config.py``).
+"""PolicyTrainerWorker: the trainer of one policy of several (``srljax/config/policies.py``).
 
     worker = PolicyTrainerWorker(cfg, index=1, names=names)   # trains cfg.policies.training()[1]
 
@@ -22,10 +22,10 @@ from typing import Any
 
 from algos.multi_policy import make_policy_algorithm
 from srljax.comm import Message, NameNotFound
+from srljax.config.policies import policy_experiment, trainer_policy
 from srljax.layout import TRAINER
-from srljax.learner import Learner
-from srljax.policies import POLICY_KEY, load_policy_state
-from srljax.policy_config import policy_experiment, trainer_policy
+from srljax.learning.learner import Learner
+from srljax.learning.policies import POLICY_KEY, load_policy_state
 from srljax.system.common import stream_key
 from srljax.system.trainer import TrainerWorker
 

@@ -3,8 +3,8 @@
     worker = ReplayBufferWorker(cfg, index=0, names=names)   # run by a backend for algo=dqn, distributed
 
 The BUFFER role's worker for a replay algorithm (``srljax.layout.REPLAY_WORKERS``). Shard s holds
-``algo.replay.capacity / layout.num_buffer_workers`` transitions in a ``srljax.replay.Replay`` with one
-stream per env of each actor that feeds it (actor i feeds shard i % S, ``srljax.apex``).
+``algo.replay.capacity / layout.num_buffer_workers`` transitions in a ``srljax.replay.buffer.Replay`` with one
+stream per env of each actor that feeds it (actor i feeds shard i % S, ``srljax.replay.apex``).
 
 * **In** (samples, PULL): an actor's chunk ``[T, k]`` of rows (obs, action, reward, flags) of k of its
   envs, each row with the initial priority the actor computed from its own Q-values
@@ -17,7 +17,7 @@ stream per env of each actor that feeds it (actor i feeds shard i % S, ``srljax.
   the last one, the completed episodes, the actors' epsilons, the shard's size and incarnation.
 * **Back** (priorities, PULL): ``|TD error|`` for the rows of a batch this incarnation drew, and
   ``save`` (the trainer wrote checkpoint ``step``): with ``checkpoint.replay`` the shard writes its
-  contents to ``RUN_DIR/replay/<step>/shard-<s>.npz`` (``srljax.replay_snapshots``: temporary file,
+  contents to ``RUN_DIR/replay/<step>/shard-<s>.npz`` (``srljax.replay.snapshots``: temporary file,
   fsync, rename; older steps' files go once a newer step is complete). When stopped it waits up to
   ``FINAL_SAVE_WAIT_S`` for the trainer's ``save`` of its final checkpoint. ``--resume`` loads the
   files of the newest complete step, the one the trainer restores; a restarted shard starts empty.
@@ -31,12 +31,12 @@ from typing import Any
 
 import numpy as np
 
-from srljax import replay_snapshots
-from srljax.apex import num_shards, shard_actors, shard_capacity, shard_streams, stream_base
 from srljax.comm import PriorityReceiver, SampleReceiver, SampleSender
 from srljax.comm.priorities import KIND_GRANT, KIND_SAVE
 from srljax.layout import ACTOR, BUFFER, PRIORITIES, SAMPLES, TRAINER
-from srljax.replay import Replay, SampleKeys
+from srljax.replay import snapshots as replay_snapshots
+from srljax.replay.apex import num_shards, shard_actors, shard_capacity, shard_streams, stream_base
+from srljax.replay.buffer import Replay, SampleKeys
 from srljax.system.bounds import FLOOR, HEADROOM
 from srljax.system.common import bind_address, check_array, episode_meta, episodes_from_meta
 from srljax.system.worker import Worker
@@ -209,7 +209,7 @@ class ReplayBufferWorker(Worker):
     # -- snapshots ----------------------------------------------------------------------------------
     def save_snapshot(self, step: int) -> None:
         """Write the replay for the trainer's checkpoint ``step`` (``checkpoint.replay``), then delete the files
-        of steps older than the newest complete one (``srljax.replay_snapshots``)."""
+        of steps older than the newest complete one (``srljax.replay.snapshots``)."""
         if not self.cfg.checkpoint.replay or step <= self.snapshot_step:
             return  # already written (the final checkpoint can be the last periodic one)
         run_dir, shards = self.cfg.run_dir, num_shards(self.cfg)

@@ -16,14 +16,14 @@ replay buffer workers instead of segments from actors:
   games: with Ape-X's epsilons from 0.4 down to ~0, the mixed ``episode_return`` is held down by
   the most exploring actors).
 * **Replay ratio.** With ``algo.throttle`` ``both`` or ``updates`` an update is dispatched only while
-  the updates stay within ``srljax.apex.trainer_allowance`` of the inserts (``algo.ratio_tolerance``
+  the updates stay within ``srljax.replay.apex.trainer_allowance`` of the inserts (``algo.ratio_tolerance``
   over ``algo.replay_ratio``); time spent waiting is ``wait/replay_ratio``, and every metrics line has
   ``samples_per_insert``, the ratio achieved.
 * **Priorities back.** When an update ends, its ``|TD error|`` goes to the shard incarnation that
   drew the batch (one PUSH per shard, following a restarted one), keyed by slot and write count;
   nothing is sent for uniform replay (``algo.replay.alpha=0``).
 * **Checkpoints.** After each checkpoint (and after the final one, written while stopping) the shards
-  are told to ``save`` the replay for that step (``checkpoint.replay``, ``srljax.replay_snapshots``).
+  are told to ``save`` the replay for that step (``checkpoint.replay``, ``srljax.replay.snapshots``).
   ``--resume`` restores the newest step whose replay every shard wrote: newer orbax steps are first
   moved to ``RUN_DIR/checkpoints-without-replay/``, and each shard's first message says which step it
   restored, which must be the trainer's.
@@ -38,14 +38,14 @@ from typing import Any
 import jax
 import numpy as np
 
-from srljax import replay_snapshots
-from srljax.apex import num_shards, samples_per_insert, trainer_allowance
 from srljax.comm import Message, PrioritySender, PriorityUpdate
 from srljax.layout import BUFFER, PRIORITIES
-from srljax.metrics import UpdateRecords
+from srljax.replay import snapshots as replay_snapshots
+from srljax.replay.apex import num_shards, samples_per_insert, trainer_allowance
 from srljax.system.bounds import FLOOR, HEADROOM
 from srljax.system.common import check_array, episodes_from_meta
 from srljax.system.trainer import DRAIN_MAX, IDLE_POLL_MS, TrainerWorker
+from srljax.telemetry.metrics import UpdateRecords
 from srljax.types import ReplayBatch
 
 PREFETCH = 2  # batches one shard may have in flight towards the trainer

@@ -9,7 +9,7 @@ A batch is ``cfg.batch_envs`` columns, whatever the number of actors, envs per a
 buffers: columns from any segments, the remainder kept for the next batch.
 
 A trainer group of ``trainer.num_hosts`` processes joins one ``jax.distributed`` group
-(``srljax.distributed``, the coordinator found through name resolution) in ``setup``. Every
+(``srljax.parallel.multihost``, the coordinator found through name resolution) in ``setup``. Every
 sample source sends each trainer process segments round robin; each process cuts its own
 ``batch_envs / num_hosts`` columns and the update is one sharded, compiled step over all of
 them. Only process 0 (trainer 0) publishes params, writes ``metrics.jsonl`` and tells the
@@ -47,14 +47,14 @@ from algos.base import segment_extras_spec
 from srljax.comm import Message, ParamsPublisher, SampleReceiver
 from srljax.comm.sockets import context
 from srljax.layout import PARAMS, SAMPLES, TRAINER
-from srljax.learner import Learner
-from srljax.metrics import EpisodeWindow, MetricsLogger, UpdateRecords
-from srljax.rollout import concat_segments, split_segments, zeros_trajectory
-from srljax.run_dir import rollback_metrics
+from srljax.learning.learner import Learner
+from srljax.learning.rollout import concat_segments, split_segments, zeros_trajectory
+from srljax.storage.run_dir import rollback_metrics
 from srljax.system.bounds import stream_limits
 from srljax.system.common import bind_address, bind_host, checked_trajectory, episodes_from_meta
 from srljax.system.params import ParamsCodec
 from srljax.system.worker import Worker
+from srljax.telemetry.metrics import EpisodeWindow, MetricsLogger, UpdateRecords
 from srljax.types import Trajectory
 
 REPUBLISH_S = 1.0
@@ -74,7 +74,7 @@ class TrainerWorker(Worker):
             raise RuntimeError("the configure message carried no env spec")
         self.hosts = cfg.trainer.num_hosts
         if self.hosts > 1:
-            from srljax import distributed
+            from srljax.parallel import multihost as distributed
 
             self.log(f"joining the trainer group as process {self.index} of {self.hosts}")
             self.group = distributed.join_via_names(self.names, cfg.name, cfg.trial, process_id=self.index,

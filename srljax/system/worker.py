@@ -3,7 +3,7 @@
     class EchoWorker(Worker):
         role = "echo"          # a user-defined role: name it in layout.custom_roles ("pkg.mod:EchoWorker")
         serves = ()            # streams it binds (``self.register``); clients get the addresses
-        placement = "cpu"      # srljax.devices rule for its process
+        placement = "cpu"      # srljax.parallel.devices rule for its process
         def setup(self): ...   # bind servers (``self.register``), connect to peers (``self.connect_peers``);
                                # make every socket with ``ctx=self.ctx``: it carries auth keys and bounds
         def poll(self): ...    # one short slice of work (return within ~0.1 s)
@@ -37,7 +37,7 @@ worker's ``progress()`` (the trainer: updates) and ``waiting()`` (what its loop 
 the controller tells a hung loop and a starved trial from a slow one.
 Metrics (``self.stats`` plus ``metrics()``) go to ``runs/<exp>/<trial>/workers/<role>-<i>.jsonl``
 every few seconds, each line stamped with pid and role, and are served on the worker's Prometheus
-endpoint (``srljax/system/exporter.py``; its address goes to the controller in ``register``).
+endpoint (``srljax/telemetry/exporter.py``; its address goes to the controller in ``register``).
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ from srljax.layout import CONTROLLER
 from srljax.system.auth import worker_context
 from srljax.system.bounds import stream_limits
 from srljax.system.common import spec_from_wire, stream_key, trial_name
-from srljax.system.exporter import METRICS_STREAM, serve_worker
-from srljax.system.stats import WorkerStats
+from srljax.telemetry.exporter import METRICS_STREAM, serve_worker
+from srljax.telemetry.stats import WorkerStats
 from srljax.types import EnvSpec
 
 HEARTBEAT_S = 1.0
@@ -114,7 +114,7 @@ class Worker:
         self.incarnation = uuid.uuid4().hex[:12]  # on every control message: which of the workers of this key
         self._followed: list[tuple[Any, str, str, frozenset[int] | None]] = []  # connect_peers: (endpoint, role, stream, indices)
         self.trial_restarts = 0  # worker restarts in this trial so far (the controller's ``restarts``)
-        self.exporter: Any = None  # its Prometheus endpoint, from ``run`` (srljax/system/exporter.py)
+        self.exporter: Any = None  # its Prometheus endpoint, from ``run`` (srljax/telemetry/exporter.py)
         self._asked: dict[int, queue.Queue[dict[str, Any]]] = {}  # ask_controller: request id -> where its reply goes
         self._ask_lock = threading.Lock()
         self._ask_id = 0

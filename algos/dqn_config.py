@@ -1,0 +1,139 @@
+"""``DQNConfig`` and its ``ReplayConfig`` (``algos/dqn.py``): single-process DQN and, distributed, Ape-X.
+
+    Experiment(algo=DQNConfig(n_step=3, replay=ReplayConfig(capacity=100_000, alpha=0.6)))
+    python -m launch.local configs/cartpole_dqn.py algo.double_q=false
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from srljax.config.algo import gamma_problems
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    """The replay a replay algorithm samples from (``srljax/replay/buffer.py``): prioritized, uniform at ``alpha=0``."""
+
+    capacity: int = 1_000_000
+    """transitions held (split evenly over the env streams); the oldest are overwritten. Checked against
+    the machine's available memory before launch (Atari, ``srljax.layout.problems``) or when the replay is built."""
+    alpha: float = 0.0
+    """priority exponent: 0 samples uniformly; 0.6 is Schaul et al.'s and Ape-X's proportional choice."""
+    beta0: float = 0.4
+    """importance-sampling exponent at the start, annealed linearly to 1 over the run (used when alpha > 0)."""
+    priority_eps: float = 1e-6
+    """added to |TD error| so no sampleable transition has probability 0."""
+    dedup_frames: bool = False
+    """store each stacked-frame observation's newest frame only and restack at sampling time (Atari: 4x
+    less memory, 1M transitions of 84x84 frames = 7 GB instead of 28 GB)."""
+
+
+@dataclass(frozen=True)
+class DQNConfig:
+    """DQN (Mnih et al. 2015) with the usual options: double Q-learning, dueling head, n-step returns,
+    prioritized replay. One gradient step per sampled batch of ``batch_size``; ``replay_ratio`` samples
+    are trained per env step inserted once ``learning_starts`` env steps are in the replay (CleanRL's
+    ``train_frequency`` is ``batch_size / replay_ratio``). Optimiser: Adam with ``trainer.lr`` (annealed
+    if ``trainer.anneal_lr``) and ``trainer.adam_eps``, gradients clipped to ``trainer.max_grad_norm``
+    unless it is 0. Exploration: epsilon-greedy, epsilon linear from ``eps_start`` to ``eps_end`` over
+    the first ``exploration_fraction`` of the run's env steps.
+    """
+
+    consumes: ClassVar[str] = "replay"
+    name: Literal["dqn"] = "dqn"
+    num_steps: int = 1
+    """env steps per env collected between training rounds (the single-process loop then trains the
+    updates the replay ratio owes); distributed (Ape-X): rows per env in one chunk an actor sends."""
+    gamma: float = 0.99
+    n_step: int = 1
+    """n-step returns: a time limit inside the window bootstraps from the final observation, a termination does not."""
+    batch_size: int = 32
+    replay_ratio: float = 8.0
+    """samples trained per env step inserted (CleanRL Atari: a batch of 32 every 4 env steps = 8)."""
+    learning_starts: int = 80_000
+    """env steps collected before the first update."""
+    double_q: bool = True
+    """the online network picks the bootstrap action, the target network values it (van Hasselt et al. 2016)."""
+    dueling: bool = False
+    """value and advantage streams, Q = V + A - mean(A) (Wang et al. 2016)."""
+    loss: Literal["huber", "mse"] = "huber"
+    """huber (delta 1, Nature DQN's error clipping) or mse (CleanRL's DQN)."""
+    target_update_every: int = 250
+    """updates between target-network refreshes (CleanRL Atari: every 1,000 env steps / 4 = 250 updates)."""
+    tau: float = 1.0
+    """at each refresh ``target = tau * online + (1 - tau) * target``: 1 copies, < 1 is Polyak averaging."""
+    eps_start: float = 1.0
+    eps_end: float = 0.01
+    exploration_fraction: float = 0.1
+    network: Literal["auto", "mlp", "cnn"] = "auto"
+    """``auto``: Nature CNN for image observations, MLP otherwise."""
+    hidden_sizes: tuple[int, ...] = (120, 84)
+    activation: Literal["tanh", "relu"] = "relu"
+    replay: ReplayConfig = field(default_factory=ReplayConfig)
+    ratio_tolerance: float = 0.1
+    """distributed (Ape-X): the trainer's samples per env step inserted are held within this fraction of
+    ``replay_ratio`` by ``throttle``; exported as the metric ``samples_per_insert``."""
+    throttle: Literal["both", "updates", "inserts", "none"] = "both"
+    """distributed: what waits when the replay ratio leaves its tolerance: the trainer's updates (ahead: it waits
+    for inserts), the actors' inserts (ahead: they wait for newer params), both, or none (free-running actors)."""
+
+    def num_updates(self, cfg: Any) -> int:
+        """Gradient steps in the run: ``replay_ratio`` samples per env step after ``learning_starts``."""
+        return max(1, int(self.replay_ratio * max(0, cfg.total_env_steps - self.learning_starts)) // self.batch_size)
+
+    def describe_batch(self, cfg: Any) -> str:
+        return (f"replay batch {self.batch_size} samples, replay ratio {self.replay_ratio:g} samples per env step "
+                f"(an update every {self.batch_size / self.replay_ratio:g} env steps) after {self.learning_starts:,} "
+                f"env steps, {cfg.num_updates:,} updates; {cfg.env.num_envs} envs, replay of "
+                f"{self.replay.capacity:,} transitions")
+
+    def problems(self, cfg: Any) -> list[str]:
+        out = gamma_problems(self)
+        t, r = cfg.trainer, self.replay
+        if self.learning_starts >= cfg.total_env_steps:
+            out.append(f"algo.learning_starts={self.learning_starts:,} env steps is not less than the run's "
+                       f"total_env_steps={cfg.total_env_steps:,}: no update would ever happen; lower "
+                       "algo.learning_starts or raise total_env_steps")
+        if self.replay_ratio <= 0:
+            out.append(f"algo.replay_ratio={self.replay_ratio} must be > 0 (samples trained per env step; CleanRL "
+                       f"CartPole: batch 128 every 10 steps = 12.8, Atari: 32 every 4 = 8)")
+        for key in ("batch_size", "n_step", "target_update_every", "num_steps"):
+            if getattr(self, key) < 1:
+                out.append(f"algo.{key}={getattr(self, key)} must be >= 1")
+        if not 0.0 < self.tau <= 1.0:
+            out.append(f"algo.tau={self.tau} must be in (0, 1] (1: copy the online network)")
+        if not (0.0 <= self.eps_end <= 1.0 and 0.0 <= self.eps_start <= 1.0 and 0.0 < self.exploration_fraction <= 1.0):
+            out.append(f"algo.eps_start={self.eps_start} and algo.eps_end={self.eps_end} must be in [0, 1] and "
+                       f"algo.exploration_fraction={self.exploration_fraction} in (0, 1]")
+        if r.alpha < 0 or not 0.0 <= r.beta0 <= 1.0 or r.priority_eps <= 0:
+            out.append(f"algo.replay.alpha={r.alpha} must be >= 0, algo.replay.beta0={r.beta0} in [0, 1] and "
+                       f"algo.replay.priority_eps={r.priority_eps} > 0")
+        per_env = r.capacity // max(cfg.env.num_envs, 1)
+        stack = cfg.env.stack_num if r.dedup_frames else 1
+        if per_env <= self.n_step + stack:
+            out.append(f"algo.replay.capacity={r.capacity:,} leaves {per_env} rows for each of env.num_envs="
+                       f"{cfg.env.num_envs} envs, fewer than an n-step window needs (> algo.n_step + frame stack = "
+                       f"{self.n_step + stack}); raise the capacity")
+        elif r.capacity < self.batch_size:
+            out.append(f"algo.replay.capacity={r.capacity:,} is smaller than one batch of "
+                       f"algo.batch_size={self.batch_size}")
+        # whether the capacity fits in memory: srljax.layout.problems (srljax.replay.buffer.config_memory_problems)
+        if t.update_epochs != 1 or t.num_minibatches != 1:
+            out.append(f"trainer.update_epochs={t.update_epochs} and trainer.num_minibatches={t.num_minibatches} must "
+                       "be 1: DQN takes one gradient step per sampled batch (algo.replay_ratio sets how many)")
+        if t.overlap_collection:
+            out.append("trainer.overlap_collection=True is for segment algorithms; the replay loop trains between env "
+                       "steps: drop the override")
+        shards = t.devices * t.num_hosts
+        if shards > 1 and self.batch_size % shards:
+            out.append(f"algo.batch_size={self.batch_size} does not split across {shards} trainer devices "
+                       f"(trainer.devices x trainer.num_hosts); use a multiple of {shards}")
+        # a distributed (Ape-X) layout's own rules: srljax.layout.problems (srljax.replay.apex.apex_problems)
+        if cfg.layout.mode == "single" and (self.throttle, self.ratio_tolerance) != ("both", 0.1):
+            out.append(f"algo.throttle={self.throttle} / algo.ratio_tolerance={self.ratio_tolerance} apply to distributed "
+                       "(Ape-X) layouts; the single-process loop trains exactly the updates the replay ratio owes: "
+                       "drop the override")
+        return out
+

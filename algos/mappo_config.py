@@ -1,0 +1,45 @@
+"""``MAPPOConfig``: PPO on a multi-agent env with one policy shared by its agents (MAPPO and IPPO).
+
+    Experiment(env=EnvConfig(id="LevelBasedForaging-v0"), algo=MAPPOConfig(critic="central"))   # MAPPO
+    python -m launch.local configs/lbf_ippo.py algo.critic=central                             # IPPO -> MAPPO
+
+Every ``PPOConfig`` key applies as in PPO (``algos/mappo.py``, per agent sample). The agents' actor and
+critic parameters are shared; ``critic`` says what the critic sees.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from algos.ppo_config import PPOConfig
+
+
+@dataclass(frozen=True)
+class MAPPOConfig(PPOConfig):
+    """Multi-agent PPO (Yu et al. 2022, "The Surprising Effectiveness of PPO in Cooperative Multi-Agent Games")."""
+
+    multi_agent: ClassVar[bool] = True
+    """needs an env with several agents (checked before launch by ``envs.fit_problems``)."""
+    name: Literal["mappo"] = "mappo"  # type: ignore[assignment]
+    critic: Literal["central", "local"] = "central"
+    """``central`` (MAPPO): the value of each agent from the env's global state, or, when the env gives none,
+    the concatenation of all agents' views; ``local`` (IPPO): each agent's value from its own view only."""
+    agent_id: bool = True
+    """append a one-hot agent index to the actor's and the critic's inputs (agents with one shared set of
+    parameters can then act differently)."""
+    value_norm: bool = True
+    """the critic predicts value targets normalised by their running mean and std (the paper's ValueNorm, not
+    PopArt: the stats move and the output layer is left alone); advantages use the de-normalised values."""
+
+    def problems(self, cfg: Any) -> list[str]:
+        out = super().problems(cfg)
+        if self.critic not in ("central", "local"):
+            out.append(f"algo.critic={self.critic!r}: use 'central' (MAPPO) or 'local' (IPPO)")
+        if self.lstm_size:
+            out.append(f"algo.lstm_size={self.lstm_size}: recurrent MAPPO is not built; use 0 (feed-forward)")
+        if self.vtrace:
+            out.append("algo.vtrace=True: MAPPO computes GAE advantages only; set algo.vtrace=False")
+        if self.network == "cnn":
+            out.append("algo.network='cnn': MAPPO's actor and critic are MLPs on the agents' rows; use 'auto' or 'mlp'")
+        return out

@@ -1,0 +1,54 @@
+"""One frozen, typed configuration tree for an experiment: the ground floor, importing nothing above it.
+
+A config file is plain Python exposing ``experiment() -> Experiment``::
+
+    from srljax.config import EnvConfig, Experiment, PPOConfig
+
+    def experiment() -> Experiment:
+        return Experiment(env=EnvConfig(id="CartPole-v1"), algo=PPOConfig(), total_env_steps=500_000)
+
+Launchers load it, apply ``dotted.key=value`` overrides (``trainer.lr=1e-4``), call ``validate``
+(every problem at once, with the arithmetic) and write the resolved tree to
+``runs/<experiment>/<trial>/config.json``. Derived sizes are properties; nothing mutates a config
+at run time.
+
+The tree, one module a section: ``experiment.py`` (``Experiment``, ``problems``, ``validate``),
+``env.py``, ``sections.py`` (trainer, layout, log, checkpoint), ``eval.py``, ``pbt.py``,
+``policies.py``, ``slurm.py``; ``algo.py`` (what algorithm configs share, ``algo=NAME``), and
+``tree.py`` (overrides, config files, JSON). Each algorithm's config lives beside the algorithm
+(``algos/ppo_config.py``, ...). Every name below is importable from ``srljax.config``; each is
+loaded on first use, so ``import srljax.config`` costs nothing.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {  # name -> the module that defines it
+    "ConfigError": "srljax.config.errors",
+    "EnvConfig": "srljax.config.env",
+    "TrainerConfig": "srljax.config.sections", "LayoutConfig": "srljax.config.sections",
+    "LogConfig": "srljax.config.sections", "CheckpointConfig": "srljax.config.sections",
+    "EvalConfig": "srljax.config.eval", "PBTConfig": "srljax.config.pbt",
+    "PoliciesConfig": "srljax.config.policies", "PolicyConfig": "srljax.config.policies",
+    "policy_experiment": "srljax.config.policies",
+    "SlurmConfig": "srljax.config.slurm", "SlurmGroup": "srljax.config.slurm",
+    "Experiment": "srljax.config.experiment", "problems": "srljax.config.experiment",
+    "validate": "srljax.config.experiment", "THREE_DAYS_SECONDS": "srljax.config.experiment",
+    "consumes": "srljax.config.algo", "algo_config_class": "srljax.config.algo",
+    "apply_overrides": "srljax.config.tree", "load_file": "srljax.config.tree", "to_dict": "srljax.config.tree",
+    "from_dict": "srljax.config.tree", "write_json": "srljax.config.tree",
+    # the built-in algorithms' configs, each beside its algorithm
+    "PPOConfig": "algos.ppo_config", "IMPALAConfig": "algos.impala_config", "MAPPOConfig": "algos.mappo_config",
+    "DQNConfig": "algos.dqn_config", "ReplayConfig": "algos.dqn_config",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'srljax.config' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)
+
+
+__all__ = sorted(_EXPORTS)

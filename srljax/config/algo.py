@@ -1,0 +1,78 @@
+"""What every algorithm config shares, and how a name picks one (the ``algo`` key of a config).
+
+Each algorithm's config lives beside the algorithm (``algos/ppo_config.py`` beside ``algos/ppo.py``); this
+module holds what they share and the table of built-in names. ``Experiment.algo`` holds one of them or a
+user's own frozen dataclass (``docs/architecture.md``, "Adding your own algorithm"). Every algo config
+has ``name`` (the key ``algo=NAME`` and the JSON round trip choose the class by: a built-in name or the
+user's ``"package.module:Class"``), ``num_steps`` (segment length T) and ``gamma``; a
+``problems(cfg) -> list[str]`` method, where present, adds its own config errors to
+``srljax.config.problems``. What an algorithm's update consumes (``consumes``): fresh segments (the
+default) or batches sampled from a replay (``DQNConfig.consumes = "replay"``, a class attribute, not a
+config key); a replay algorithm also has ``num_updates(cfg)`` and ``describe_batch(cfg)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+from srljax.config.errors import ConfigError
+from srljax.objects import load_object
+
+BUILTIN_ALGOS: dict[str, str] = {
+    "ppo": "algos.ppo_config:PPOConfig",
+    "impala": "algos.impala_config:IMPALAConfig",
+    "dqn": "algos.dqn_config:DQNConfig",
+    "mappo": "algos.mappo_config:MAPPOConfig",
+}
+"""``algo=NAME`` -> the config class, loaded on first use like a user's ``"package.module:Class"``."""
+
+
+def algo_config_class(name: str, key: str = "algo") -> type:
+    """The algo config class ``name`` picks: a built-in name (``BUILTIN_ALGOS``) or a user's
+    ``"package.module:Class"`` (a frozen dataclass whose ``name`` field defaults to that same path)."""
+    if name in BUILTIN_ALGOS:
+        return load_object(BUILTIN_ALGOS[name], key)
+    if ":" not in name:
+        raise ConfigError([f"{key}={name!r}: unknown algorithm; known: {', '.join(BUILTIN_ALGOS)}, "
+                           "or a user config class 'package.module:Class'"])
+    try:
+        cls = load_object(name, key)
+    except ValueError as error:
+        raise ConfigError([str(error)]) from None
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        raise ConfigError([f"{key}={name!r} names {cls!r}, not an algo config dataclass"])
+    return cls
+
+
+def default_algo() -> Any:
+    """``Experiment.algo``'s default: PPO."""
+    return algo_config_class("ppo")()
+
+
+def vtrace_problems(algo: Any) -> list[str]:
+    """Errors in the V-trace thresholds shared by IMPALA and APPO (``rho_bar``, ``c_bar``)."""
+    return [f"algo.{key}={getattr(algo, key)} must be > 0 (1.0 is the paper's)"
+            for key in ("rho_bar", "c_bar") if getattr(algo, key) <= 0]
+
+
+def consumes(algo: Any) -> Literal["segments", "replay"]:
+    """What ``algo``'s update trains on: ``"segments"`` (PPO, IMPALA, a user's by default) or ``"replay"`` (DQN)."""
+    return getattr(algo, "consumes", "segments")
+
+
+def gamma_problems(algo: Any) -> list[str]:
+    return [] if 0.0 < algo.gamma <= 1.0 else [f"algo.gamma={algo.gamma} must be in (0, 1]"]
+
+
+def recurrent_problems(algo: Any, cfg: Any) -> list[str]:
+    """Errors in ``algo.lstm_size``: recurrent minibatches are whole env columns, split over the trainer devices."""
+    t = cfg.trainer
+    parts = t.num_minibatches * t.devices * t.num_hosts
+    if algo.lstm_size < 0:
+        return [f"algo.lstm_size={algo.lstm_size} must be >= 0 (0: feed-forward)"]
+    if algo.lstm_size and parts >= 1 and cfg.batch_envs % parts:
+        return [f"algo.lstm_size={algo.lstm_size}: recurrent minibatches are whole env columns, so batch_envs="
+                f"{cfg.batch_envs} must divide into trainer.num_minibatches={t.num_minibatches} x "
+                f"{t.devices * t.num_hosts} trainer devices; use a multiple of {parts} envs"]
+    return []

@@ -1,0 +1,205 @@
+"""``Experiment``, the root of the config tree, and ``problems``: every check of the tree at once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from srljax.config.algo import consumes, default_algo
+from srljax.config.env import EnvConfig
+from srljax.config.errors import ConfigError
+from srljax.config.eval import EvalConfig, eval_problems
+from srljax.config.pbt import PBTConfig, pbt_problems
+from srljax.config.policies import PoliciesConfig, policies_problems
+from srljax.config.sections import CheckpointConfig, LayoutConfig, LogConfig, TrainerConfig
+from srljax.config.slurm import SlurmConfig
+
+THREE_DAYS_SECONDS = 3 * 24 * 3600
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """The root of the tree. ``name``/``trial`` come from ``-e``/``-f`` when launched."""
+
+    name: str = "experiment"
+    trial: str = "default"
+    seed: int = 1
+    total_env_steps: int = 500_000
+    timeout_seconds: float = THREE_DAYS_SECONDS
+    env: EnvConfig = field(default_factory=EnvConfig)
+    algo: Any = field(default_factory=default_algo)
+    """an algorithm's config (``algos/ppo_config.py``, ...) or a user's; ``algo=NAME`` picks it (``srljax/config/algo.py``)."""
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    layout: LayoutConfig = field(default_factory=LayoutConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    slurm: SlurmConfig = field(default_factory=SlurmConfig)
+    """used by ``python -m launch.slurm`` only."""
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    pbt: PBTConfig = field(default_factory=PBTConfig)
+    policies: PoliciesConfig = field(default_factory=PoliciesConfig)
+    """several policies and the agent -> policy table (``srljax/config/policies.py``); default: one shared policy."""
+
+    # -- derived sizes ---------------------------------------------------------------
+    @property
+    def batch_envs(self) -> int:
+        """Environments (columns B) in one training batch: ``trainer.batch_envs``, else ``env.num_envs``."""
+        return self.trainer.batch_envs or self.env.num_envs
+
+    @property
+    def env_steps_per_update(self) -> int:
+        return self.batch_envs * self.algo.num_steps
+
+    @property
+    def minibatch_size(self) -> int:
+        return self.env_steps_per_update // self.trainer.num_minibatches
+
+    @property
+    def num_updates(self) -> int:
+        if callable(getattr(self.algo, "num_updates", None)):  # replay algorithms: set by the replay ratio
+            return self.algo.num_updates(self)
+        return max(1, self.total_env_steps // self.env_steps_per_update)
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.log.run_root) / self.name / self.trial
+
+
+def problems(cfg: Experiment) -> list[str]:
+    """Every problem with ``cfg``, each naming the key, the arithmetic and the fix."""
+    out: list[str] = []
+    e, a, t, lay = cfg.env, cfg.algo, cfg.trainer, cfg.layout
+    for key, value in [("seed", cfg.seed)]:
+        if value < 0:
+            out.append(f"{key}={value} must be >= 0")
+    try:  # the optimiser's step count and learning-rate schedule are int32
+        grad_steps = cfg.num_updates * max(t.update_epochs, 1) * max(t.num_minibatches, 1)
+    except (ArithmeticError, ValueError, TypeError):
+        grad_steps = 0  # the batch itself is invalid: reported below
+    if grad_steps >= 2**31:
+        out.append(f"total_env_steps={cfg.total_env_steps:,} is too large: {grad_steps:,} gradient steps "
+                   "(updates x trainer.update_epochs x trainer.num_minibatches) overflow the optimiser's int32 "
+                   "step count; lower it (e.g. 1e9 for a run meant to end by timeout_seconds)")
+    for key, value in [
+        ("total_env_steps", cfg.total_env_steps),
+        ("env.num_envs", e.num_envs),
+        ("algo.num_steps", a.num_steps),
+        ("trainer.num_minibatches", t.num_minibatches),
+        ("trainer.update_epochs", t.update_epochs),
+        ("trainer.devices", t.devices),
+        ("trainer.num_hosts", t.num_hosts),
+        ("trainer.publish_every", t.publish_every),
+        ("layout.num_actors", lay.num_actors),
+        ("layout.ring_size", lay.ring_size),
+        ("log.log_every", cfg.log.log_every),
+        ("log.window", cfg.log.window),
+    ]:
+        if value < 1:
+            out.append(f"{key}={value} must be >= 1")
+    if cfg.log.prometheus_port < -1 or cfg.log.prometheus_port > 65535 or (
+            cfg.log.prometheus_port > 0 and lay.mode != "single"):
+        out.append(f"log.prometheus_port={cfg.log.prometheus_port}: use 0 (every worker on a free port, listed in "
+                   "RUN_DIR/prometheus_targets.json), -1 (no endpoints) or, for layout.mode=single only, a port 1-65535")
+    if t.overlap_collection and lay.mode != "single":
+        out.append(
+            "trainer.overlap_collection=True applies to the single-process loop only; a distributed layout "
+            "already collects while it trains (bounded by trainer.max_policy_lag): drop the override"
+        )
+    if e.batch_size < 0 or e.batch_size > e.num_envs:
+        out.append(f"env.batch_size={e.batch_size} must be between 0 (sync) and env.num_envs={e.num_envs}")
+    elif e.batch_size and e.num_envs % e.batch_size:
+        out.append(
+            f"env.num_envs={e.num_envs} is not a multiple of env.batch_size={e.batch_size} "
+            f"({e.num_envs} % {e.batch_size} = {e.num_envs % e.batch_size}); set env.batch_size to a divisor"
+        )
+    if not 0.0 <= e.repeat_action_probability <= 1.0:
+        out.append(f"env.repeat_action_probability={e.repeat_action_probability} must be in [0, 1]")
+    if callable(getattr(a, "problems", None)):
+        out.extend(a.problems(cfg))  # the algo config's own checks (PPOConfig, IMPALAConfig, a user's)
+    if t.lr <= 0:
+        out.append(f"trainer.lr={t.lr} must be > 0")
+    for key, value in [("trainer.memory_fraction", t.memory_fraction), ("layout.memory_fraction", lay.memory_fraction)]:
+        if not 0.0 <= value < 1.0:
+            out.append(f"{key}={value} must be in [0, 1) (0: no limit set)")
+    if cfg.timeout_seconds <= 0:
+        out.append(f"timeout_seconds={cfg.timeout_seconds} must be > 0 (default 3 days = {THREE_DAYS_SECONDS})")
+    # segment batches only: a replay algorithm's batch is algo.batch_size samples (its own problems check it)
+    if min(e.num_envs, a.num_steps, t.num_minibatches, t.devices, t.num_hosts) >= 1 and consumes(a) == "segments":
+        batch = cfg.env_steps_per_update
+        how = f"{cfg.batch_envs} envs x {a.num_steps} steps"
+        if batch % t.num_minibatches:
+            out.append(
+                f"batch {batch} ({how}) is not divisible by trainer.num_minibatches={t.num_minibatches} "
+                f"({batch} % {t.num_minibatches} = {batch % t.num_minibatches})"
+            )
+        else:
+            shards = t.devices * t.num_hosts
+            mb = batch // t.num_minibatches
+            if mb % shards:
+                out.append(
+                    f"minibatch {mb} (batch {batch} / {t.num_minibatches} minibatches) is not divisible by "
+                    f"{shards} trainer devices (trainer.devices={t.devices} x trainer.num_hosts={t.num_hosts})"
+                )
+        shards = t.devices * t.num_hosts
+        if cfg.batch_envs % shards:
+            # the batch is split on its env axis, so each device (and each host) gets whole columns
+            out.append(
+                f"batch of {cfg.batch_envs} env columns ({how.rsplit(' x ', 1)[0]}) does not split across {shards} "
+                f"trainer devices (trainer.devices={t.devices} x trainer.num_hosts={t.num_hosts}; "
+                f"{cfg.batch_envs} % {shards} = {cfg.batch_envs % shards}); use a multiple of {shards} envs"
+            )
+        if cfg.total_env_steps >= 1 and cfg.total_env_steps < batch:
+            out.append(
+                f"total_env_steps={cfg.total_env_steps} is less than one update's batch {batch} ({how}); "
+                f"raise total_env_steps or shrink the batch"
+            )
+    if e.obs_mask and (min(e.obs_mask) < 0 or len(set(e.obs_mask)) != len(e.obs_mask)):
+        out.append(f"env.obs_mask={e.obs_mask} must list distinct indices >= 0 of the flat observation")
+    if t.max_policy_lag < 0:
+        out.append(f"trainer.max_policy_lag={t.max_policy_lag} must be >= 0")
+    if lay.mode == "single" and t.num_hosts != 1:
+        out.append(f"trainer.num_hosts={t.num_hosts} needs a trainer group: set layout.mode=distributed")
+    if lay.mode == "single" and (lay.num_actors != 1 or lay.inference != "inline"):
+        out.append("layout.mode=single runs one inline actor: set layout.mode=distributed for more actors or remote inference")
+    if t.batch_envs < 0:
+        out.append(f"trainer.batch_envs={t.batch_envs} must be >= 0 (0: env.num_envs)")
+    if lay.mode == "single" and t.batch_envs and t.batch_envs != e.num_envs:
+        out.append(f"trainer.batch_envs={t.batch_envs}: the single-process loop trains on its env.num_envs={e.num_envs} "
+                   "envs; set env.num_envs instead")
+    if lay.mode == "distributed":
+        if lay.num_buffer_workers < 0 or lay.num_policy_workers < 0 or lay.max_segments_ahead < 0:
+            out.append("layout.num_buffer_workers, layout.num_policy_workers and layout.max_segments_ahead must be >= 0")
+        if lay.max_restarts < 0 or lay.restart_backoff_seconds < 0:
+            out.append(f"layout.max_restarts={lay.max_restarts} and layout.restart_backoff_seconds="
+                       f"{lay.restart_backoff_seconds} must be >= 0 (0 restarts: a lost worker ends the trial)")
+        for key, value in [("layout.heartbeat_timeout_seconds", lay.heartbeat_timeout_seconds),
+                           ("layout.hang_seconds", lay.hang_seconds), ("layout.stall_seconds", lay.stall_seconds)]:
+            if value <= 0:
+                out.append(f"{key}={value} must be > 0")
+        ahead = lay.max_segments_ahead * e.num_envs * lay.num_actors
+        if lay.max_segments_ahead and lay.num_actors >= 1 and ahead < cfg.batch_envs:
+            out.append(f"layout.max_segments_ahead={lay.max_segments_ahead} lets {lay.num_actors} actors x {e.num_envs} "
+                       f"envs push {ahead} columns before the first update, less than one batch of "
+                       f"trainer.batch_envs={cfg.batch_envs}: the trainer would wait forever; set it to at least "
+                       f"{-(-cfg.batch_envs // (e.num_envs * lay.num_actors))} (or 0: automatic)")
+        if t.max_policy_lag < t.publish_every - 1:
+            out.append(f"trainer.max_policy_lag={t.max_policy_lag} < trainer.publish_every={t.publish_every} - 1: "
+                       "samples acted with one published version would be dropped before the next is published; "
+                       f"set trainer.max_policy_lag >= {t.publish_every}")
+    if cfg.checkpoint.every_updates < 0 or cfg.checkpoint.keep < 1:
+        out.append("checkpoint.every_updates must be >= 0 and checkpoint.keep >= 1")
+    if cfg.checkpoint.replay and consumes(a) != "replay":
+        out.append("checkpoint.replay=true: this algorithm keeps no replay (it trains on fresh segments); drop the override")
+    for key, value in [("name", cfg.name), ("trial", cfg.trial)]:
+        if not value or "/" in value or value.startswith("."):
+            out.append(f"{key}={value!r} must be a non-empty folder name without '/'")
+    return out + eval_problems(cfg) + pbt_problems(cfg) + policies_problems(cfg)
+
+
+def validate(cfg: Experiment) -> Experiment:
+    """Return ``cfg`` unchanged, or raise ``ConfigError`` listing every problem."""
+    found = problems(cfg)
+    if found:
+        raise ConfigError(found)
+    return cfg

@@ -1,0 +1,124 @@
+"""The run's own sections: the trainer, the worker layout, logging and checkpoints."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class TrainerConfig:
+    """Optimisation and the trainer worker(s)."""
+
+    lr: float = 2.5e-4
+    anneal_lr: bool = True
+    """linearly anneal the learning rate to 0 over the run."""
+    max_grad_norm: float = 0.5
+    num_minibatches: int = 4
+    update_epochs: int = 4
+    adam_eps: float = 1e-5
+    batch_envs: int = 0
+    """env columns (of ``algo.num_steps`` steps each) in one training batch; 0: ``env.num_envs``, one
+    actor's envs (the single-process loop's batch). Distributed layouts set it explicitly so the batch
+    stays the same whatever the number of actors, envs per actor and buffer workers; a batch may mix
+    columns from any actors."""
+    devices: int = 1
+    """accelerators per trainer process, data parallel (``srljax/parallel/sharding.py``): a count, the first N
+    this process sees. Which physical GPUs those are is set per process (``srljax/parallel/devices.py``,
+    ``CUDA_VISIBLE_DEVICES``), so a list here would duplicate it and break under renumbering."""
+    num_hosts: int = 1
+    """trainer processes (one per node on Slurm; local processes with ``launch.local``) that form one
+    ``jax.distributed`` group (gloo on CPU); each receives and feeds batch_envs / num_hosts columns of
+    every batch, process 0 publishes params, writes metrics and tells the controller it is done."""
+    memory_fraction: float = 0.0
+    """GPU memory each trainer process preallocates; 0: JAX's default (75%, may grow). Lower it
+    when policy workers or actors share the trainer's GPUs."""
+    overlap_collection: bool = False
+    """single-process loop: collect the next batch in a thread while the update runs, acting with
+    the params one update older (deterministic, as Cleanba). Off: strictly on-policy (CleanRL)."""
+    publish_every: int = 1
+    """publish params to actors every N updates (distributed layouts), and whenever the trainer is idle
+    waiting for samples with unpublished updates; updates in between cost nothing extra."""
+    max_policy_lag: int = 4
+    """distributed layouts: samples older than this many params versions are dropped (and counted)."""
+
+
+@dataclass(frozen=True)
+class LayoutConfig:
+    """How the experiment is laid out as workers. ``single`` is one process (notebook, one GPU)."""
+
+    mode: Literal["single", "distributed"] = "single"
+    num_actors: int = 1
+    num_policy_workers: int = 1
+    num_buffer_workers: int = 0
+    inference: Literal["inline", "remote"] = "inline"
+    ring_size: int = 1
+    """distributed actors: env batches in flight per actor (envpool async ring)."""
+    actor_device: Literal["cpu", "gpu", "auto"] = "cpu"
+    """where actors run inline inference: ``cpu``, ``gpu`` (one per actor, round robin over the
+    node's GPUs) or ``auto`` (gpu if the node has one). See ``srljax/parallel/devices.py``."""
+    policy_device: Literal["cpu", "gpu", "auto"] = "auto"
+    """where policy workers run: as ``actor_device``; several workers per GPU when they outnumber GPUs."""
+    memory_fraction: float = 0.0
+    """GPU memory each policy worker / GPU actor preallocates (e.g. 0.1 for 8 per GPU with room for a
+    trainer); 0: no preallocation, allocate on demand, which suits small inference processes."""
+    transport: Literal["tcp", "ipc"] = "tcp"
+    """distributed local runs: sockets on ``tcp://127.0.0.1`` or ``ipc://`` (unix sockets)."""
+    heartbeat_timeout_seconds: float = 5.0
+    """distributed: a worker silent this long is lost and the controller ends the trial."""
+    hang_seconds: float = 30.0
+    """distributed: a running worker whose main loop has not turned for this long (its control thread
+    still heartbeating) is hung: the trial ends as failed, naming it."""
+    stall_seconds: float = 300.0
+    """distributed: a trial whose trainer made no update for this long after start is stalled: it ends
+    as failed, naming the roles that wait and on what."""
+    max_restarts: int = 3
+    """distributed: how often the controller restarts one lost actor, policy, buffer or custom-role
+    worker (its process exited, it fell silent, hung or reported an error) with the same role and
+    index before a further loss ends the trial; 0: the first loss ends it. A lost trainer ends the
+    trial (see ``srljax/system/controller.py``)."""
+    restart_backoff_seconds: float = 1.0
+    """distributed: wait before restarting a lost worker: this x 2^(n-1) for its n-th restart in a row
+    (a worker that ran 60 s since it came back counts from 1 again), at most 60 s."""
+    max_segments_ahead: int = 0
+    """distributed actors: segments an actor may push beyond its share of the batches trained so far
+    (``batch_envs / num_actors`` columns per params version it has seen) before it waits for a newer
+    version (Sample Factory's throttle); 0: its share of ``trainer.publish_every + 1`` batches."""
+    custom_roles: tuple[str, ...] = ()
+    """user-defined worker roles, ``"package.module:WorkerClass"`` (``*N`` for N workers), run by every
+    backend beside the built-in ones (see ``srljax/system/worker.py``)."""
+    auth: Literal["auto", "on", "off"] = "auto"
+    """distributed: ZeroMQ CURVE on every socket, with a key pair per role written to the run folder
+    (``keys/``, owner-only) or, in threads, kept in memory; ``auto``: on for Slurm and multi-host
+    trainers (``trainer.num_hosts`` > 1), off for loopback runs on one machine (see docs/architecture.md)."""
+    names: Literal["folder", "controller"] = "folder"
+    """distributed: where workers publish and look up addresses: ``folder``, a file per name in ``RUN_DIR/names``
+    (in memory under the threads backend); ``controller``, served by the controller on a socket (CURVE with
+    ``layout.auth``), for thousands of workers or a slow shared filesystem (``srljax/system/names_service.py``)."""
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    run_root: str = "runs"
+    log_every: int = 1
+    """write a metrics line every N updates."""
+    window: int = 20
+    """recent completed episodes averaged into ``episode_return``."""
+    wandb: Literal["disabled", "offline", "online"] = "disabled"
+    """``disabled`` unless asked: ``offline`` writes a wandb run folder, ``online`` syncs it."""
+    wandb_project: str = "srljax"
+    progress: Literal["auto", "bar", "lines"] = "auto"
+    prometheus_port: int = 0
+    """Prometheus endpoints, listed in ``RUN_DIR/prometheus_targets.json``: 0, every worker and the controller
+    (or the single-process loop) on a free port; -1, none; N > 0, the single-process loop on port N."""
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    every_updates: int = 0
+    """also checkpoint every N updates; 0: only at the end."""
+    keep: int = 3
+    final: bool = True
+    replay: bool = False
+    """replay algorithms: checkpoints hold the replay contents too, so ``--resume`` refills it (single process:
+    in the same atomic orbax step; distributed: each replay buffer worker's own snapshot, see docs)."""

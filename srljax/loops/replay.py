@@ -1,0 +1,226 @@
+"""Single-process training for replay algorithms (DQN): the notebook / one-GPU path.
+
+    from srljax.config import load_file
+    from srljax.loops.replay import train_replay
+    result = train_replay(load_file("configs/cartpole_dqn.py"))
+    result.metrics[-1]["episode_return"]
+
+envpool batches -> ``Acting``'s jitted act (the PPO loop's acting code; each row's epsilon is its
+actor state, here this step's ``algos.dqn.linear_epsilon`` for every row) -> ``Replay.add`` (every
+row, kept per env stream) -> every ``algo.num_steps`` recvs, the updates the replay ratio owes:
+``Replay.sample`` -> ``Learner.step`` -> the update's per-sample ``priority`` back to
+``Replay.update_priorities`` (skipped for uniform replay, ``alpha = 0``, so the host never waits
+on the device for it). Update k is owed once ``replay_ratio * (env_steps - learning_starts)``
+reaches ``k * batch_size`` samples, which with one env is CleanRL's "train every
+``batch_size / replay_ratio`` steps after ``learning_starts``". Importance-sampling beta is annealed
+linearly from ``algo.replay.beta0`` to 1 over the run.
+
+Records, one per ``log.log_every`` updates and a last one at the end, carry what the PPO loop's
+do (``env_steps``, ``episode_return``, ``sps``, losses, ``time_env`` / ``time_act`` /
+``time_update`` / ``time_store``) plus ``time_sample`` (replay sampling and priority updates),
+``epsilon``, ``beta``, ``replay_size`` (sampleable transitions) and ``samples_per_insert`` (samples
+trained per env step inserted since ``learning_starts``: the replay ratio achieved).
+With ``checkpoint.replay=true`` every checkpoint also holds the replay's contents (in the same orbax
+step as the train state), so ``train_replay(cfg, resume=True)`` / ``--resume`` continues with the
+replay restored; each env's episode in progress then ends at its last stored row, as a time limit
+does (the envs are new). Without it, resuming a replay trial is refused.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import jax
+import numpy as np
+
+import envs
+from algos.dqn import linear_epsilon
+from srljax.config import ConfigError, Experiment, write_json
+from srljax.evaluation.evaluator import InlineEval
+from srljax.layout import validate
+from srljax.learning.acting import Acting
+from srljax.learning.learner import Learner
+from srljax.loops.result import PHASES, TrainResult
+from srljax.replay.buffer import Replay, memory_problem
+from srljax.storage.run_dir import claim, resume_problems
+from srljax.storage.steps import read_meta
+from srljax.telemetry.metrics import EpisodeWindow, MetricsLogger, UpdateRecords
+from srljax.types import EnvSpec
+
+REPLAY_PHASES = (*PHASES, "time_sample")
+
+
+def make_replay(cfg: Experiment, spec: EnvSpec) -> Replay:
+    """The replay ``cfg.algo.replay`` describes, one stream per env of ``spec``; raises ``ConfigError`` if it
+    does not fit in memory (checked with the env's real observation shape, before the run folder is claimed)."""
+    a, r = cfg.algo, cfg.algo.replay
+    sizes = (r.capacity, spec.num_envs, spec.obs_shape, spec.obs_dtype, spec.action_shape, spec.action_dtype)
+    if problem := memory_problem(*sizes, dedup_frames=r.dedup_frames):
+        raise ConfigError([problem])
+    return Replay(*sizes, n_step=a.n_step, alpha=r.alpha, priority_eps=r.priority_eps, dedup_frames=r.dedup_frames,
+                  check_memory=False)
+
+
+def train_replay(cfg: Experiment, resume: bool = False) -> TrainResult:
+    """Train a replay algorithm (``srljax.algo_config.consumes(cfg.algo) == "replay"``) in this process."""
+    validate(cfg)
+    if resume and (found := resume_problems(cfg)):  # also: a replay trial needs checkpoint.replay
+        raise ConfigError(found)
+    env = envs.make(cfg.env, seed=cfg.seed)
+    try:
+        replay = make_replay(cfg, env.spec)
+    except ConfigError:
+        env.close()
+        raise
+    run_dir = claim(cfg, resume)
+    write_json(cfg, run_dir / "config.json")
+    learner = Learner(cfg, env.spec)
+    if learner.algo.consumes != "replay":
+        raise TypeError(f"{type(cfg.algo).__name__} declares consumes='replay' but its algorithm's update consumes "
+                        f"{learner.algo.consumes!r}")
+    meta: dict[str, Any] = {}
+    if resume:
+        meta = _restore(cfg, learner, replay)
+    loop = _ReplayLoop(cfg, env, learner, replay, meta)
+    finished = False
+    try:
+        loop.run()
+        finished = True
+    finally:
+        env.close()
+        learner.close()
+        if loop.evals is not None:  # the final evaluation only after a run that did not fail
+            loop.evals.finish(learner.version, learner.policy_params(), loop.env_steps, evaluate=finished)
+        loop.logger.close()
+    loop.result.state = learner.state
+    return loop.result
+
+
+def _restore(cfg: Experiment, learner: Learner, replay: Replay) -> dict[str, Any]:
+    """Restore the newest checkpoint: train state, the replay's contents (``checkpoint.replay``), counters."""
+    found = read_meta(cfg.run_dir / "checkpoints")
+    filled = int((found[1] if found else {}).get("replay_filled", 0))
+    like = {f"replay/{k}": v for k, v in replay.state_like(filled).items()}
+    shell, meta = learner.restore(like)
+    if shell:
+        replay.load_state({k.removeprefix("replay/"): np.asarray(v) for k, v in shell.items() if k.startswith("replay/")})
+        replay.cut_streams(np.arange(replay.num_streams))  # the envs are new: their episodes in progress ended
+    print(f"[{cfg.name}/{cfg.trial}] resumed from the checkpoint of update {learner.version} "
+          f"({int(meta.get('env_steps', 0)):,} env steps; {replay.size:,} replay transitions restored)", flush=True)
+    return meta
+
+
+class _ReplayLoop:
+    """The loop's state: acting, replay, counters, episode window, metrics."""
+
+    def __init__(self, cfg: Experiment, env: envs.VecEnv, learner: Learner, replay: Replay,
+                 meta: dict[str, Any] | None = None):
+        self.cfg, self.env, self.learner, self.replay = cfg, env, learner, replay
+        self.algo = cfg.algo
+        self.acting = Acting(learner.algo, env.spec.num_envs, jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 1))
+        self.rng = np.random.default_rng(cfg.seed)  # replay sampling
+        self.episodes = EpisodeWindow(cfg.log.window)
+        meta = meta or {}
+        self.logger = MetricsLogger(cfg, total=cfg.total_env_steps, elapsed=float(meta.get("elapsed_s", 0.0)),
+                                    wandb_id=meta.get("wandb_id"))
+        self.evals = InlineEval.make(cfg, learner.algo, self.logger.wandb_log)  # eval.every_updates > 0
+        self.env_steps = int(meta.get("env_steps", 0))
+        self.episodes.load_state(meta.get("episodes", {}))
+        if "rng" in meta:
+            self.rng.bit_generator.state = meta["rng"]
+        self.records = UpdateRecords(env_steps=self.env_steps)
+        self.result = TrainResult(config=cfg, env_steps=self.env_steps)
+        self.phases = dict.fromkeys(REPLAY_PHASES, 0.0)
+        self.epsilon = self.algo.eps_start
+        self.beta = self.algo.replay.beta0
+        learner.run_state = self._run_state
+
+    def _run_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """This loop's part of a checkpoint: the replay's contents with ``checkpoint.replay`` (the same orbax
+        step as the train state, so both are written or neither), counters, the sampling generator."""
+        shell = {f"replay/{k}": v for k, v in self.replay.state().items()} if self.cfg.checkpoint.replay else {}
+        return shell, {"env_steps": self.env_steps, "episodes": self.episodes.state(), "rng": self.rng.bit_generator.state,
+                       "replay_filled": self.replay.filled_rows() if shell else 0,
+                       "wandb_id": self.logger.wandb_id, "elapsed_s": round(self.logger.elapsed, 3)}
+
+    def run(self) -> None:
+        cfg, a = self.cfg, self.algo
+        deadline = time.time() + cfg.timeout_seconds
+        params = self.learner.policy_params()
+        metrics: dict[str, Any] = {}
+        self.env.async_reset()
+        while self.env_steps < cfg.total_env_steps:
+            if time.time() > deadline:
+                self.result.stopped_by = "timeout"
+                break
+            for _ in range(a.num_steps):
+                self._step(params)
+            owed = min(int(a.replay_ratio * max(0, self.env_steps - a.learning_starts)) // a.batch_size,
+                       cfg.num_updates)
+            trained = False
+            while self.learner.version < owed and self.replay.size:
+                metrics = self._update()
+                trained = True
+                if self.learner.version % cfg.log.log_every == 0:
+                    self._log(metrics)
+                self.learner.maybe_save()
+            if trained:
+                t0 = time.perf_counter()
+                params = jax.block_until_ready(self.learner.policy_params())
+                self.phases["time_update"] += time.perf_counter() - t0
+                if self.evals is not None:
+                    self.evals.after_update(self.learner.version, params, self.env_steps)
+        if self.learner.version % cfg.log.log_every or not self.result.metrics:
+            self._log(metrics)
+        self.result.env_steps = self.env_steps
+
+    def _step(self, params: Any) -> None:
+        """One recv: act epsilon-greedily, send, store the rows."""
+        a, clock = self.algo, time.perf_counter
+        t0 = clock()
+        ts = self.env.recv()
+        t1 = clock()
+        self.epsilon = linear_epsilon(self.env_steps, a.eps_start, a.eps_end,
+                                      a.exploration_fraction * self.cfg.total_env_steps)
+        # Every row has this step's epsilon, so the per-env actor state Acting.act would gather and store
+        # back (~0.2 ms a call on this CPU, as long as CartPole's whole act) is built here instead.
+        epsilon = {"epsilon": np.full(len(ts.env_id), self.epsilon, np.float32)}
+        action, _, _, self.acting.key = self.acting.jitted(params, ts.obs, epsilon, None, self.acting.key)
+        action = np.asarray(action)
+        t2 = clock()
+        self.env.send(action, ts.env_id)
+        t3 = clock()
+        self.replay.add(ts.obs, action, ts.reward, ts.terminated, ts.truncated, ts.env_id)
+        self.episodes.add(ts.episode_return, ts.episode_length)
+        self.env_steps += len(ts.env_id)
+        self.phases["time_env"] += (t1 - t0) + (t3 - t2)
+        self.phases["time_act"] += t2 - t1
+        self.phases["time_store"] += clock() - t3
+
+    def _update(self) -> dict[str, Any]:
+        """Sample, update, route the priorities back (prioritized replay only)."""
+        r, clock = self.algo.replay, time.perf_counter
+        self.beta = r.beta0 + (1.0 - r.beta0) * min(1.0, self.env_steps / self.cfg.total_env_steps)
+        t0 = clock()
+        batch, keys = self.replay.sample(self.algo.batch_size, self.beta, self.rng)
+        t1 = clock()
+        metrics, per_sample = self.learner.step(batch)
+        t2 = clock()
+        if self.replay.alpha > 0:
+            self.replay.update_priorities(keys, np.asarray(per_sample["priority"]))
+        self.phases["time_sample"] += (t1 - t0) + (clock() - t2)
+        self.phases["time_update"] += t2 - t1
+        return metrics
+
+    def _log(self, metrics: dict[str, Any]) -> None:
+        a = self.algo
+        inserted = max(self.env_steps - a.learning_starts, 1)
+        record = self.records.record(
+            self.learner.version, self.env_steps, self.episodes.summary(), jax.device_get(metrics),
+            epsilon=self.epsilon, beta=self.beta, replay_size=self.replay.size,
+            samples_per_insert=self.learner.version * a.batch_size / inserted, **self.phases)
+        self.phases = dict.fromkeys(REPLAY_PHASES, 0.0)
+        self.logger.write(record)
+        self.result.metrics.append(record)
+        self.result.env_steps = self.env_steps

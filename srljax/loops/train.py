@@ -1,0 +1,29 @@
+"""Single-process training, the notebook / one-GPU path: one entry that hands a config to its loop.
+
+    from srljax import train
+    from srljax.config import Experiment
+    result = train(Experiment(total_env_steps=100_000))
+    result.metrics[-1]["episode_return"]
+
+The loops (this package): ``on_policy.py`` for segment algorithms (PPO, IMPALA, MAPPO, a user's),
+``replay.py`` for replay algorithms (DQN, a user's), ``population.py`` for a PBT population.
+"""
+
+from __future__ import annotations
+
+from srljax.config import Experiment, consumes
+from srljax.loops.on_policy import train_on_policy
+from srljax.loops.population import train_population
+from srljax.loops.replay import train_replay
+from srljax.loops.result import TrainResult
+
+__all__ = ["TrainResult", "train"]
+
+
+def train(cfg: Experiment, resume: bool = False) -> TrainResult:
+    """Train ``cfg`` in this process; ``resume``: continue its trial from the newest checkpoint."""
+    if cfg.pbt.enabled:  # a population of policies
+        return train_population(cfg, resume)
+    if consumes(cfg.algo) == "replay":  # sampled replay batches, not segments
+        return train_replay(cfg, resume)
+    return train_on_policy(cfg, resume)

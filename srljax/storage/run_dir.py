@@ -1,0 +1,195 @@
+"""One run per trial folder: a launch never writes into a folder that an earlier run left files in,
+unless it resumes that run.
+
+    cfg = dataclasses.replace(cfg, trial=new_trial_name())   # "20250101-120000-3f9a1c"
+    problems(cfg)      # [] or ["run folder runs/exp/t1 is not empty (config.json, metrics.jsonl) ..."]
+    run_dir = claim(cfg)   # the folder, created; raises RunFolderInUse instead of mixing two runs
+    problems(cfg, resume=True)   # [] or why the trial cannot continue (no checkpoint, config differs)
+    claim(cfg, resume=True)      # the folder; metrics.jsonl cut back to the checkpoint's update
+
+``launch.cli.resolve`` reports ``problems`` with the config's own (exit 2, nothing created), and
+every entry point that writes a run folder (``srljax.loops.train``, ``run_threads``, the local process
+launcher) calls ``claim`` before it writes anything, so metrics are never appended to an old
+run's, a config never overwrites the one its checkpoints were trained with, and orbax never
+meets an earlier run's step. An existing empty folder is fine.
+
+Resume (``--resume``) continues a trial from its newest checkpoint. It is refused, with nothing in
+the folder changed, when the trial has no checkpoint, when the config differs from the one the
+checkpoint was written with in anything but ``RESUMABLE`` (the differences are listed), and when
+the checkpoint already reached ``total_env_steps``. ``claim(cfg, resume=True)`` then moves the
+metrics lines logged after the checkpoint's update (a crash between checkpoints) to
+``metrics.discarded.jsonl``, so ``metrics.jsonl`` continues without gaps or repeated updates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+from srljax.config import ConfigError, Experiment, consumes, to_dict
+from srljax.storage.steps import read_meta, steps
+
+SHOWN_ENTRIES = 4
+SHOWN_DIFFERENCES = 12
+RESUMABLE = ("name", "trial", "total_env_steps", "timeout_seconds", "log.", "layout.auth", "layout.max_restarts",
+             "layout.restart_backoff_seconds", "slurm.", "eval.", "pbt.")
+"""Config keys (a trailing dot: a whole section) a resumed run may change: the run's length, logging,
+and what only says how it is transported, restarted and scheduled (``layout.auth``, which a launcher
+resolves from ``auto``; the restart budget; the ``slurm`` section, e.g. another partition), and how it
+is evaluated (``eval``). ``pbt`` is listed so checkpoints written before the section existed still
+resume; a population itself never resumes (``srljax.loops.population`` refuses it)."""
+
+
+class RunFolderInUse(ConfigError):
+    """The trial's run folder holds an earlier run; the message names the folder and the fix."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__(problems)
+        self.args = ("\n".join(problems),)
+
+
+def new_trial_name() -> str:
+    """A default trial name: the local time to the second plus 24 random bits, so launches in the
+    same second (a sweep, two terminals) get different folders, e.g. ``20250101-120000-3f9a1c``."""
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+
+
+def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(tree, dict):
+        return {k: v for key, sub in tree.items() for k, v in _flat(sub, f"{prefix}{key}.").items()}
+    return {prefix[:-1]: list(tree) if isinstance(tree, tuple) else tree}
+
+
+def _resumable(key: str) -> bool:
+    return any(key == r or (r.endswith(".") and key.startswith(r)) for r in RESUMABLE)
+
+
+def config_digest(cfg: Experiment) -> str:
+    """A short hash of the config without the keys a resume may change (``RESUMABLE``)."""
+    kept = {k: v for k, v in sorted(_flat(to_dict(cfg)).items()) if not _resumable(k)}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def config_differences(saved: dict[str, Any], cfg: Experiment) -> list[str]:
+    """``key: saved -> now`` for every non-resumable key where ``cfg`` differs from ``saved`` (a
+    ``to_dict`` of the checkpoint's config)."""
+    old, new = _flat(saved), _flat(to_dict(cfg))
+    defaults = _flat(to_dict(Experiment()))
+
+    def same(k: str) -> bool:
+        if k not in old and k in new:  # a key added to the config since, left at its default: nothing changed
+            return k in defaults and new[k] == defaults[k]
+        return old.get(k, "(absent)") == new.get(k, "(absent)")
+
+    return [f"{k}: {old.get(k, '(absent)')!r} -> {new.get(k, '(absent)')!r}" for k in sorted(set(old) | set(new))
+            if not _resumable(k) and not same(k)]
+
+
+def resume_problems(cfg: Experiment) -> list[str]:
+    """Why ``cfg`` cannot resume its trial ([] if it can)."""
+    run_dir = Path(cfg.run_dir)
+    where = f"trial {cfg.name}/{cfg.trial} ({run_dir})"
+    if cfg.pbt.enabled:
+        return [f"cannot resume {where}: resuming a population (pbt.population={cfg.pbt.population}) is not built "
+                "(the members' checkpoints hold their train states, not the manager's ranking and lineage): start a "
+                "new trial without --resume"]
+    if consumes(cfg.algo) == "replay" and not cfg.checkpoint.replay:
+        return [f"cannot resume {where}: it runs with checkpoint.replay=false, so its checkpoints do not hold the "
+                "replay and a resumed run would start from an empty one; start a new trial with "
+                "checkpoint.replay=true to make it resumable"]
+    found = read_meta(run_dir / "checkpoints")
+    if found is None:
+        state = "does not exist" if not run_dir.exists() else "holds no checkpoint"
+        return [f"cannot resume {where}: the folder {state}. Start it as a new run without --resume "
+                "(on a non-empty folder, under another trial name with -f)"]
+    step, meta = found
+    if "config" not in meta:
+        return [f"cannot resume {where}: its newest checkpoint (update {step}) holds only the train state, "
+                "written before run state existed; start a new trial"]
+    diffs = config_differences(meta["config"], cfg)
+    if diffs:
+        shown = diffs[:SHOWN_DIFFERENCES] + ([f"... and {len(diffs) - SHOWN_DIFFERENCES} more"]
+                                              if len(diffs) > SHOWN_DIFFERENCES else [])
+        return [f"cannot resume {where}: the config differs from the one its checkpoint (update {step}) was "
+                f"written with; only {', '.join(k.rstrip('.') + ('.*' if k.endswith('.') else '') for k in RESUMABLE)} "
+                "may change. Use the same config file and overrides, or start a new trial. Differences:\n  "
+                + "\n  ".join(shown)]
+    if consumes(cfg.algo) == "replay" and cfg.layout.mode == "distributed":  # Ape-X: the shards' own replay files
+        from srljax.replay.snapshots import resume_problem
+
+        if problem := resume_problem(run_dir, max(1, cfg.layout.num_buffer_workers)):
+            return [f"cannot resume {where}: {problem}"]
+    env_steps = int(meta.get("env_steps", 0))
+    if env_steps >= cfg.total_env_steps or step >= cfg.num_updates:
+        return [f"cannot resume {where}: its checkpoint (update {step}, {env_steps:,} env steps) already reached "
+                f"total_env_steps={cfg.total_env_steps:,}; raise total_env_steps to train it further"]
+    return []
+
+
+def problems(cfg: Experiment, resume: bool = False) -> list[str]:
+    """Why ``cfg`` may not start in its run folder ([] if the folder is missing or empty); with
+    ``resume``, why it may not continue the run in it."""
+    if resume:
+        return resume_problems(cfg)
+    run_dir = Path(cfg.run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        return [f"run folder {run_dir} is a file; pick another trial name with -f (trial=...) or move it away"]
+    try:
+        entries = sorted(p.name for p in run_dir.iterdir())
+    except FileNotFoundError:
+        return []
+    if not entries:
+        return []
+    shown = ", ".join(entries[:SHOWN_ENTRIES]) + (f" and {len(entries) - SHOWN_ENTRIES} more"
+                                                  if len(entries) > SHOWN_ENTRIES else "")
+    can_resume = read_meta(run_dir / "checkpoints") is not None
+    return [f"run folder {run_dir} is not empty ({shown}): it holds an earlier run of trial {cfg.name}/{cfg.trial}, "
+            "and a new run would mix with it. "
+            + ("Continue it from its newest checkpoint with --resume (resume=True in Python), or pick"
+               if can_resume else "Pick")
+            + " another trial name with -f (trial=... in Python), or move that folder away"]
+
+
+def load_problems(cfg: Experiment) -> list[str]:
+    """Checkpoints the config reads (each policy's ``load=``) that hold no finished step."""
+    return [f"policy {p.name!r}: load={p.load!r} holds no finished checkpoint step; point it at a checkpoints "
+            "folder (RUN_DIR/policies/<name>/checkpoints)" for p in cfg.policies.named if p.load and not steps(p.load)]
+
+
+def claim(cfg: Experiment, resume: bool = False) -> Path:
+    """Create ``cfg.run_dir`` for a new run and return it; raise ``RunFolderInUse`` if an earlier run is
+    in it. With ``resume``: check the trial can continue, cut ``metrics.jsonl`` back to the checkpoint."""
+    if found := problems(cfg, resume):
+        raise RunFolderInUse(found)
+    run_dir = Path(cfg.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if resume:
+        step, _ = read_meta(run_dir / "checkpoints") or (0, {})
+        rollback_metrics(run_dir / "metrics.jsonl", step)
+    return run_dir
+
+
+def rollback_metrics(path: Path, update: int) -> int:
+    """Keep the lines of ``path`` up to ``update``; move later ones to ``metrics.discarded.jsonl``
+    (appended, never lost). Returns how many lines moved."""
+    if not path.exists():
+        return 0
+    keep, drop = [], []
+    for line in path.read_text().splitlines(keepends=True):
+        try:
+            later = int(json.loads(line).get("update", 0)) > update
+        except (ValueError, AttributeError):
+            later = True  # a line torn by the crash: moved aside with the others, not lost
+        (drop if later else keep).append(line)
+    if drop:
+        with (path.parent / "metrics.discarded.jsonl").open("a") as out:
+            out.writelines(drop)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text("".join(keep))
+        os.replace(tmp, path)
+    return len(drop)

@@ -1,0 +1,209 @@
+"""The house: every import goes down a floor or stays on it, and no module imports itself round a circle.
+
+Floors (``docs/architecture.md``, "Folder map"), lowest first:
+
+0. ground: ``srljax.types``, ``srljax.objects``, ``srljax.config.*`` and each algorithm's config beside it
+   (``algos/*_config.py``): plain dataclasses and checks, no JAX, no env, no disk.
+1. parts: ``algos.*`` (pure JAX functions) and ``envs.*`` (the env seam).
+2. machinery: the rooms of ``srljax`` the loops and workers share (``comm``, ``learning``, ``replay``,
+   ``parallel``, ``telemetry``, ``storage``, ``evaluation``) and ``srljax.layout``.
+3. loops: ``srljax.loops.*``, the single-process training loops.
+4. workers: ``srljax.system.*``.
+5. launchers: ``launch.*``.
+6. users' side: ``configs.*``, ``examples.*``, ``bench.*``.
+
+Every import counts, at module level or inside a function, ``TYPE_CHECKING`` included: an import moved into a
+function to dodge a circle is still a circle. A name a lazy package exports (``_EXPORTS`` in its
+``__init__``) is an import of the module that defines it.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TOP = ("srljax", "algos", "envs", "launch", "configs", "examples", "bench")
+MACHINERY = ("comm", "learning", "replay", "parallel", "telemetry", "storage", "evaluation", "layout")
+
+
+def floor(module: str) -> int | None:
+    parts = module.split(".")
+    if module in ("srljax", "srljax.types", "srljax.objects") or parts[:2] == ["srljax", "config"]:
+        return 0
+    if parts[0] == "algos" and len(parts) == 2 and parts[1].endswith("_config"):
+        return 0
+    if parts[0] in ("algos", "envs"):
+        return 1
+    if parts[0] == "srljax" and parts[1] in MACHINERY:
+        return 2
+    if parts[:2] == ["srljax", "loops"]:
+        return 3
+    if parts[:2] == ["srljax", "system"]:
+        return 4
+    if parts[0] == "launch":
+        return 5
+    if parts[0] in ("configs", "examples", "bench"):
+        return 6
+    return None
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for top in TOP:
+        for path in (ROOT / top).rglob("*.py"):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            out[name.removesuffix(".__init__")] = path
+    return out
+
+
+def lazy_exports(path: Path) -> dict[str, str]:
+    """``_EXPORTS = {"Name": "package.module", ...}`` of a lazy package ``__init__``."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "_EXPORTS" for t in node.targets):
+            return ast.literal_eval(node.value)
+    return {}
+
+
+def import_graph() -> dict[str, set[str]]:
+    mods = modules()
+    exports = {m: lazy_exports(p) for m, p in mods.items() if p.name == "__init__.py"}
+
+    def resolve(name: str) -> str | None:
+        while name and name not in mods:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for mod, path in mods.items():
+        package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package
+                    for _ in range(node.level - 1):
+                        up = up.rpartition(".")[0]
+                    base = f"{up}.{base}" if base else up
+                for alias in node.names:
+                    full = f"{base}.{alias.name}"
+                    if full in mods:
+                        targets.append(full)
+                    elif alias.name in exports.get(base, {}):
+                        targets.append(exports[base][alias.name])
+                    else:
+                        targets.append(base)
+            for target in targets:
+                found = resolve(target)
+                if found and found != mod:
+                    graph[mod].add(found)
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    counter = 0
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                    break
+                if child in on:
+                    low[node] = min(low[node], index[child])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        out.append(sorted(component))
+    return out
+
+
+def test_no_import_circles():
+    found = circles(import_graph())
+    assert not found, "import circles (each a set of modules that import each other):\n" + "\n".join(map(str, found))
+
+
+def test_every_module_has_a_floor_and_imports_only_down_or_level():
+    graph = import_graph()
+    homeless = sorted(m for m in graph if floor(m) is None)
+    assert not homeless, f"modules on no floor (give each a room, see this file's docstring): {homeless}"
+    upward = sorted(f"{m} (floor {floor(m)}) imports {t} (floor {floor(t)})"
+                    for m, targets in graph.items() for t in targets if floor(t) > floor(m))
+    assert not upward, "imports from a lower floor to a higher one:\n" + "\n".join(upward)
+
+
+def test_the_checks_catch_a_circle_and_an_upward_import():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+    assert floor("srljax.config.env") < floor("envs.base") < floor("srljax.replay.buffer") < floor("srljax.loops.train")
+    assert floor("srljax.loops.train") < floor("srljax.system.actor") < floor("launch.local") < floor("configs.cartpole_ppo")
+    assert floor("algos.ppo_config") == 0 and floor("algos.ppo") == 1 and floor("srljax.somewhere_new") is None
+
+
+# -- lazy packages: a worker process loads only what its role needs -----------------------------------------------
+HEAVY = ("orbax", "wandb", "matplotlib")
+CHECKPOINTS = {  # roles that write or read orbax checkpoints (their own, or the best/ and members' copies)
+    "srljax.system.trainer", "srljax.system.replay_trainer", "srljax.system.member_trainer",
+    "srljax.system.policy_trainer", "srljax.system.replay_buffer", "srljax.system.eval_manager",
+    "srljax.system.population_manager",
+}
+ROLES = sorted({"srljax.system.actor", "srljax.system.apex_actor", "srljax.system.policy", "srljax.system.buffer",
+                "srljax.system.controller", *CHECKPOINTS})
+
+
+def loaded_after_import(module: str) -> list[str]:
+    code = (f"import sys, {module}; "
+            f"print(' '.join(sorted(m for m in {HEAVY!r} if any(k == m or k.startswith(m + '.') for k in sys.modules))))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
+@pytest.mark.parametrize("module", ROLES)
+def test_a_worker_role_imports_only_what_it_needs(module):
+    allowed = {"orbax"} if module in CHECKPOINTS else set()
+    extra = sorted(set(loaded_after_import(module)) - allowed)
+    assert not extra, f"importing {module} loads {extra}; import them where they are used (lazily)"
+
+
+def test_config_and_launch_checks_load_no_jax():
+    code = ("import sys, srljax.config, srljax.layout; from srljax.config import Experiment, DQNConfig, MAPPOConfig; "
+            "from srljax.layout import problems; problems(Experiment()); "
+            "print(sorted(m for m in ('jax', 'flax', 'optax', 'orbax') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", out.stdout
