@@ -61,7 +61,20 @@ class Algorithm:
       so the accumulator stays with its env however columns are batched (``srljax.learning.rollout``).
     ``act_deterministic``: as ``act`` with the mode of the action distribution (optional; evaluation).
     ``consumes``: ``"segments"`` (fresh ``Trajectory`` batches: PPO, IMPALA) or ``"replay"`` (sampled
-      ``ReplayBatch`` es: DQN); the config class declares the same (``srljax.algo_config.consumes``).
+      ``ReplayBatch`` es: DQN); the config class declares the same (``srljax.config.algo.consumes``).
+
+    What replay and acting need beyond that, so the replay loop and the replay actor name no algorithm:
+    ``exploration(env_steps, actor, num_actors) -> {actor-state key: value}``: host side, the exploration
+      values every env row of one actor acts with, written into its actor state before ``act`` (DQN:
+      ``{"epsilon": e}``; a continuous algorithm: its noise scale). ``actor=None``: the single-process loop's
+      schedule over the run (``env_steps`` so far); ``actor=i`` of ``num_actors``: a distributed actor's own
+      (Ape-X: a constant per actor). Each value is also reported as a metric under its key.
+    ``initial_priorities(rows) -> [R - priority_lookahead]``: numpy, host side: an actor's priorities for
+      rows ``[R]`` of one env stream, from the stored fields (``obs``, ``action``, ``reward``,
+      ``terminated``, ``truncated`` and ``act``'s extras by name); row t may look ``priority_lookahead``
+      rows ahead (DQN: its n-step window). None: every row gets priority 1.
+    Target networks live in ``TrainState.params`` and ``update`` refreshes them (DQN: every
+    ``target_update_every`` updates, Polyak with ``tau``), so no shell ever handles them.
     """
 
     init: Callable[[Array], TrainState]
@@ -75,6 +88,9 @@ class Algorithm:
     act_deterministic: Callable[[Params, Array, ActorState, Array, Array], tuple[Array, dict[str, Array], ActorState]] | None = None
     """``act``'s signature, acting with the distribution's mode (greedy / mean action; DQN: epsilon 0), for
     evaluation (``srljax.evaluation.evaluator``, ``eval.deterministic``); None: the algorithm has none."""
+    exploration: Callable[[int, int | None, int], dict[str, float]] | None = None
+    initial_priorities: Callable[[dict[str, Any]], Any] | None = None
+    priority_lookahead: int = 0
 
 
 def segment_extras_spec(algo: Algorithm) -> dict[str, tuple[tuple[int, ...], str]]:

@@ -119,6 +119,14 @@ def make_dqn(cfg: Experiment, spec: EnvSpec) -> Algorithm:
     adam = optax.adam(schedule, eps=t.adam_eps)
     tx = optax.chain(optax.clip_by_global_norm(t.max_grad_norm), adam) if t.max_grad_norm > 0 else adam
 
+    n_step, decay_steps = a.n_step, a.exploration_fraction * cfg.total_env_steps
+
+    def exploration(env_steps: int, actor: int | None, num_actors: int) -> dict[str, float]:
+        """One process: epsilon linear over the run's first ``exploration_fraction``; Ape-X actor i: its constant."""
+        if actor is None:
+            return {"epsilon": linear_epsilon(env_steps, a.eps_start, a.eps_end, decay_steps)}
+        return {"epsilon": apex_epsilon(actor, num_actors)}
+
     def init(rng: Array) -> TrainState:
         rng, key = jax.random.split(rng)
         online = jax.jit(net.init)(key, jnp.zeros((1, *spec.obs_shape), spec.obs_dtype))
@@ -165,4 +173,8 @@ def make_dqn(cfg: Experiment, spec: EnvSpec) -> Algorithm:
         update=update,
         extras_spec=Q_EXTRAS,
         consumes="replay",
+        exploration=exploration,
+        initial_priorities=lambda rows: initial_priorities(rows["q_taken"], rows["q_max"], rows["reward"],
+                                                           rows["terminated"], rows["truncated"], n_step, gamma),
+        priority_lookahead=n_step,
     )

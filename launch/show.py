@@ -4,8 +4,8 @@
     python -m launch.slurm configs/cartpole_ppo_distributed.py --show      # plus the slurm section and the job
 
 Every field prints as the override that sets it, ``env.num_envs = 8  (int)``, followed by its
-meaning: the attribute docstring under the field in ``srljax/config.py``, ``srljax/algo_config.py``,
-``srljax/config/slurm.py`` or a user's algo config class (read from the class source with ``ast``;
+meaning: the attribute docstring under the field in the config class's own module (``srljax/config/``, ``algos/ppo_config.py``, ...),
+or a user's algo config class (read from the class source with ``ast``;
 a field without one shows none). Values that differ from the field's default say so. Then the
 derived sizes (batch, updates, minibatches, workers per role; ``srljax.layout``) and the config's
 problems, if any. Nothing is created: no run folder, no env.

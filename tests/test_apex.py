@@ -10,13 +10,14 @@ import json
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import numpy as np
 import pytest
 import zmq
 
-from algos.dqn import initial_priorities
+from algos.dqn import Q_EXTRAS, initial_priorities
 from algos.returns import n_step_return
 from srljax.comm import PriorityReceiver, PrioritySender, PriorityUpdate
 from srljax.config import (
@@ -189,7 +190,10 @@ def test_resume_of_a_replay_trial_needs_the_replay_in_its_checkpoints(tmp_path):
 
 def test_row_chunker_sends_every_row_once_in_order_with_priorities():
     spec = EnvSpec("probe", (2,), "float32", "discrete", num_actions=2, num_envs=3, batch_size=2)
-    chunker, rng, sent = RowChunker(spec, num_steps=4, n_step=2, gamma=0.9), np.random.default_rng(0), []
+    # the seam's fields as DQN fills them (algos/dqn.py: n_step 2, gamma 0.9)
+    algo = types.SimpleNamespace(extras_spec=Q_EXTRAS, priority_lookahead=2, initial_priorities=lambda r: initial_priorities(
+        r["q_taken"], r["q_max"], r["reward"], r["terminated"], r["truncated"], n_step=2, gamma=0.9))
+    chunker, rng, sent = RowChunker(spec, num_steps=4, algo=algo), np.random.default_rng(0), []
     rows = {env: [] for env in range(3)}
     for step in range(40):  # async: two of the three envs per recv, unevenly
         ids = np.array([0, 1]) if step % 3 else np.array([0, 2])

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from srljax.algo_config import PPOConfig
+from algos.ppo_config import PPOConfig
 
 from launch.cli import run_cli
 from launch.show import field_docs

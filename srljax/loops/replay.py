@@ -5,8 +5,9 @@
     result = train_replay(load_file("configs/cartpole_dqn.py"))
     result.metrics[-1]["episode_return"]
 
-envpool batches -> ``Acting``'s jitted act (the PPO loop's acting code; each row's epsilon is its
-actor state, here this step's ``algos.dqn.linear_epsilon`` for every row) -> ``Replay.add`` (every
+envpool batches -> ``Acting``'s jitted act (the PPO loop's acting code; each row's exploration values
+are its actor state, here this step's ``algo.exploration(env_steps, None, 1)`` for every row: DQN's
+epsilon) -> ``Replay.add`` (every
 row, kept per env stream) -> every ``algo.num_steps`` recvs, the updates the replay ratio owes:
 ``Replay.sample`` -> ``Learner.step`` -> the update's per-sample ``priority`` back to
 ``Replay.update_priorities`` (skipped for uniform replay, ``alpha = 0``, so the host never waits
@@ -35,7 +36,6 @@ import jax
 import numpy as np
 
 import envs
-from algos.dqn import linear_epsilon
 from srljax.config import ConfigError, Experiment, write_json
 from srljax.evaluation.evaluator import InlineEval
 from srljax.layout import validate
@@ -63,7 +63,7 @@ def make_replay(cfg: Experiment, spec: EnvSpec) -> Replay:
 
 
 def train_replay(cfg: Experiment, resume: bool = False) -> TrainResult:
-    """Train a replay algorithm (``srljax.algo_config.consumes(cfg.algo) == "replay"``) in this process."""
+    """Train a replay algorithm (``srljax.config.algo.consumes(cfg.algo) == "replay"``) in this process."""
     validate(cfg)
     if resume and (found := resume_problems(cfg)):  # also: a replay trial needs checkpoint.replay
         raise ConfigError(found)
@@ -132,7 +132,9 @@ class _ReplayLoop:
         self.records = UpdateRecords(env_steps=self.env_steps)
         self.result = TrainResult(config=cfg, env_steps=self.env_steps)
         self.phases = dict.fromkeys(REPLAY_PHASES, 0.0)
-        self.epsilon = self.algo.eps_start
+        # the algorithm's exploration values, e.g. DQN's {"epsilon": ...} (algos/base.py); none: {}
+        self.exploration = learner.algo.exploration or (lambda env_steps, actor, num_actors: {})
+        self.explore = self.exploration(self.env_steps, None, 1)
         self.beta = self.algo.replay.beta0
         learner.run_state = self._run_state
 
@@ -176,17 +178,16 @@ class _ReplayLoop:
         self.result.env_steps = self.env_steps
 
     def _step(self, params: Any) -> None:
-        """One recv: act epsilon-greedily, send, store the rows."""
-        a, clock = self.algo, time.perf_counter
+        """One recv: act with this step's exploration values, send, store the rows."""
+        clock = time.perf_counter
         t0 = clock()
         ts = self.env.recv()
         t1 = clock()
-        self.epsilon = linear_epsilon(self.env_steps, a.eps_start, a.eps_end,
-                                      a.exploration_fraction * self.cfg.total_env_steps)
-        # Every row has this step's epsilon, so the per-env actor state Acting.act would gather and store
+        self.explore = self.exploration(self.env_steps, None, 1)
+        # Every row has this step's values, so the per-env actor state Acting.act would gather and store
         # back (~0.2 ms a call on this CPU, as long as CartPole's whole act) is built here instead.
-        epsilon = {"epsilon": np.full(len(ts.env_id), self.epsilon, np.float32)}
-        action, _, _, self.acting.key = self.acting.jitted(params, ts.obs, epsilon, None, self.acting.key)
+        state = {k: np.full(len(ts.env_id), v, np.float32) for k, v in self.explore.items()}
+        action, _, _, self.acting.key = self.acting.jitted(params, ts.obs, state, None, self.acting.key)
         action = np.asarray(action)
         t2 = clock()
         self.env.send(action, ts.env_id)
@@ -218,7 +219,7 @@ class _ReplayLoop:
         inserted = max(self.env_steps - a.learning_starts, 1)
         record = self.records.record(
             self.learner.version, self.env_steps, self.episodes.summary(), jax.device_get(metrics),
-            epsilon=self.epsilon, beta=self.beta, replay_size=self.replay.size,
+            **self.explore, beta=self.beta, replay_size=self.replay.size,
             samples_per_insert=self.learner.version * a.batch_size / inserted, **self.phases)
         self.phases = dict.fromkeys(REPLAY_PHASES, 0.0)
         self.logger.write(record)

@@ -1,15 +1,17 @@
-"""ApexActorWorker: an Ape-X actor; acts with its own constant epsilon, computes initial priorities, feeds one shard.
+"""ApexActorWorker: an Ape-X actor; acts with its own exploration, computes initial priorities, feeds one shard.
 
     worker = ApexActorWorker(cfg, index=2, names=names)   # run by a backend for algo=dqn, distributed
 
 The ACTOR role's worker for a replay algorithm (``srljax.layout.REPLAY_WORKERS``). It steps its
 envpool ring like ``ActorWorker`` and acts inline (``srljax.learning.acting.Acting``, the single-process
 loop's acting code) with the newest params the trainer published, every env row with the
-epsilon ``algos.dqn.apex_epsilon(i, N)`` held in its actor state (never in the params).
+algorithm's exploration values for actor i of N (``Algorithm.exploration(0, i, N)``, DQN: Ape-X's
+constant epsilon) held in its actor state (never in the params).
 
-Rows are kept per env (``RowChunker``): once an env has ``T + n`` rows (``algo.num_steps``,
-``algo.n_step``), its first ``T`` have whole n-step windows, get their initial priorities from
-the Q-values the actor computed while acting (``algos.dqn.initial_priorities``, as Ape-X does),
+Rows are kept per env (``RowChunker``): once an env has ``T + n`` rows (``algo.num_steps`` and the
+algorithm's ``priority_lookahead``, DQN: ``algo.n_step``), its first ``T`` have whole windows, get
+their initial priorities from what the actor computed while acting (``Algorithm.initial_priorities``;
+DQN: from its Q-values, as Ape-X does),
 and go to shard ``i % S`` (``srljax.replay.apex``; always the same one, which keeps its envs' streams)
 as one chunk ``[T, k]`` once every env has one ready; the last n rows start the next chunk.
 
@@ -34,7 +36,6 @@ import numpy as np
 
 import algos
 import envs
-from algos.dqn import apex_epsilon, initial_priorities
 from srljax.comm import SampleSender
 from srljax.layout import ACTOR, BUFFER, PARAMS, SAMPLES, TRAINER, actor_envs_per_recv
 from srljax.learning.acting import Acting
@@ -49,26 +50,25 @@ ESCAPE_MIN_S = 5.0
 ESCAPE_UPDATES = 3
 MAX_QUEUED = 2
 WAIT_MS = 20
-ROW_FIELDS = ("obs", "action", "reward", "terminated", "truncated", "q_taken", "q_max")
 
 
 class RowChunker:
     """Per-env rows until ``T + n`` are held; then the first ``T`` leave with their initial priorities.
 
-        chunker = RowChunker(spec, num_steps=50, n_step=3, gamma=0.99)
-        chunker.add(ts, action, extras)          # extras: q_taken, q_max [B]
+        chunker = RowChunker(spec, num_steps=50, algo=algo)   # algo.priority_lookahead rows ahead (DQN: n_step)
+        chunker.add(ts, action, extras)          # extras: act's, by name (DQN: q_taken, q_max [B])
         if chunker.ready():
             chunk = chunker.pop()                # {obs [T, k, *O], ..., priority [T, k], env_id [k]}
     """
 
-    def __init__(self, spec: EnvSpec, num_steps: int, n_step: int, gamma: float):
-        self.num_steps, self.n_step, self.gamma = num_steps, n_step, gamma
-        rows, n = num_steps + n_step, spec.num_envs
+    def __init__(self, spec: EnvSpec, num_steps: int, algo: Any):
+        self.num_steps, self.n_step, self.priorities = num_steps, algo.priority_lookahead, algo.initial_priorities
+        rows, n = num_steps + self.n_step, spec.num_envs
         self.store = {"obs": np.zeros((rows, n, *spec.obs_shape), spec.obs_dtype),
                       "action": np.zeros((rows, n, *spec.action_shape), spec.action_dtype),
                       "reward": np.zeros((rows, n), np.float32), "terminated": np.zeros((rows, n), bool),
-                      "truncated": np.zeros((rows, n), bool), "q_taken": np.zeros((rows, n), np.float32),
-                      "q_max": np.zeros((rows, n), np.float32)}
+                      "truncated": np.zeros((rows, n), bool),
+                      **{k: np.zeros((rows, n, *shape), dtype) for k, (shape, dtype) in algo.extras_spec.items()}}
         self.pos = np.zeros(n, np.int64)
         self.ready_chunks: dict[int, deque[dict[str, np.ndarray]]] = {}  # env -> its chunks (T rows each), in order
 
@@ -76,7 +76,7 @@ class RowChunker:
         ids = np.asarray(ts.env_id)
         rows = self.pos[ids]
         values = {"obs": ts.obs, "action": action, "reward": ts.reward, "terminated": ts.terminated,
-                  "truncated": ts.truncated, "q_taken": extras["q_taken"], "q_max": extras["q_max"]}
+                  "truncated": ts.truncated, **extras}
         for name, store in self.store.items():
             store[rows, ids] = values[name]
         self.pos[ids] += 1
@@ -86,8 +86,8 @@ class RowChunker:
     def _finish(self, env: int) -> None:
         t, s = self.num_steps, {k: v[:, env] for k, v in self.store.items()}
         chunk = {k: s[k][:t].copy() for k in ("obs", "action", "reward", "terminated", "truncated")}
-        chunk["priority"] = initial_priorities(s["q_taken"], s["q_max"], s["reward"], s["terminated"],
-                                               s["truncated"], self.n_step, self.gamma)
+        chunk["priority"] = (np.ones(t, np.float32) if self.priorities is None
+                             else np.asarray(self.priorities(s), np.float32))
         self.ready_chunks.setdefault(env, deque()).append(chunk)
         for store in self.store.values():  # the last n rows start the next chunk
             store[: self.n_step, env] = store[t:, env]
@@ -120,19 +120,21 @@ class ApexActorWorker(ActorWorker):
         self.env = envs.make(env_cfg, seed=cfg.seed + self.index * cfg.env.num_envs)
         self.spec = self.env.spec
         self.algo = algos.make(cfg, self.spec)
-        self.epsilon = apex_epsilon(self.index, cfg.layout.num_actors)
+        self.explore = (self.algo.exploration or (lambda *_: {}))(0, self.index, cfg.layout.num_actors)
+        self.epsilon = self.explore.get("epsilon")  # reported to the replay buffer and trainer when there is one
         self.shard = shard_of(self.index, cfg)
         self.sender = SampleSender(None, self.trial, ctx=self.ctx, hwm=SEND_HWM)
         if not self.connect_peers(self.sender, BUFFER, SAMPLES, [self.shard]):  # follows a restarted shard
             raise RuntimeError(f"the configure message named no replay buffer worker {self.shard} to push to")
         key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 1000 + self.index)
         self.acting = Acting(self.algo, self.spec.num_envs, key)
-        self.acting.actor_state["epsilon"][:] = self.epsilon
+        for key, value in self.explore.items():
+            self.acting.actor_state[key][:] = value
         codec = ParamsCodec(self.algo)
         self.acting.warm_up(codec.zeros(), self.spec)
         self.follower = ParamsFollower(self.trial, self.peers_of(TRAINER, PARAMS), codec, self.stats, self.ctx)
         self.follow_peers(self.follower.sub, TRAINER, PARAMS)
-        self.chunker = RowChunker(self.spec, cfg.algo.num_steps, cfg.algo.n_step, cfg.algo.gamma)
+        self.chunker = RowChunker(self.spec, cfg.algo.num_steps, self.algo)
         self.outgoing: deque[tuple[dict[str, np.ndarray], dict[str, Any]]] = deque()
         self.returns: list[float] = []
         self.lengths: list[int] = []
@@ -142,10 +144,13 @@ class ApexActorWorker(ActorWorker):
         self.bonus = 0.0  # rows granted by ``_escape`` beyond the allowance
         self.version_seen, self.version_time, self.last_escape, self.update_interval = -1, time.monotonic(), 0.0, 1.0
         self.blocked = ""
-        self.stats.gauge("epsilon", self.epsilon)
+        for key, value in self.explore.items():
+            self.stats.gauge(key, value)
         self.env.async_reset()
-        self.log(f"{self.spec.num_envs} envs {self.spec.id}, epsilon {self.epsilon:.4g}, feeds replay buffer worker "
-                 f"{self.shard}; chunks of {cfg.algo.num_steps} rows + {cfg.algo.n_step} for the n-step windows")
+        explore = ", ".join(f"{k} {v:.4g}" for k, v in self.explore.items())
+        self.log(f"{self.spec.num_envs} envs {self.spec.id}, {explore or 'no exploration values'}, feeds replay buffer "
+                 f"worker {self.shard}; chunks of {cfg.algo.num_steps} rows + {self.chunker.n_step} for the priorities' "
+                 "look-ahead")
 
     def poll(self) -> None:
         if len(self.outgoing) >= MAX_QUEUED:
@@ -214,7 +219,7 @@ class ApexActorWorker(ActorWorker):
     def _queue_chunk(self) -> None:
         if not self.chunker.ready_chunks:
             return
-        meta = {**episode_meta(self.returns, self.lengths), "epsilon": float(self.epsilon),
+        meta = {**episode_meta(self.returns, self.lengths), **({} if self.epsilon is None else {"epsilon": float(self.epsilon)}),
                 "incarnation": self.incarnation}
         self.outgoing.append((self.chunker.pop(), meta))
         self.returns, self.lengths = [], []
