@@ -11,16 +11,11 @@ Names are loaded on first use.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from srljax.objects import lazy_exports
 
 _EXPORTS = {"Algorithm": "algos.base", "TrainState": "algos.base", "make": "algos.factory"}
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'algos' has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 __all__ = sorted(_EXPORTS)

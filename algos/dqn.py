@@ -37,6 +37,8 @@ from srljax.types import EnvSpec, ReplayBatch
 
 Array = jax.Array
 ApplyFn = Callable[[Params, Array], Array]
+Bootstrap = Callable[[Array, "Array | None", ReplayBatch, float], Array]
+"""``(q_next_target [N, A], q_next_online [N, A] or None, batch, gamma) -> targets [N]`` (``q_target``)."""
 
 
 def linear_epsilon(env_steps: int, start: float, end: float, duration: float) -> float:
@@ -96,20 +98,23 @@ def q_target(q_next_target: Array, q_next_online: Array | None, batch: ReplayBat
 
 
 def dqn_loss(online: Params, target: Params, apply_fn: ApplyFn, batch: ReplayBatch, *, gamma: float,
-             double_q: bool = True, loss: str = "huber") -> tuple[Array, dict[str, Array]]:
-    """Weighted TD loss on a replay batch -> (loss, aux) with aux ``td`` [N], ``q_mean``, ``target_mean``."""
+             double_q: bool = True, loss: str = "huber", bootstrap: Bootstrap = q_target) -> tuple[Array, dict[str, Array]]:
+    """Weighted TD loss on a replay batch -> (loss, aux) with aux ``td`` [N], ``q_mean``, ``target_mean``;
+    ``bootstrap`` makes the targets (``q_target``'s signature; a DQN variant passes its own)."""
     q = apply_fn(online, batch.obs)
     q_sa = jnp.take_along_axis(q, batch.action.astype(jnp.int32)[:, None], axis=-1)[:, 0]
     q_next_online = lax.stop_gradient(apply_fn(online, batch.next_obs)) if double_q else None
-    y = lax.stop_gradient(q_target(apply_fn(target, batch.next_obs), q_next_online, batch, gamma))
+    y = lax.stop_gradient(bootstrap(apply_fn(target, batch.next_obs), q_next_online, batch, gamma))
     td = y - q_sa
     per_sample = optax.huber_loss(td, delta=1.0) if loss == "huber" else jnp.square(td)
     value = jnp.mean(batch.weight.astype(jnp.float32) * per_sample)
     return value, {"td": lax.stop_gradient(td), "q_mean": jnp.mean(lax.stop_gradient(q_sa)), "target_mean": jnp.mean(y)}
 
 
-def make_dqn(cfg: Experiment, spec: EnvSpec) -> Algorithm:
-    """Build DQN for ``spec`` (discrete actions) from ``cfg.algo`` (a ``DQNConfig``) and ``cfg.trainer``."""
+def make_dqn(cfg: Experiment, spec: EnvSpec, bootstrap: Bootstrap | None = None) -> Algorithm:
+    """Build DQN for ``spec`` (discrete actions) from ``cfg.algo`` (a ``DQNConfig``) and ``cfg.trainer``;
+    ``bootstrap``: a variant's own targets instead of ``q_target`` (``examples/expected_sarsa.py``)."""
+    bootstrap = bootstrap or q_target
     a, t = cfg.algo, cfg.trainer
     assert isinstance(a, DQNConfig)
     net = make_q_network(a, spec)
@@ -146,7 +151,8 @@ def make_dqn(cfg: Experiment, spec: EnvSpec) -> Algorithm:
         return action, extras, actor_state
 
     grad_fn = jax.value_and_grad(
-        lambda p, target, batch: dqn_loss(p, target, net.apply, batch, gamma=gamma, double_q=double_q, loss=loss_kind),
+        lambda p, target, batch: dqn_loss(p, target, net.apply, batch, gamma=gamma, double_q=double_q, loss=loss_kind,
+                                          bootstrap=bootstrap),
         has_aux=True)
 
     def update(state: TrainState, batch: ReplayBatch) -> tuple[TrainState, Metrics, dict[str, Array]]:

@@ -110,13 +110,9 @@ class DQNConfig:
         if r.alpha < 0 or not 0.0 <= r.beta0 <= 1.0 or r.priority_eps <= 0:
             out.append(f"algo.replay.alpha={r.alpha} must be >= 0, algo.replay.beta0={r.beta0} in [0, 1] and "
                        f"algo.replay.priority_eps={r.priority_eps} > 0")
-        per_env = r.capacity // max(cfg.env.num_envs, 1)
-        stack = cfg.env.stack_num if r.dedup_frames else 1
-        if per_env <= self.n_step + stack:
-            out.append(f"algo.replay.capacity={r.capacity:,} leaves {per_env} rows for each of env.num_envs="
-                       f"{cfg.env.num_envs} envs, fewer than an n-step window needs (> algo.n_step + frame stack = "
-                       f"{self.n_step + stack}); raise the capacity")
-        elif r.capacity < self.batch_size:
+        # whether each env's share of the capacity holds an n-step window (with the frame stack of deduplicated
+        # frames, an env option): srljax.layout.problems (srljax.replay.buffer.window_problems)
+        if r.capacity < self.batch_size:
             out.append(f"algo.replay.capacity={r.capacity:,} is smaller than one batch of "
                        f"algo.batch_size={self.batch_size}")
         # whether the capacity fits in memory: srljax.layout.problems (srljax.replay.buffer.config_memory_problems)

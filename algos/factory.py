@@ -26,6 +26,11 @@ def make(cfg: Experiment, spec: EnvSpec) -> Algorithm:
     """Build the configured algorithm for environments described by ``spec``."""
     if cfg.policies.enabled:  # several policies, each acting for its agents (srljax/config/policies.py)
         return make_multi_policy(cfg, spec)
+    if getattr(cfg.algo, "factory", ""):  # a user's algorithm, also one whose config subclasses a built-in's
+        algo = load_object(cfg.algo.factory, "algo.factory")(cfg, spec)
+        if not isinstance(algo, Algorithm):
+            raise TypeError(f"algo.factory={cfg.algo.factory!r} returned {type(algo).__name__}, not algos.Algorithm")
+        return algo
     match cfg.algo:
         case MAPPOConfig():  # before PPOConfig, its base class
             return make_mappo(cfg, spec)
@@ -35,11 +40,6 @@ def make(cfg: Experiment, spec: EnvSpec) -> Algorithm:
             return make_impala(cfg, spec)
         case DQNConfig():
             return make_dqn(cfg, spec)
-        case other if isinstance(getattr(other, "factory", None), str):
-            algo = load_object(other.factory, "algo.factory")(cfg, spec)
-            if not isinstance(algo, Algorithm):
-                raise TypeError(f"algo.factory={other.factory!r} returned {type(algo).__name__}, not algos.Algorithm")
-            return algo
         case other:
             raise ValueError(f"unknown algorithm config {type(other).__name__}; known: PPOConfig, IMPALAConfig, "
                              "DQNConfig, or a config with factory='package.module:make_fn'")

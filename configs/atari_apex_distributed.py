@@ -31,7 +31,8 @@ from srljax.config import (
 def experiment() -> Experiment:
     return Experiment(
         total_env_steps=50_000_000,
-        env=EnvConfig(id="Pong-v5", num_envs=8, episodic_life=True, reward_clip=True, repeat_action_probability=0.0),
+        env=EnvConfig(id="Pong-v5", num_envs=8,
+                      options={"episodic_life": True, "reward_clip": True, "repeat_action_probability": 0.0}),
         algo=DQNConfig(
             num_steps=32, gamma=0.99, n_step=3, batch_size=512, replay_ratio=1.0, learning_starts=50_000,
             double_q=True, dueling=True, loss="huber", target_update_every=2500, tau=1.0, network="cnn",

@@ -19,8 +19,8 @@ from srljax.config import CheckpointConfig, DQNConfig, EnvConfig, Experiment, Lo
 def experiment() -> Experiment:
     return Experiment(
         total_env_steps=10_000_000,
-        env=EnvConfig(id="Breakout-v5", num_envs=1, episodic_life=True, reward_clip=True,
-                      repeat_action_probability=0.0),
+        env=EnvConfig(id="Breakout-v5", num_envs=1,
+                      options={"episodic_life": True, "reward_clip": True, "repeat_action_probability": 0.0}),
         algo=DQNConfig(
             gamma=0.99, n_step=1, batch_size=32, replay_ratio=8.0, learning_starts=80_000,
             double_q=False, dueling=False, loss="mse", target_update_every=250, tau=1.0,

@@ -22,8 +22,9 @@ from srljax.config import CheckpointConfig, EnvConfig, Experiment, IMPALAConfig,
 def experiment() -> Experiment:
     return Experiment(
         total_env_steps=50_000_000,
-        env=EnvConfig(id="Pong-v5", num_envs=128, batch_size=64, episodic_life=False, reward_clip=True,
-                      repeat_action_probability=0.25, full_action_space=True, noop_max=1, max_episode_steps=27_000),
+        env=EnvConfig(id="Pong-v5", num_envs=128, batch_size=64, max_episode_steps=27_000,
+                      options={"episodic_life": False, "reward_clip": True, "repeat_action_probability": 0.25,
+                               "full_action_space": True, "noop_max": 1}),
         algo=IMPALAConfig(num_steps=20, gamma=0.99, ent_coef=0.01, vf_coef=0.5, rho_bar=1.0, c_bar=1.0,
                           optimizer="rmsprop", rmsprop_decay=0.99, rmsprop_eps=0.01, network="cnn"),
         trainer=TrainerConfig(lr=6e-4, anneal_lr=True, num_minibatches=4, update_epochs=1, max_grad_norm=40.0,

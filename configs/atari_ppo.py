@@ -15,7 +15,8 @@ from srljax.config import CheckpointConfig, EnvConfig, Experiment, PPOConfig, Tr
 def experiment() -> Experiment:
     return Experiment(
         total_env_steps=10_000_000,
-        env=EnvConfig(id="Pong-v5", num_envs=8, episodic_life=True, reward_clip=True, repeat_action_probability=0.0),
+        env=EnvConfig(id="Pong-v5", num_envs=8,
+                      options={"episodic_life": True, "reward_clip": True, "repeat_action_probability": 0.0}),
         algo=PPOConfig(num_steps=128, gamma=0.99, gae_lambda=0.95, clip_coef=0.1, ent_coef=0.01, vf_coef=0.5),
         trainer=TrainerConfig(
             lr=2.5e-4, anneal_lr=True, num_minibatches=4, update_epochs=4, max_grad_norm=0.5, overlap_collection=True

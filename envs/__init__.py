@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from envs.atari import atari_option_problems
 from envs.base import VecEnv
 from envs.multi_agent import is_multi_agent_envpool, num_agents_before_launch
+from envs.options import option_problems
 from envs.probe import ConstantRewardTimeLimit, TerminalReward
 from srljax.config import EnvConfig
 from srljax.objects import load_object
@@ -56,17 +58,21 @@ def _make(cfg: EnvConfig, seed: int) -> VecEnv:
 
 def problems(cfg: EnvConfig) -> list[str]:
     """What would stop ``make(cfg)``, found without building an env (launchers check it first):
-    an envpool id that does not exist, or a factory that does not import."""
+    an envpool id that does not exist, a factory that does not import, or ``env.options`` the family
+    does not take (Atari's, ``envs/atari.py``; a factory's ``make_fn.options``, ``envs/options.py``)."""
     if cfg.factory:
         try:
-            _factory(cfg.factory)
+            make_fn = _factory(cfg.factory)
         except ValueError as error:
             return [str(error)]
-        return []
-    from envs.envpool_env import unknown_id_problem
+        schema = getattr(make_fn, "options", None)  # the family's declared options (envs/options.py), if any
+        return option_problems(cfg.options, schema, f"env.factory={cfg.factory!r}") if schema is not None else []
+    from envs.envpool_env import is_atari, unknown_id_problem
 
     problem = unknown_id_problem(cfg.id)
-    return [problem] if problem else []
+    if problem:
+        return [problem]
+    return atari_option_problems(cfg) if is_atari(cfg.id) else []
 
 
 def fit_problems(cfg: Any) -> list[str]:

@@ -3,8 +3,8 @@
     env = EnvpoolVecEnv(EnvConfig(id="Breakout-v5", num_envs=8), seed=1)
     ts = env.reset()       # obs uint8 [8, 4, 84, 84]; float observations arrive as float32
 
-Atari gets envpool's standard preprocessing from EnvConfig (episodic life, reward clipping,
-sticky actions, frame stack, 84x84 gray, no-op starts). ``max_episode_steps`` counts agent steps
+Atari gets envpool's standard preprocessing from ``env.options`` (``envs/atari.py``: episodic life,
+reward clipping, sticky actions, frame stack, 84x84 gray, no-op starts). ``max_episode_steps`` counts agent steps
 (envpool's Atari default is 27,000 agent steps = 108,000 frames at frame skip 4).
 
 Episode statistics are true whole-game numbers. envpool's info keys used here (checked against
@@ -23,28 +23,16 @@ from __future__ import annotations
 
 import difflib
 import warnings
-from dataclasses import fields
 
 import envpool
 import numpy as np
 
+from envs.atari import atari_options
 from envs.envpool_batch import EnvpoolBatch
 from envs.episode_stats import EpisodeStats
 from envs.spaces import ActionConverter, observation_dtype, spec_from_spaces
 from srljax.config import EnvConfig
 from srljax.types import TimeStep
-
-ATARI_OPTIONS = (
-    "episodic_life",
-    "reward_clip",
-    "repeat_action_probability",
-    "stack_num",
-    "img_height",
-    "img_width",
-    "noop_max",
-    "full_action_space",
-)
-"""EnvConfig fields forwarded to envpool for Atari games only (same names as envpool's options)."""
 
 
 def is_atari(env_id: str) -> bool:
@@ -86,17 +74,15 @@ def envpool_options(cfg: EnvConfig, seed: int) -> dict:
     if cfg.max_episode_steps > 0:
         options["max_episode_steps"] = cfg.max_episode_steps
     if is_atari(cfg.id):
-        options.update({name: getattr(cfg, name) for name in ATARI_OPTIONS})
-    else:
-        # envpool rejects Atari keywords for other tasks, so they are dropped; say so when the
-        # user changed one, since they evidently expected it to do something.
-        defaults = {f.name: f.default for f in fields(EnvConfig)}
-        changed = [f"{n}={getattr(cfg, n)!r}" for n in ATARI_OPTIONS if getattr(cfg, n) != defaults[n]]
-        if changed:
-            warnings.warn(
-                f"env.id={cfg.id!r} is not an Atari game; the Atari-only options {', '.join(changed)} are ignored",
-                stacklevel=4,  # point at the caller of envs.make
-            )
+        options.update(atari_options(cfg))
+    elif cfg.options:
+        # envpool rejects Atari keywords for other tasks, so they are dropped; say so, since the user
+        # evidently expected them to do something.
+        changed = [f"{n}={v!r}" for n, v in cfg.options.items()]
+        warnings.warn(
+            f"env.id={cfg.id!r} is not an Atari game; the Atari-only options {', '.join(changed)} are ignored",
+            stacklevel=4,  # point at the caller of envs.make
+        )
     return options
 
 
@@ -107,7 +93,7 @@ class EnvpoolVecEnv(EnvpoolBatch):
         check_known_id(cfg.id)
         self._atari = is_atari(cfg.id)
         # With episodic life a lost life ends the learning episode but not the game.
-        self._game_over_from_info = self._atari and cfg.episodic_life
+        self._game_over_from_info = self._atari and atari_options(cfg)["episodic_life"]
         self._env = envpool.make(cfg.id, env_type="gymnasium", **envpool_options(cfg, seed))
         self.spec = spec_from_spaces(
             cfg.id,

@@ -10,16 +10,11 @@ an actor needs (no orbax, wandb or matplotlib).
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from srljax.objects import lazy_exports
 
 _EXPORTS = {"train": "srljax.loops.train", "TrainResult": "srljax.loops.result"}
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'srljax' has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 __all__ = sorted(_EXPORTS)

@@ -29,7 +29,7 @@ from srljax.config import problems as config_problems
 from srljax.config.policies import trainer_count
 from srljax.objects import load_object
 from srljax.replay.apex import apex_problems
-from srljax.replay.buffer import config_memory_problems
+from srljax.replay.buffer import config_memory_problems, window_problems
 from srljax.storage.run_dir import load_problems
 
 TRAINER, BUFFER, POLICY, ACTOR = "trainer", "buffer", "policy", "actor"
@@ -272,7 +272,7 @@ def problems(cfg: Experiment) -> list[str]:
     if consumes(cfg.algo) == "replay" and cfg.layout.mode != "single":
         found += apex_problems(cfg)  # Ape-X's layout rules live with its workers' helpers
     if consumes(cfg.algo) == "replay" and not any(p.startswith("algo.replay.capacity") for p in found):
-        found += config_memory_problems(cfg)
+        found += window_problems(cfg) or config_memory_problems(cfg)
     return found
 
 

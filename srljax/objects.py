@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,3 +51,19 @@ def load_object(path: str, key: str) -> Any:
     if not hasattr(module, attr):
         raise ValueError(f"{key}={path!r}: module {module_name!r} has no {attr!r}")
     return getattr(module, attr)
+
+
+def lazy_exports(package: str, exports: dict[str, str]) -> Callable[[str], Any]:
+    """A package's module ``__getattr__`` that imports each exported name's module on first use
+    (``exports``: name -> the module that defines it), so importing the package costs nothing::
+
+        _EXPORTS = {"train": "srljax.loops.train"}
+        __getattr__ = lazy_exports(__name__, _EXPORTS)
+    """
+
+    def __getattr__(name: str) -> Any:
+        if name not in exports:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(exports[name]), name)
+
+    return __getattr__

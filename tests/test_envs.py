@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import envpool
 import numpy as np
 import pytest
 
 import envs
 from envs.probe import ConstantRewardTimeLimit, TerminalReward
-from srljax.config import EnvConfig
+from srljax.config import EnvConfig, Experiment
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*precision lowered:UserWarning")
 
@@ -102,7 +104,7 @@ def test_unknown_id_lists_close_matches_and_factory(typo, expected):
 
 def test_atari_options_on_non_atari_id_warn():
     with pytest.warns(UserWarning, match="reward_clip=False"):
-        envs.make(EnvConfig(id="CartPole-v1", reward_clip=False), seed=0).close()
+        envs.make(EnvConfig(id="CartPole-v1", options={"reward_clip": False}), seed=0).close()
 
 
 def _twin(env_id: str, **options) -> envpool.python.protocol.GymnasiumEnvPool:
@@ -117,7 +119,8 @@ def test_atari_whole_game_stats_span_lives_and_are_unclipped():
     were summed, or if reset rows were counted as steps.
     """
     options = dict(num_envs=2, episodic_life=True, reward_clip=True)
-    env = envs.make(EnvConfig(id="SpaceInvaders-v5", **options), seed=7)
+    env = envs.make(EnvConfig(id="SpaceInvaders-v5", num_envs=2, options={"episodic_life": True, "reward_clip": True}),
+                    seed=7)
     twin = _twin("SpaceInvaders-v5", seed=7, **options)
     env.reset(), twin.reset()
     raw_sum, clipped_sum, lives_lost = np.zeros(2), np.zeros(2), np.zeros(2, int)
@@ -150,7 +153,8 @@ def test_atari_whole_game_stats_span_lives_and_are_unclipped():
 
 def test_pong_truncation_reports_raw_return_and_is_not_termination():
     options = dict(num_envs=2, episodic_life=True, reward_clip=True, max_episode_steps=150)
-    env = envs.make(EnvConfig(id="Pong-v5", **options), seed=3)
+    env = envs.make(EnvConfig(id="Pong-v5", num_envs=2, max_episode_steps=150,
+                              options={"episodic_life": True, "reward_clip": True}), seed=3)
     twin = _twin("Pong-v5", seed=3, **options)
     env.reset(), twin.reset()
     raw_sum = np.zeros(2)
@@ -256,3 +260,28 @@ def test_terminal_reward_probe_values_are_exact():
     values = [float(env.true_value(r.obs, gamma)[0]) for r in rows]
     assert values[:3] == [0.25, 0.5, 1.0]
     np.testing.assert_allclose(_td_errors(rows, values, gamma, bootstrap_truncation=True), 0, atol=1e-6)
+
+
+def test_env_options_are_checked_by_their_family_before_launch():
+    """Atari's options by name, type and range; a user's factory by its declared ``make_fn.options``; a typo
+    names the close option. Fails if env.options were passed through unchecked."""
+    from srljax.config import apply_overrides
+
+    cfg = apply_overrides(Experiment(env=EnvConfig(id="Pong-v5")), ["env.options.reward_clp=false",
+                                                                     "env.options.stack_num=two",
+                                                                     "env.options.repeat_action_probability=1.5"])
+    found = envs.problems(cfg.env)
+    assert any("env.options.reward_clp: unknown option" in p and "reward_clip" in p for p in found), found
+    assert any("env.options.stack_num='two'" in p and "expects a int" in p for p in found), found
+    assert any("repeat_action_probability=1.5 must be in [0, 1]" in p for p in found), found
+    good = apply_overrides(Experiment(env=EnvConfig(id="Pong-v5")), ["env.options.reward_clip=false"])
+    assert good.env.options == {"reward_clip": False} and envs.problems(good.env) == []
+    family = EnvConfig(factory="tests.parity_env:make_env", num_envs=1, max_episode_steps=4, options={"rewrd": 2.0})
+    assert any("env.options.rewrd: unknown option" in p and "reward" in p for p in envs.problems(family))
+    family = dataclasses.replace(family, options={"reward": 2.0})
+    assert envs.problems(family) == []
+    env = envs.make(family, seed=0)
+    env.reset()
+    ts = env.step(np.zeros(1, np.int32))  # step 0: parity 0, the right action pays the option's reward
+    assert float(ts.reward[0]) == 2.0
+    env.close()

@@ -207,3 +207,25 @@ def test_config_and_launch_checks_load_no_jax():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_the_folder_map_in_docs_names_every_folder_and_only_real_paths():
+    """docs/architecture.md's folder map matches the tree: each folder of Python code is in it, and each path it
+    names (a folder, or a file of a folder it names) exists."""
+    import re
+
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    start = text.index("Folder map (")
+    table = text[start:text.index("\n\n", text.index("| folder |", start))]
+    rows = [row.split("|") for row in table.splitlines()[2:] if row.count("|") >= 3]
+    folders = {f for cells in rows for f in re.findall(r"`([a-z_/]+/)`", cells[1])}
+    code_folders = {p.parent.relative_to(ROOT).as_posix() + "/" for top in (*TOP, "tests")
+                    for p in (ROOT / top).rglob("*.py") if "__pycache__" not in p.parts}
+    assert not code_folders - folders, f"folders missing from the map: {sorted(code_folders - folders)}"
+    assert all((ROOT / f).is_dir() for f in folders), [f for f in folders if not (ROOT / f).is_dir()]
+    for cells in rows:
+        named = re.findall(r"`([a-z_/]+/)`", cells[1])
+        for file in re.findall(r"`([a-z_*]+\.py)`", cells[2]):
+            if "*" in file:
+                continue
+            assert any((ROOT / folder / file).exists() for folder in named), f"{file} is not in {named}"

@@ -12,8 +12,8 @@ from scipy import stats
 
 from srljax.config import DQNConfig, EnvConfig, Experiment, ReplayConfig, TrainerConfig
 from srljax.layout import problems  # the config tree, and the replay against memory
-from srljax.replay.buffer import Replay, ReplayMemoryError, memory_problem, replay_bytes
 from srljax.replay import buffer as replay_mod
+from srljax.replay.buffer import Replay, ReplayMemoryError, memory_problem, replay_bytes
 from srljax.replay.sum_tree import SumTree
 
 
@@ -174,7 +174,7 @@ def test_dedup_frames_restack_equals_envpool_breakout_stacks():
     """Breakout with episodic life (lost lives keep the stack, game overs restart it) and a time limit."""
     import envs
 
-    env = envs.make(EnvConfig(id="Breakout-v5", num_envs=2, max_episode_steps=60, noop_max=1), seed=3)
+    env = envs.make(EnvConfig(id="Breakout-v5", num_envs=2, max_episode_steps=60, options={"noop_max": 1}), seed=3)
     spec = env.spec
     full = Replay(2 * 150, 2, spec.obs_shape, "uint8", n_step=3, alpha=0.0, check_memory=False)
     dedup = Replay(2 * 150, 2, spec.obs_shape, "uint8", n_step=3, alpha=0.0, dedup_frames=True, check_memory=False)

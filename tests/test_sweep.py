@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from algos.ppo_config import PPOConfig
 
+from algos.ppo_config import PPOConfig
 from launch.cli import run_cli
 from launch.show import field_docs
 from launch.slurm import jobs as slurm_jobs

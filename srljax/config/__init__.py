@@ -22,8 +22,7 @@ loaded on first use, so ``import srljax.config`` costs nothing.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from srljax.objects import lazy_exports
 
 _EXPORTS = {  # name -> the module that defines it
     "ConfigError": "srljax.config.errors",
@@ -44,11 +43,7 @@ _EXPORTS = {  # name -> the module that defines it
     "DQNConfig": "algos.dqn_config", "ReplayConfig": "algos.dqn_config",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'srljax.config' has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 __all__ = sorted(_EXPORTS)

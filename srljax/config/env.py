@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -19,24 +22,21 @@ class EnvConfig:
     """envpool worker threads; 0 lets envpool choose."""
     max_episode_steps: int = 0
     """time limit in agent steps; 0 keeps the env's default (Atari: 27,000; MuJoCo: 1,000)."""
-    # Atari-only options (envpool's standard preprocessing: 84x84 gray, frame skip 4, ...).
-    episodic_life: bool = True
-    """Atari: a lost life ends the learning episode (stats still report whole games)."""
-    reward_clip: bool = True
-    """Atari: learn from sign(reward); stats report the unclipped return."""
-    repeat_action_probability: float = 0.0
-    """Atari: sticky actions (0.25 is the Machado et al. protocol)."""
-    stack_num: int = 4
-    img_height: int = 84
-    img_width: int = 84
-    noop_max: int = 30
-    full_action_space: bool = False
     factory: str = ""
     """user-defined env: ``"package.module:make_fn"``, called as ``make_fn(env_config, seed)``
     and returning an object with the VecEnv interface (see ``envs/base.py``)."""
     obs_mask: tuple[int, ...] = ()
     """keep only these indices of the flattened observation (any env), e.g. ``(0, 2)``: CartPole without
     its velocities, a partially observable task; ``()`` keeps everything."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """the env family's own options, checked by the family before launch (``envs.problems``) and filled with
+    its defaults when the env is built: envpool Atari games take ``episodic_life``, ``reward_clip``,
+    ``repeat_action_probability``, ``stack_num``, ``img_height``, ``img_width``, ``noop_max``,
+    ``full_action_space`` (``envs/atari.py``); a user's ``factory`` declares its own (``make_fn.options``,
+    ``envs/options.py``). On the command line: ``env.options.reward_clip=false``."""
+
+    def __hash__(self) -> int:  # ``options`` is a dict: hash the whole config by value
+        return hash(json.dumps(dataclasses.asdict(self), sort_keys=True, default=str))
 
     @property
     def envs_per_recv(self) -> int:

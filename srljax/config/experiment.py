@@ -113,8 +113,6 @@ def problems(cfg: Experiment) -> list[str]:
             f"env.num_envs={e.num_envs} is not a multiple of env.batch_size={e.batch_size} "
             f"({e.num_envs} % {e.batch_size} = {e.num_envs % e.batch_size}); set env.batch_size to a divisor"
         )
-    if not 0.0 <= e.repeat_action_probability <= 1.0:
-        out.append(f"env.repeat_action_probability={e.repeat_action_probability} must be in [0, 1]")
     if callable(getattr(a, "problems", None)):
         out.extend(a.problems(cfg))  # the algo config's own checks (PPOConfig, IMPALAConfig, a user's)
     if t.lr <= 0:

@@ -77,6 +77,19 @@ def _split(item: str) -> tuple[str, str]:
     return key.strip(), text.strip()
 
 
+def _literal(text: str) -> Any:
+    """A free-form option's value: a boolean, an integer, a number, else the text itself."""
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for kind in (int, float):
+        try:
+            return kind(text.replace("_", ""))
+        except ValueError:
+            pass
+    return text
+
+
 def _set(node: Any, path: list[str], text: str, full_key: str) -> Any:
     hints = typing.get_type_hints(type(node))
     names = [f.name for f in dataclasses.fields(node)]
@@ -92,6 +105,8 @@ def _set(node: Any, path: list[str], text: str, full_key: str) -> Any:
     if len(path) == 1:
         return dataclasses.replace(node, **{head: _parse_value(text, hints[head], full_key)})
     child = getattr(node, head)
+    if isinstance(child, dict) and len(path) == 2:  # env.options.NAME=VALUE: the family checks names and types
+        return dataclasses.replace(node, **{head: {**child, path[1]: _literal(text)}})
     if not dataclasses.is_dataclass(child):
         raise ConfigError([f"{full_key!r}: {head} is a value, not a section"])
     return dataclasses.replace(node, **{head: _set(child, path[1:], text, full_key)})

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from srljax.replay.buffer import frame_stack
+
 
 def num_shards(cfg: Any) -> int:
     return max(1, cfg.layout.num_buffer_workers)
@@ -95,7 +97,7 @@ def apex_problems(cfg: Any) -> list[str]:
         out.append(f"algo.ratio_tolerance={a.ratio_tolerance} must be > 0 (e.g. 0.1: within 10% of algo.replay_ratio)")
     if lay.num_buffer_workers >= 1 and lay.num_actors >= 1:
         per_stream = shard_capacity(cfg) // max(1, shard_streams(cfg, 0))
-        stack = cfg.env.stack_num if a.replay.dedup_frames else 1
+        stack = frame_stack(cfg)
         if per_stream <= a.n_step + stack:
             need = (a.n_step + stack + 1) * shard_streams(cfg, 0) * num_shards(cfg)
             out.append(f"algo.replay.capacity={a.replay.capacity:,} split over {num_shards(cfg)} replay buffer workers "

@@ -42,6 +42,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from envs.atari import atari_options
 from srljax.replay.sum_tree import SumTree
 from srljax.types import ReplayBatch
 
@@ -119,9 +120,26 @@ def config_memory_problems(cfg: Any) -> list[str]:
 
     if not is_atari(e.id):
         return []
-    problem = memory_problem(replay.capacity, e.num_envs, (e.stack_num, e.img_height, e.img_width), "uint8",
+    o = atari_options(e)
+    problem = memory_problem(replay.capacity, e.num_envs, (o["stack_num"], o["img_height"], o["img_width"]), "uint8",
                              dedup_frames=replay.dedup_frames)
     return [problem] if problem else []
+
+
+def frame_stack(cfg: Any) -> int:
+    """Rows of a deduplicated observation (``algo.replay.dedup_frames``: the Atari frame stack), else 1."""
+    return atari_options(cfg.env)["stack_num"] if cfg.algo.replay.dedup_frames else 1
+
+
+def window_problems(cfg: Any) -> list[str]:
+    """Whether each env's share of ``algo.replay.capacity`` holds an n-step window (plus the frame stack)."""
+    r, e, n_step = cfg.algo.replay, cfg.env, cfg.algo.n_step
+    per_env, stack = r.capacity // max(e.num_envs, 1), frame_stack(cfg)
+    if per_env <= n_step + stack:
+        return [f"algo.replay.capacity={r.capacity:,} leaves {per_env} rows for each of env.num_envs={e.num_envs} "
+                f"envs, fewer than an n-step window needs (> algo.n_step + frame stack = {n_step + stack}); raise "
+                "the capacity"]
+    return []
 
 
 class Replay:

@@ -22,8 +22,7 @@ Names are imported on first use, so a worker process loads only its own role's d
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from srljax.objects import lazy_exports
 
 _EXPORTS = {  # name -> the module that defines it
     "ActorWorker": "srljax.system.actor", "BufferWorker": "srljax.system.buffer",
@@ -34,11 +33,7 @@ _EXPORTS = {  # name -> the module that defines it
     "MemberTrainerWorker": "srljax.system.member_trainer", "PopulationManager": "srljax.system.population_manager",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'srljax.system' has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 __all__ = sorted(_EXPORTS)
