@@ -248,7 +248,7 @@ def test_shard_snapshots_are_atomic_keyed_by_step_and_a_step_counts_once_every_s
     """``replay/<step>/shard-<s>.npz``: written under a temporary name and renamed; a step is complete (what
     --resume restores) only with its orbax step and every shard's file; older steps go only once a newer one is
     complete; newer orbax steps without their replay are set aside; another shard count is refused."""
-    from srljax.replay.buffer import snapshots as snap
+    from srljax.replay import snapshots as snap
 
     replay = Replay(40, 2, (3,), "float32", n_step=2, alpha=0.6, check_memory=False)
     rng = np.random.default_rng(0)
@@ -284,7 +284,7 @@ def test_shard_snapshots_are_atomic_keyed_by_step_and_a_step_counts_once_every_s
 
 def test_resume_of_an_apex_trial_needs_a_step_with_every_shards_replay(tmp_path):
     """``run_dir.resume_problems`` (every launcher's check before anything starts) for a distributed replay trial."""
-    from srljax.replay.buffer import snapshots as snap
+    from srljax.replay import snapshots as snap
 
     cfg = dataclasses.replace(apex_cfg(num_actors=2), name="apexr", trial="t", log=LogConfig(run_root=str(tmp_path)),
                               checkpoint=CheckpointConfig(replay=True))

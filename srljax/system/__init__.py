@@ -1,4 +1,5 @@
-"""Worker shells (layer 2): stateful processes that own sockets, envs and devices and call layer 1.
+"""Worker shells (floor 4 of the house, docs/architecture.md): stateful processes that own sockets, envs and devices
+and call the algorithms, the learner and the replay below them.
 
     from launch.threads import run_threads
     result = run_threads(cfg)            # the whole layout as threads in this process (tests, notebooks)
