@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from srljax.config.algo import gamma_problems
+from srljax.config.algo import gamma_problems, network_problems
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ class DQNConfig:
                 f"{self.replay.capacity:,} transitions")
 
     def problems(self, cfg: Any) -> list[str]:
-        out = gamma_problems(self)
+        out = gamma_problems(self) + network_problems(self)
         t, r = cfg.trainer, self.replay
         if self.learning_starts >= cfg.total_env_steps:
             out.append(f"algo.learning_starts={self.learning_starts:,} env steps is not less than the run's "

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from srljax.config.algo import gamma_problems, recurrent_problems, vtrace_problems
+from srljax.config.algo import gamma_problems, network_problems, recurrent_problems, vtrace_problems
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class IMPALAConfig:
     (``algos/recurrent.py``), re-unrolled over each segment from the carry the actor used."""
 
     def problems(self, cfg: Any) -> list[str]:
-        out = gamma_problems(self) + vtrace_problems(self) + recurrent_problems(self, cfg)
+        out = gamma_problems(self) + vtrace_problems(self) + recurrent_problems(self, cfg) + network_problems(self)
         t = cfg.trainer
         if t.update_epochs != 1:
             out.append(f"trainer.update_epochs={t.update_epochs}: IMPALA takes one pass over each batch "

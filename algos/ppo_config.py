@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from srljax.config.algo import gamma_problems, recurrent_problems, vtrace_problems
+from srljax.config.algo import gamma_problems, network_problems, recurrent_problems, vtrace_problems
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ class PPOConfig:
     (``algos/recurrent.py``); minibatches are then whole env columns (``batch_envs / num_minibatches``)."""
 
     def problems(self, cfg: Any) -> list[str]:
-        out = gamma_problems(self) + vtrace_problems(self) + recurrent_problems(self, cfg)
+        out = gamma_problems(self) + vtrace_problems(self) + recurrent_problems(self, cfg) + network_problems(self)
         if not 0.0 <= self.gae_lambda <= 1.0:
             out.append(f"algo.gae_lambda={self.gae_lambda} must be in [0, 1]")
         if self.clip_coef <= 0:

@@ -10,6 +10,7 @@ from srljax.config import (
     ConfigError,
     EnvConfig,
     Experiment,
+    LayoutConfig,
     TrainerConfig,
     apply_overrides,
     from_dict,
@@ -98,3 +99,24 @@ def test_a_run_too_long_for_the_int32_step_count_is_refused():
     # ... 4x as many do not (the learning-rate schedule would overflow inside the compiled update)
     found = problems(dataclasses.replace(Experiment(), total_env_steps=4 * 10**11))
     assert len(found) == 1 and "overflow the optimiser's int32 step count" in found[0], found
+
+
+@pytest.mark.parametrize("override, expect", [
+    ("timeout_seconds=nan", "timeout_seconds=nan must be a finite number"),
+    ("layout.hang_seconds=nan", "layout.hang_seconds=nan must be a finite number"),
+    ("layout.stall_seconds=nan", "layout.stall_seconds=nan must be a finite number"),
+    ("layout.heartbeat_timeout_seconds=nan", "layout.heartbeat_timeout_seconds=nan must be a finite number"),
+    ("trainer.lr=inf", "trainer.lr=inf must be a finite number"),
+    ("algo.replay.beta0=nan", "algo.replay.beta0=nan must be a finite number"),
+    ("env.max_episode_steps=-3", "env.max_episode_steps=-3 must be >= 0"),
+    ("algo.hidden_sizes=()", "algo.hidden_sizes=() needs at least one layer"),
+])
+def test_nan_infinite_and_out_of_range_values_get_one_message_each(override, expect):
+    """A check written ``x <= 0`` passes NaN: every float of the tree is checked for finiteness first, so a NaN
+    watchdog cannot switch itself off; one message per bad value."""
+    base = Experiment(layout=LayoutConfig(mode="distributed"), trainer=TrainerConfig(batch_envs=8))
+    if override.startswith("algo.replay"):
+        base = apply_overrides(base, ["algo=dqn"])
+    found = problems(apply_overrides(base, [override]))
+    assert [p for p in found if override.split("=")[0] in p] == [p for p in found if expect in p], found
+    assert len([p for p in found if expect in p]) == 1, found

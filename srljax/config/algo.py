@@ -76,3 +76,11 @@ def recurrent_problems(algo: Any, cfg: Any) -> list[str]:
                 f"{cfg.batch_envs} must divide into trainer.num_minibatches={t.num_minibatches} x "
                 f"{t.devices * t.num_hosts} trainer devices; use a multiple of {parts} envs"]
     return []
+
+
+def network_problems(algo: Any) -> list[str]:
+    """Errors in ``algo.hidden_sizes``: at least one hidden layer, each at least one unit wide."""
+    sizes = tuple(getattr(algo, "hidden_sizes", (1,)))
+    if not sizes or min(sizes) < 1:
+        return [f"algo.hidden_sizes={sizes} needs at least one layer, each of width >= 1 (e.g. (64, 64))"]
+    return []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,10 +68,32 @@ class Experiment:
         return Path(self.log.run_root) / self.name / self.trial
 
 
+def nonfinite_problems(node: Any, prefix: str = "") -> list[str]:
+    """Every float in the tree that is NaN or infinite, one message each: a check written ``x <= 0`` passes NaN,
+    so a NaN timeout or watchdog would switch it off silently."""
+    out = []
+    for f in dataclasses.fields(node):
+        value, key = getattr(node, f.name), f"{prefix}{f.name}"
+        if isinstance(value, float) and not math.isfinite(value):
+            out.append(f"{key}={value} must be a finite number")
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            out += nonfinite_problems(value, f"{key}.")
+        elif isinstance(value, tuple):
+            out += [f"{key}={value}: {v} must be a finite number" for v in value
+                    if isinstance(v, float) and not math.isfinite(v)]
+            for i, item in enumerate(value):
+                if dataclasses.is_dataclass(item) and not isinstance(item, type):
+                    out += nonfinite_problems(item, f"{key}[{i}].")
+    return out
+
+
 def problems(cfg: Experiment) -> list[str]:
     """Every problem with ``cfg``, each naming the key, the arithmetic and the fix."""
-    out: list[str] = []
+    out: list[str] = nonfinite_problems(cfg)
     e, a, t, lay = cfg.env, cfg.algo, cfg.trainer, cfg.layout
+    for key, value in [("env.max_episode_steps", e.max_episode_steps), ("env.num_threads", e.num_threads)]:
+        if value < 0:
+            out.append(f"{key}={value} must be >= 0 (0: the env's default)")
     for key, value in [("seed", cfg.seed)]:
         if value < 0:
             out.append(f"{key}={value} must be >= 0")
@@ -192,7 +216,10 @@ def problems(cfg: Experiment) -> list[str]:
     for key, value in [("name", cfg.name), ("trial", cfg.trial)]:
         if not value or "/" in value or value.startswith("."):
             out.append(f"{key}={value!r} must be a non-empty folder name without '/'")
-    return out + eval_problems(cfg) + pbt_problems(cfg) + policies_problems(cfg)
+    out += eval_problems(cfg) + pbt_problems(cfg) + policies_problems(cfg)
+    # one message per bad value: a NaN or infinity is reported as such, not again by a range check it also fails
+    bad = [m.split(" ", 1)[0] for m in out if m.endswith(" must be a finite number")]
+    return [m for m in out if m.endswith(" must be a finite number") or not any(b in m for b in bad)]
 
 
 def validate(cfg: Experiment) -> Experiment:
