@@ -31,6 +31,12 @@ version barrier. It waits only where waiting saves work:
   with more envs than the batch needs, actors take turns instead of overproducing;
 * a segment already staler than ``trainer.max_policy_lag`` against the newest version the actor
   knows is dropped here (counted; its episodes still count) rather than sent to be dropped.
+
+The throttle cannot starve the trainer: when no new version has come for ``ESCAPE_UPDATES`` x the usual
+interval (at least ``ESCAPE_MIN_S``), the trainer may be waiting for columns that were lost, so the actor
+pushes one more segment (``srljax/system/escape.py``; counted as ``throttle_escapes``). With remote
+inference the newest version follows a restarted trainer back down (``PolicyClient.see_version``), as an
+inline actor's params follower does.
 """
 
 from __future__ import annotations
@@ -60,6 +66,7 @@ from srljax.learning.acting import Acting
 from srljax.learning.rollout import SegmentBuilder
 from srljax.system.carries import RowTags
 from srljax.system.common import episode_meta
+from srljax.system.escape import StarvationEscape
 from srljax.system.params import ParamsCodec
 from srljax.system.pbt_directives import member_follower, member_of_actor
 from srljax.system.policy_client import PolicyClient
@@ -102,6 +109,8 @@ class ActorWorker(Worker):
         self.first_version = -1  # the first params version this actor saw; grants count from there
         self.newest_seen = -1
         self.pushed_columns = 0
+        self.bonus = 0  # columns granted by escapes (``srljax/system/escape.py``) beyond the throttle's grants
+        self.escape = StarvationEscape()
         self.blocked = ""  # why the last poll did not step ("" when it did)
         codec = ParamsCodec(self.algo)
         if self.remote:
@@ -151,13 +160,23 @@ class ActorWorker(Worker):
         newest = self.newest_version
         if newest >= 0 and (self.first_version < 0 or newest < self.newest_seen):
             # the first params, or a restarted trainer went back to its checkpoint: grants count from here
-            self.first_version, self.pushed_columns = newest, 0
+            self.first_version, self.pushed_columns, self.bonus = newest, 0, 0
         self.newest_seen = newest
+        self.escape.saw(newest)
         seen = newest - self.first_version if self.first_version >= 0 else 0
-        return seen * self.share + self.ahead_columns
+        return seen * self.share + self.ahead_columns + self.bonus
 
     def _throttled(self) -> bool:
-        return bool(self.outgoing) and self.pushed_columns + self.outgoing[0][0].reward.shape[1] > self._granted()
+        if not self.outgoing:
+            return False
+        columns = self.outgoing[0][0].reward.shape[1]
+        if self.pushed_columns + columns <= self._granted():
+            return False
+        if self.newest_version >= 0 and self.escape.due():  # the trainer may be starved: one more segment
+            self.bonus += columns
+            self.stats.add("throttle_escapes")
+            return False
+        return True
 
     def _wait(self, push: bool) -> None:
         """Blocked: wait a little for room in the sink or for newer params (both unblock the next poll)."""

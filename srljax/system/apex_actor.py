@@ -27,7 +27,6 @@ A full replay never blocks it: the shard overwrites its oldest rows.
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections import deque
 from typing import Any
 
@@ -42,12 +41,11 @@ from srljax.learning.acting import Acting
 from srljax.replay.apex import actor_allowance, shard_of
 from srljax.system.actor import ActorWorker
 from srljax.system.common import episode_meta
+from srljax.system.escape import StarvationEscape
 from srljax.system.params import ParamsCodec, ParamsFollower
 from srljax.types import EnvSpec, TimeStep
 
 SEND_HWM = 2
-ESCAPE_MIN_S = 5.0
-ESCAPE_UPDATES = 3
 MAX_QUEUED = 2
 WAIT_MS = 20
 
@@ -142,7 +140,7 @@ class ApexActorWorker(ActorWorker):
         self.start_version = -1  # the first params version seen: the throttle counts updates since then
         self.throttle = cfg.algo.throttle in ("both", "inserts")
         self.bonus = 0.0  # rows granted by ``_escape`` beyond the allowance
-        self.version_seen, self.version_time, self.last_escape, self.update_interval = -1, time.monotonic(), 0.0, 1.0
+        self.escape = StarvationEscape()
         self.blocked = ""
         for key, value in self.explore.items():
             self.stats.gauge(key, value)
@@ -165,7 +163,7 @@ class ApexActorWorker(ActorWorker):
         if self.follower.params is None:
             self.blocked = "params: none received yet"
             return
-        self._track_versions()
+        self.escape.saw(self.follower.version)
         if self.start_version < 0:
             self.start_version = self.follower.version
         allowed = actor_allowance(self.cfg, self.follower.version, self.index, since=self.start_version)
@@ -186,23 +184,12 @@ class ApexActorWorker(ActorWorker):
         self.env.send(action, ts.env_id)
         self._record_rows(ts, action, extras)
 
-    def _track_versions(self) -> None:
-        now = time.monotonic()
-        if self.follower.version != self.version_seen:
-            if self.version_seen >= 0:  # how long updates take, as this actor sees them
-                self.update_interval = 0.9 * self.update_interval + 0.1 * (now - self.version_time)
-            self.version_seen, self.version_time = self.follower.version, now
-
     def _escape(self) -> bool:
-        """The trainer has published nothing new for a while (``ESCAPE_UPDATES`` x its usual interval, at least
-        ``ESCAPE_MIN_S``): it may be starved (a restarted shard that lost the rows it would sample), so
-        this actor may insert one more chunk; a merely slow trainer lets this happen rarely."""
-        now = time.monotonic()
-        wait = max(ESCAPE_MIN_S, ESCAPE_UPDATES * self.update_interval)
-        if now - max(self.version_time, self.last_escape) < wait:
+        """The trainer has published nothing new for a while (``srljax/system/escape.py``): it may be starved (a
+        restarted shard that lost the rows it would sample), so this actor may insert one more chunk."""
+        if not self.escape.due():
             return False
         self.bonus += self.cfg.algo.num_steps * self.spec.num_envs
-        self.last_escape = now
         self.stats.add("throttle_escapes")
         return True
 

@@ -6,7 +6,7 @@
     for ts, action, extras, version in policy.replies(timeout_ms=50):
         env.send(action, ts.env_id)                     # replies come in any order, matched by id
     policy.probe()                                      # zero rows: only asks for the params version
-    policy.newest_version                               # highest version any reply carried
+    policy.newest_version                               # newest version replies carry (followed down after a restart)
 
 Replies carry the action and extras packed into one byte row per env (``ReplyPacking``). One that
 does not fit the batch it answers is counted and its request stays in flight; a request
@@ -29,6 +29,7 @@ import numpy as np
 from srljax.comm import InferenceClient
 from srljax.system.carries import RowTags
 from srljax.system.packing import ReplyPacking
+from srljax.system.params import FOLLOW_DOWN_POLLS, FOLLOW_DOWN_S
 from srljax.telemetry.stats import WorkerStats
 from srljax.types import EnvSpec, TimeStep
 
@@ -46,6 +47,7 @@ class PolicyClient:
         self.in_flight: dict[int, tuple[TimeStep, float, float]] = {}  # id -> (batch, sent at, retry at)
         self.next_id = 0
         self.newest_version = -1
+        self._below: tuple[float, int] | None = None  # (since when, replies) versions below the newest keep coming
         self.probe_id: int | None = None
         self.probe_at = 0.0
 
@@ -99,7 +101,7 @@ class PolicyClient:
         while reply is not None:
             if reply.request_id == self.probe_id:
                 self.probe_id = None
-                self.newest_version = max(self.newest_version, reply.version)
+                self.see_version(reply.version)
             elif (entry := self.in_flight.get(reply.request_id)) is None:
                 self.stats.add("replies_unknown")  # a duplicate after a resend, or a late probe
             elif (unpacked := self._unpack(reply.tree, len(entry[0].env_id))) is None:
@@ -108,11 +110,26 @@ class PolicyClient:
                 ts, sent, _ = self.in_flight.pop(reply.request_id)
                 del self.trees[reply.request_id]
                 self.stats.sample("latency/inference_ms", (time.monotonic() - sent) * 1000)
-                self.newest_version = max(self.newest_version, reply.version)
+                self.see_version(reply.version)
                 self.stats.gauge("policy_version", self.newest_version)
                 out.append((ts, *unpacked, reply.version))
             reply = self.client.recv(timeout_ms=0)
         return out
+
+    def see_version(self, version: int, now: float | None = None) -> None:
+        """The newest version any reply carried, followed back down as ``ParamsFollower`` does: when replies keep
+        carrying versions below it (``FOLLOW_DOWN_POLLS`` replies over ``FOLLOW_DOWN_S``), the trainer restarted
+        from an older checkpoint (or from scratch) and its policy workers followed it, so this actor does too;
+        its lag throttle and stale drops then count from the restarted trainer's versions."""
+        now = time.monotonic() if now is None else now
+        if version >= self.newest_version:
+            self.newest_version, self._below = version, None
+            return
+        since, replies = self._below or (now, 0)
+        self._below = (since, replies + 1)
+        if replies + 1 >= FOLLOW_DOWN_POLLS and now - since >= FOLLOW_DOWN_S:
+            self.newest_version, self._below = version, None
+            self.stats.add("params_version_reset")
 
     def _unpack(self, tree: Any, n: int) -> tuple[np.ndarray, dict[str, np.ndarray]] | None:
         rows = tree.get("rows") if isinstance(tree, dict) else None
