@@ -111,10 +111,7 @@ class DQNConfig:
             out.append(f"algo.replay.alpha={r.alpha} must be >= 0, algo.replay.beta0={r.beta0} in [0, 1] and "
                        f"algo.replay.priority_eps={r.priority_eps} > 0")
         # whether each env's share of the capacity holds an n-step window (with the frame stack of deduplicated
-        # frames, an env option): srljax.layout.problems (srljax.replay.buffer.window_problems)
-        if r.capacity < self.batch_size:
-            out.append(f"algo.replay.capacity={r.capacity:,} is smaller than one batch of "
-                       f"algo.batch_size={self.batch_size}")
+        # frames, an env option) and the capacity a batch: srljax.layout.problems (srljax.replay.buffer.window_problems)
         # whether the capacity fits in memory: srljax.layout.problems (srljax.replay.buffer.config_memory_problems)
         if t.update_epochs != 1 or t.num_minibatches != 1:
             out.append(f"trainer.update_epochs={t.update_epochs} and trainer.num_minibatches={t.num_minibatches} must "

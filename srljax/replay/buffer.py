@@ -132,13 +132,16 @@ def frame_stack(cfg: Any) -> int:
 
 
 def window_problems(cfg: Any) -> list[str]:
-    """Whether each env's share of ``algo.replay.capacity`` holds an n-step window (plus the frame stack)."""
+    """Whether each env's share of ``algo.replay.capacity`` holds an n-step window (plus the frame stack), and the
+    capacity one batch."""
     r, e, n_step = cfg.algo.replay, cfg.env, cfg.algo.n_step
     per_env, stack = r.capacity // max(e.num_envs, 1), frame_stack(cfg)
     if per_env <= n_step + stack:
         return [f"algo.replay.capacity={r.capacity:,} leaves {per_env} rows for each of env.num_envs={e.num_envs} "
                 f"envs, fewer than an n-step window needs (> algo.n_step + frame stack = {n_step + stack}); raise "
                 "the capacity"]
+    if r.capacity < cfg.algo.batch_size:
+        return [f"algo.replay.capacity={r.capacity:,} is smaller than one batch of algo.batch_size={cfg.algo.batch_size}"]
     return []
 
 
