@@ -68,7 +68,7 @@ class Algorithm:
       values every env row of one actor acts with, written into its actor state before ``act`` (DQN:
       ``{"epsilon": e}``; a continuous algorithm: its noise scale). ``actor=None``: the single-process loop's
       schedule over the run (``env_steps`` so far); ``actor=i`` of ``num_actors``: a distributed actor's own
-      (Ape-X: a constant per actor). Each value is also reported as a metric under its key.
+      (Ape-X: a constant per actor). Each value is also reported as a metric under its key. Default: none.
     ``initial_priorities(rows) -> [R - priority_lookahead]``: numpy, host side: an actor's priorities for
       rows ``[R]`` of one env stream, from the stored fields (``obs``, ``action``, ``reward``,
       ``terminated``, ``truncated`` and ``act``'s extras by name); row t may look ``priority_lookahead``
@@ -88,7 +88,7 @@ class Algorithm:
     act_deterministic: Callable[[Params, Array, ActorState, Array, Array], tuple[Array, dict[str, Array], ActorState]] | None = None
     """``act``'s signature, acting with the distribution's mode (greedy / mean action; DQN: epsilon 0), for
     evaluation (``srljax.evaluation.evaluator``, ``eval.deterministic``); None: the algorithm has none."""
-    exploration: Callable[[int, int | None, int], dict[str, float]] | None = None
+    exploration: Callable[[int, int | None, int], dict[str, float]] = lambda env_steps, actor, num_actors: {}
     initial_priorities: Callable[[dict[str, Any]], Any] | None = None
     priority_lookahead: int = 0
 

@@ -269,10 +269,11 @@ def problems(cfg: Experiment) -> list[str]:
     (``srljax.storage.run_dir.load_problems``) and, for a replay algorithm, whether the replay fits in this
     machine's memory (``srljax.replay.buffer``)."""
     found = config_problems(cfg) + layout_problems(cfg) + envs.fit_problems(cfg) + load_problems(cfg)
-    if consumes(cfg.algo) == "replay" and cfg.layout.mode != "single":
-        found += apex_problems(cfg)  # Ape-X's layout rules live with its workers' helpers
-    if consumes(cfg.algo) == "replay" and not any(p.startswith("algo.replay.capacity") for p in found):
-        found += window_problems(cfg) or config_memory_problems(cfg)
+    if consumes(cfg.algo) == "replay":
+        if cfg.layout.mode != "single":
+            found += apex_problems(cfg)  # Ape-X's layout rules live with its workers' helpers
+        if not any(p.startswith("algo.replay.capacity") for p in found):
+            found += window_problems(cfg) or config_memory_problems(cfg)
     return found
 
 

@@ -132,8 +132,7 @@ class _ReplayLoop:
         self.records = UpdateRecords(env_steps=self.env_steps)
         self.result = TrainResult(config=cfg, env_steps=self.env_steps)
         self.phases = dict.fromkeys(REPLAY_PHASES, 0.0)
-        # the algorithm's exploration values, e.g. DQN's {"epsilon": ...} (algos/base.py); none: {}
-        self.exploration = learner.algo.exploration or (lambda env_steps, actor, num_actors: {})
+        self.exploration = learner.algo.exploration  # e.g. DQN's {"epsilon": ...} (algos/base.py)
         self.explore = self.exploration(self.env_steps, None, 1)
         self.beta = self.algo.replay.beta0
         learner.run_state = self._run_state

@@ -118,7 +118,7 @@ class ApexActorWorker(ActorWorker):
         self.env = envs.make(env_cfg, seed=cfg.seed + self.index * cfg.env.num_envs)
         self.spec = self.env.spec
         self.algo = algos.make(cfg, self.spec)
-        self.explore = (self.algo.exploration or (lambda *_: {}))(0, self.index, cfg.layout.num_actors)
+        self.explore = self.algo.exploration(0, self.index, cfg.layout.num_actors)
         self.epsilon = self.explore.get("epsilon")  # reported to the replay buffer and trainer when there is one
         self.shard = shard_of(self.index, cfg)
         self.sender = SampleSender(None, self.trial, ctx=self.ctx, hwm=SEND_HWM)
