@@ -105,6 +105,7 @@ class Worker:
         self._progress_count = 0  # the last value ``progress()`` returned, for heartbeats
         self._metrics_file: Any = None
         self._next_flush = 0.0
+        self._flushed_state = ""  # the state in the last metrics line
         self.spec: EnvSpec | None = None  # from configure
         self.extras_spec: dict[str, tuple[tuple[int, ...], str]] = {}
         self.resume = False  # set by ``configure``: the trial continues from its newest checkpoint
@@ -413,9 +414,10 @@ class Worker:
     # -- metrics -------------------------------------------------------------------------------
     def _flush_metrics(self, force: bool = False) -> None:
         now = time.monotonic()
-        if not force and now < self._next_flush:
+        # a new state is written at once: `launch status` reads a worker's state from its last line
+        if not force and now < self._next_flush and self.state == self._flushed_state:
             return
-        self._next_flush = now + METRICS_EVERY_S
+        self._next_flush, self._flushed_state = now + METRICS_EVERY_S, self.state
         if self._metrics_file is None:
             path = Path(self.cfg.run_dir) / "workers" / f"{self.role}-{self.index}.jsonl"
             path.parent.mkdir(parents=True, exist_ok=True)
