@@ -231,3 +231,38 @@ def test_distributed_cartpole_stopped_with_sigterm_resumes_and_learns(tmp_path):
     batch = 8 * 128  # a resumed run counts on from its checkpoint, not from 0 and not twice
     assert steps[resumed_at] - steps[resumed_at - 1] <= 4 * batch, (resumed_at, steps[resumed_at - 2:resumed_at + 2])
     assert records[-1]["episode_return"] >= 475, records[-1]
+
+
+def test_sigterm_during_an_update_lands_after_its_line_and_checkpoint(tmp_path, monkeypatch):
+    """SIGTERM while update 5 runs (launch.local's handler, which raises KeyboardInterrupt): the stop waits
+    until 5 is logged and checkpointed (``srljax.loops.signals.held``), so the newest checkpoint is the last
+    line and ``--resume`` continues with 6: every update once, in order."""
+    import signal
+
+    from launch.local import _interrupt
+    from srljax.learning.learner import Learner
+    from srljax.storage.steps import steps
+
+    cfg = parity(tmp_path, checkpoint=CheckpointConfig(every_updates=0))  # only the stop's final checkpoint
+    step = Learner.step
+
+    def step_then_term(self, batch):
+        out = step(self, batch)
+        if self.version == 5:
+            os.kill(os.getpid(), signal.SIGTERM)  # lands while the update's line and checkpoint are owed
+        return out
+
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        monkeypatch.setattr(Learner, "step", step_then_term)
+        with pytest.raises(KeyboardInterrupt):
+            train(cfg)
+        monkeypatch.undo()
+        run_dir = Path(cfg.run_dir)
+        assert [r["update"] for r in read(run_dir / "metrics.jsonl")] == [1, 2, 3, 4, 5]
+        assert steps(run_dir / "checkpoints") == [5]
+        assert signal.getsignal(signal.SIGTERM) is _interrupt  # the held section put it back
+        train(cfg, resume=True)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert [r["update"] for r in read(run_dir / "metrics.jsonl")] == list(range(1, 12))

@@ -12,8 +12,9 @@ CartPole graph:
   finishes only because the restart works);
 * a worker that crashes every time spends its budget and ends the trial, naming it, the count,
   the last reason and its traceback; ``layout.max_restarts=0`` ends it at the first loss, as before;
-* processes: trainer/0 is SIGKILLed after a checkpoint; it comes back from it and the trial ends
-  with exit 0 and one metrics line per update;
+* processes: trainer/0 is SIGKILLed after a checkpoint (inline inference), or with no checkpoint
+  (remote inference); it comes back from the checkpoint or from update 0, and the trial ends with
+  exit 0 and one metrics line per update;
 * slow, the chaos test: 4 actors, a policy worker and a buffer, a random non-trainer worker
   SIGKILLed every 15 s for the whole run and the trainer once; CartPole still reaches a mean
   return of 475.
@@ -159,17 +160,20 @@ def test_processes_restart_a_sigkilled_and_a_sigstopped_actor(tmp_path):
             run.proc.kill()
 
 
-def test_processes_restart_a_sigkilled_trainer_from_its_checkpoint(tmp_path):
-    """trainer/0 SIGKILLed after its checkpoint of update 4: it comes back from that checkpoint, the
-    actors follow it to its new addresses and back down to its params version, and the trial
-    finishes with one metrics line per update (the lines after the checkpoint are logged again)."""
-    run = Launch(tmp_path, "trainer", f"total_env_steps={2 * 4 * 32 * 16}", "layout.inference=inline",
-                 "layout.restart_backoff_seconds=0.2", "checkpoint.every_updates=4")
+@pytest.mark.parametrize("inference,every", [("inline", 4), ("remote", 0)])
+def test_processes_restart_a_sigkilled_trainer(tmp_path, inference, every):
+    """trainer/0 SIGKILLed mid-run: with ``checkpoint.every_updates=4`` after its checkpoint of update 4, it
+    comes back from that checkpoint; without checkpoints (and with remote inference, the default) from
+    update 0. The actors follow it to its new addresses and back down to its params version, and the
+    trial finishes with one metrics line per update (lines after the checkpoint are logged again, the
+    predecessor's go to ``metrics.discarded.jsonl``)."""
+    run = Launch(tmp_path, "trainer", f"total_env_steps={2 * 4 * 32 * 16}", f"layout.inference={inference}",
+                 "layout.restart_backoff_seconds=0.2", f"checkpoint.every_updates={every}")
     try:
         run.wait_for(r"all workers started", timeout=240)
         wait_for_updates(run, 6, timeout=180)
         deadline = time.monotonic() + 60  # orbax finishes the checkpoint of update 4 in the background
-        while not (run.run_dir / "checkpoints" / "4").is_dir():
+        while every and not (run.run_dir / "checkpoints" / "4").is_dir():
             assert time.monotonic() < deadline, list((run.run_dir / "checkpoints").iterdir())
             time.sleep(0.1)
         pids = run.worker_pids()
@@ -183,12 +187,15 @@ def test_processes_restart_a_sigkilled_trainer_from_its_checkpoint(tmp_path):
         assert status["restarts"]["by_worker"] == {"trainer/0": 1}
         log = (run.run_dir / "logs" / "trainer-0.log").read_text()
         resumed = re.search(r"resumed from the checkpoint of update (\d+)", log)
-        assert resumed and int(resumed.group(1)) >= 4, log[-2000:]
+        if every:
+            assert resumed and int(resumed.group(1)) >= 4, log[-2000:]
+        else:
+            assert not resumed and (run.run_dir / "metrics.discarded.jsonl").exists(), log[-2000:]
         metrics = read_jsonl(run.run_dir / "metrics.jsonl")
         updates = [m["update"] for m in metrics]
         assert updates == list(range(1, 17)), updates
         steps = [m["env_steps"] for m in metrics]
-        assert steps == sorted(steps), steps  # counted on from the checkpoint, not from 0
+        assert steps == sorted(steps), steps  # counted on from the checkpoint (or from 0), never twice
         assert not run.leftovers()
     finally:
         if run.proc.poll() is None:

@@ -53,6 +53,7 @@ from srljax.learning.learner import Learner
 from srljax.learning.policies import restore_policies
 from srljax.learning.rollout import SegmentBuilder
 from srljax.loops.result import COLLECT_PHASES, PHASES, TrainResult
+from srljax.loops.signals import held
 from srljax.storage.run_dir import claim
 from srljax.telemetry.metrics import EpisodeWindow, MetricsLogger, UpdateRecords
 from srljax.types import Trajectory
@@ -237,23 +238,24 @@ def train_on_policy(cfg: Experiment, resume: bool = False) -> TrainResult:
                 break
             if overlap:
                 counted.update(env_steps=batch.env_steps, episodes=batch.window)
-            t0 = time.perf_counter()
-            train_metrics = learner.step(batch.traj)
-            params = jax.block_until_ready(learner.policy_params())
-            if lagged is not None:
-                lagged.publish(learner.version, params)
-            for k, v in batch.phases.items():
-                phases[k] += v
-            phases["time_update"] += time.perf_counter() - t0
-            result.env_steps = batch.env_steps
-            updates = learner.version
-            if updates % cfg.log.log_every == 0 or updates == cfg.num_updates:
-                record = records.record(updates, batch.env_steps, batch.episodes, jax.device_get(train_metrics),
-                                        **phases)
-                phases = dict.fromkeys(PHASES, 0.0)
-                logger.write(record)
-                result.metrics.append(record)
-            learner.maybe_save()
+            with held():  # a stop waits for the update's line and checkpoint (``srljax.loops.signals``)
+                t0 = time.perf_counter()
+                train_metrics = learner.step(batch.traj)
+                params = jax.block_until_ready(learner.policy_params())
+                if lagged is not None:
+                    lagged.publish(learner.version, params)
+                for k, v in batch.phases.items():
+                    phases[k] += v
+                phases["time_update"] += time.perf_counter() - t0
+                result.env_steps = batch.env_steps
+                updates = learner.version
+                if updates % cfg.log.log_every == 0 or updates == cfg.num_updates:
+                    record = records.record(updates, batch.env_steps, batch.episodes, jax.device_get(train_metrics),
+                                            **phases)
+                    phases = dict.fromkeys(PHASES, 0.0)
+                    logger.write(record)
+                    result.metrics.append(record)
+                learner.maybe_save()
             if evals is not None:
                 evals.after_update(learner.version, params, batch.env_steps)
         finished = True

@@ -42,6 +42,7 @@ from srljax.layout import validate
 from srljax.learning.acting import Acting
 from srljax.learning.learner import Learner
 from srljax.loops.result import PHASES, TrainResult
+from srljax.loops.signals import held
 from srljax.replay.buffer import Replay, memory_problem
 from srljax.storage.run_dir import claim, resume_problems
 from srljax.storage.steps import read_meta
@@ -161,11 +162,12 @@ class _ReplayLoop:
                        cfg.num_updates)
             trained = False
             while self.learner.version < owed and self.replay.size:
-                metrics = self._update()
-                trained = True
-                if self.learner.version % cfg.log.log_every == 0:
-                    self._log(metrics)
-                self.learner.maybe_save()
+                with held():  # a stop waits for the update's line and checkpoint (``srljax.loops.signals``)
+                    metrics = self._update()
+                    trained = True
+                    if self.learner.version % cfg.log.log_every == 0:
+                        self._log(metrics)
+                    self.learner.maybe_save()
             if trained:
                 t0 = time.perf_counter()
                 params = jax.block_until_ready(self.learner.policy_params())

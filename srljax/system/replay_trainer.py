@@ -233,7 +233,7 @@ class ReplayTrainerWorker(TrainerWorker):
             weight=check_array("weight", tree["weight"], (n,), "float32"))
         return batch, check_array("slot", tree["slot"], (n,), "int64"), check_array("written", tree["written"], (n,), "int64")
 
-    def _finish_update(self) -> None:
+    def _finish_update(self, final: bool = False) -> None:
         train_metrics, per_sample = jax.device_get(self.running)
         self.running = None
         self.stats.end("compute/update")
@@ -245,7 +245,7 @@ class ReplayTrainerWorker(TrainerWorker):
             if not self.back[shard].send(update, incarnation=incarnation, version=self.learner.version):
                 self.stats.add("priorities_dropped")
         version, cfg = self.learner.version, self.cfg
-        last = version >= cfg.num_updates
+        last = version >= cfg.num_updates or final
         if version % cfg.trainer.publish_every == 0 or last:
             self._publish()
         if version % cfg.log.log_every == 0 or last:

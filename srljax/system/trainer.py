@@ -89,6 +89,8 @@ class TrainerWorker(Worker):
                 rollback_metrics(Path(cfg.run_dir) / "metrics.jsonl", self.learner.version)
             self.log(f"resumed from the checkpoint of update {self.learner.version} "
                      f"({int(meta.get('env_steps', 0)):,} env steps)")
+        elif self.restarted and self.primary:  # lost before its first checkpoint: it trains again from update 0,
+            rollback_metrics(Path(cfg.run_dir) / "metrics.jsonl", 0)  # and each update keeps one line
         self.learner.run_state = self._run_state
         self.extras_spec = segment_extras_spec(self.learner.algo)  # what segments carry
         self.learner.compile(self.example_batch())
@@ -237,19 +239,22 @@ class TrainerWorker(Worker):
         self.pending_columns -= self.share
         return batch
 
-    def _finish_update(self) -> None:
+    def _finish_update(self, final: bool = False) -> None:
+        """Read the ended update's metrics, publish, log its line, then checkpoint (a checkpoint of update
+        N exists only after N's line: ``--resume`` cuts ``metrics.jsonl`` back to it and continues with
+        N+1). ``final``: the trial stops now, so the line is written whatever ``log.log_every`` says."""
         train_metrics = jax.device_get(self.running)
         self.running = None
         self.stats.end("compute/update")
         self.stats.add("updates")
         self.stats.sample("time/update_s", time.monotonic() - self.update_started)
         version, cfg = self.learner.version, self.cfg
-        last = version >= cfg.num_updates
+        last = version >= cfg.num_updates or final
         if self.primary and (version % cfg.trainer.publish_every == 0 or last):
             self._publish()
         if version % cfg.log.log_every == 0 or last:
             self._log_metrics(train_metrics)
-        self.learner.maybe_save()  # after the metrics line: a resumed run's metrics.jsonl has no gap
+        self.learner.maybe_save()
 
     def _publish(self, fresh: bool = True) -> None:
         """Publish the current params (``fresh``), or the last published ones again."""
@@ -309,8 +314,8 @@ class TrainerWorker(Worker):
         return out
 
     def close(self) -> None:
-        if getattr(self, "running", None) is not None:
-            jax.block_until_ready(self.running)
+        if getattr(self, "running", None) is not None:  # stopped mid-update: its line before its checkpoint
+            self._finish_update(final=True)
         if getattr(self, "learner", None) is not None:
             self.learner.close()  # final checkpoint (cfg.checkpoint.final); a collective in a group
         for name in ("logger", "receiver", "publisher", "update_end"):
