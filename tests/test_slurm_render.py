@@ -22,7 +22,7 @@ import pytest
 from launch.slurm import jobs as slurm_jobs
 from launch.slurm import plan as slurm_plan
 from launch.slurm import submit as slurm
-from launch.slurm.controller import TIME_LIMIT_EXIT_CODE, GroupSteps
+from launch.slurm.controller import CANCELLED_EXIT_CODE, TIME_LIMIT_EXIT_CODE, GroupSteps
 from launch.slurm.node import NODE_ADDR_ENV, node_address
 from launch.slurm.plan import plan, slurm_problems, time_limit, time_limit_seconds
 from launch.slurm.sbatch import render, resolved
@@ -216,9 +216,11 @@ def test_custom_roles_take_slurm_custom(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 @pytest.mark.parametrize("sig, code, reason", [(signal.SIGUSR1, TIME_LIMIT_EXIT_CODE, "time_limit"),
-                                               (signal.SIGTERM, 0, "stopped")])
+                                               (signal.SIGTERM, CANCELLED_EXIT_CODE, "cancelled"),
+                                               (signal.SIGINT, 0, "stopped")])
 def test_controller_signals(tmp_path: Path, sig: signal.Signals, code: int, reason: str) -> None:
-    """Slurm's time-limit warning fails the trial (non-zero: it did not finish); ``stop`` (SIGTERM) does not."""
+    """Slurm's time-limit warning and ``scancel`` (SIGTERM) fail the trial (non-zero: it did not finish);
+    ``launch.slurm stop`` (SIGINT) does not."""
     from srljax.system import auth
 
     cfg = auth.resolved(cartpole(f"log.run_root={tmp_path}"), slurm=True)  # as submit writes it: auth on

@@ -44,13 +44,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from launch.slurm.node import TIME_LIMIT_EXIT_CODE, node_address
+from launch.slurm.node import CANCELLED_EXIT_CODE, TIME_LIMIT_EXIT_CODE, node_address
 from srljax.comm.hosts import BIND_HOST_ENV
 
 REASONS = {signal.SIGUSR1: (TIME_LIMIT_EXIT_CODE, "time_limit", "Slurm's time limit is near (SIGUSR1): stopped "
                                                                 "before total_env_steps"),
-           signal.SIGTERM: (0, "stopped", "stopped by request (SIGTERM: launch.slurm stop or scancel)"),
-           signal.SIGINT: (0, "stopped", "stopped by request (SIGINT)")}
+           signal.SIGTERM: (CANCELLED_EXIT_CODE, "cancelled", "cancelled (SIGTERM: scancel, preemption without requeue "
+                                                             "or a node shutting down) before total_env_steps"),
+           signal.SIGINT: (0, "stopped", "stopped by request (SIGINT: launch.slurm stop)")}
 
 
 KILL_STEP_S = 60.0  # how long the srun that kills a lost task may take
@@ -167,6 +168,10 @@ def main(argv: list[str] | None = None) -> int:
             return
         code, reason, message = REASONS[signal.Signals(signum)]
         ending.append(TrialEnded(TrialResult(code, reason, message)))
+        # written now as well as at the end: scancel's SIGKILL follows after Slurm's KillWait (30 s by
+        # default), which a final checkpoint may outlast
+        write_result(run_dir, code, reason, message)
+        write_status(run_dir, ending[0].result)
         raise ending[0]
 
     for sig in REASONS:  # first: a signal while JAX imports must not kill us uncleanly

@@ -4,7 +4,7 @@
     queue(job_id)           # [Queued("1234+0", "RUNNING", "n1", "None"), Queued("1234+1", ...)]
     final_state(job_id)     # "COMPLETED" (scontrol remembers ended jobs for MinJobAge), "" if forgotten
     jobs_named("exp/t0")    # ids of this user's queued jobs with that name
-    scancel(job_id, signal="TERM", batch=True)              # only the batch shell: a clean stop
+    scancel(job_id, signal="INT", batch=True)               # only the batch shell: a clean stop
 
 Every call has a timeout, and a missing command is reported as "not a Slurm node" rather than a
 traceback.

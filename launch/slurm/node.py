@@ -17,6 +17,9 @@ from collections.abc import Mapping
 TIME_LIMIT_EXIT_CODE = 3
 """Slurm's time-limit warning ended the trial before ``total_env_steps``: a failure, told apart from
 a worker's (1) so a script can resubmit rather than debug."""
+CANCELLED_EXIT_CODE = 4
+"""SIGTERM reached the controller from Slurm (``scancel``, preemption without requeue, a node going down),
+not from ``launch.slurm stop`` (SIGINT): the trial did not finish, so the job must not read COMPLETED."""
 
 NODE_ADDR_ENV = "SRLJAX_NODE_ADDR"
 SCONTROL_TIMEOUT_S = 20.0

@@ -6,10 +6,10 @@
 The script ``cd``s to the checkout, runs the set-up lines, starts every group as a background
 ``srun`` step (each task runs ``python -m launch.slurm.task RUN ROLE OFFSET``, worker index =
 OFFSET + ``$SLURM_PROCID``) and runs the controller in the batch step itself, so Slurm's
-time-limit warning (``--signal=B:USR1@N``) and ``launch.slurm stop`` (``scancel --batch``) reach it
-through this shell: both become a clean stop (final checkpoint, every worker told to stop). The
-job exits with the controller's code, so only a finished or stopped trial is ``COMPLETED``; one cut
-short by the time limit is ``FAILED``. A step's exit status lands in ``RUN/slurm/exit/ROLE``,
+time-limit warning (``--signal=B:USR1@N``), ``launch.slurm stop`` (``scancel --batch --signal=INT``) and
+``scancel`` or preemption (SIGTERM) reach it through this shell: each becomes a clean stop (final
+checkpoint, every worker told to stop). The job exits with the controller's code, so only a finished
+or stopped trial is ``COMPLETED``; one cut short by the time limit or cancelled is not. A step's exit status lands in ``RUN/slurm/exit/ROLE``,
 where the controller sees a group that died. A multi-host trainer's step spreads its tasks one per
 node (``srun --nodes=N --ntasks=N --ntasks-per-node=1``).
 
@@ -76,11 +76,12 @@ def render(cfg: Experiment) -> str:
               'command -v "$PY" >/dev/null || { echo "python $PY not found on $(hostname): set slurm.python or slurm.setup"; exit 1; }',
               "# an earlier start of this job (requeued) or of this trial (--resume) left exit files and addresses",
               'rm -rf "$RUN/slurm/exit" "$RUN/names"; mkdir -p "$RUN/slurm/exit"', "",
-              "# SIGUSR1: the time limit is near (--signal); SIGTERM: launch.slurm stop or scancel. Only this shell",
-              "# gets them; the controller turns either into a clean stop (checkpoint written, workers ended).",
+              "# SIGUSR1: the time limit is near (--signal); SIGINT: launch.slurm stop; SIGTERM: scancel or",
+              "# preemption. The controller turns each into a clean stop (checkpoint written, workers ended) and",
+              "# exits 0 only for the stop asked for (a background job ignores SIGINT: Python's handler takes it back).",
               'controller="" pending=""',
-              'trap \'if [ -n "$controller" ]; then kill -USR1 "$controller"; else pending=USR1; fi\' USR1',
-              'trap \'if [ -n "$controller" ]; then kill -TERM "$controller"; else pending=TERM; fi\' TERM INT', "",
+              *[f'trap \'if [ -n "$controller" ]; then kill -{s} "$controller"; else pending={s}; fi\' {s}'
+                for s in ("USR1", "INT", "TERM")], "",
               "# workers: one step per group; task i of a step is worker OFFSET + i"]
     lines += [_step(cfg, comp, g, len(comps)) for comp in comps for g in comp.groups]
     lines += ["", "# the controller: registers the workers, starts them, watches heartbeats, ends the trial",

@@ -7,7 +7,7 @@
 A trial is found by its run folder ``<run root>/<experiment>/<trial>`` (``--run-root``, default
 the config's ``log.run_root``, else ``runs``), where ``slurm/job.json`` records the job id and
 which groups each het-job component holds. ``stop`` signals only the batch shell
-(``scancel --batch --signal=TERM``): the controller stops every worker and the trainer writes its
+(``scancel --batch --signal=INT``): the controller stops every worker and the trainer writes its
 final checkpoint; a job still there after ``--wait`` seconds is cancelled outright.
 """
 
@@ -185,8 +185,8 @@ def stop(trial: Trial, name: str, wait_s: float) -> int:
         scancel(job)
         print(f"{name}: job {job} was still pending: cancelled", flush=True)
         return 0
-    scancel(job, signal="TERM", batch=True)
-    print(f"{name}: asked the controller of job {job} to stop (SIGTERM to the batch shell); "
+    scancel(job, signal="INT", batch=True)  # SIGTERM would read as scancel: "cancelled", non-zero
+    print(f"{name}: asked the controller of job {job} to stop (SIGINT to the batch shell); "
           f"waiting up to {wait_s:g} s for the workers to stop and the final checkpoint", flush=True)
     deadline = time.monotonic() + wait_s
     while (rows := queue(job, name)) and any(r.state != "COMPLETING" for r in rows) and time.monotonic() < deadline:

@@ -24,7 +24,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from launch.slurm.controller import TIME_LIMIT_EXIT_CODE
+from launch.slurm.controller import CANCELLED_EXIT_CODE, TIME_LIMIT_EXIT_CODE
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = ROOT / "tests" / "slurm" / "cluster.sh"
@@ -141,6 +141,26 @@ def test_status_and_stop_of_a_long_running_trial(tmp_path: Path) -> None:
     wait_for(lambda: not in_queue(job), 60, f"job {job} leaving the queue")
     wait_for(lambda: not leftover_processes(run_dir), 30, "every task process to exit")
     assert "COMPLETED" in status(tmp_path, "long")
+
+
+def test_scancel_ends_a_running_trial_as_cancelled(tmp_path: Path) -> None:
+    """A plain ``scancel`` (or preemption without requeue) is not a user's stop: the trial did not finish,
+    so it ends with reason "cancelled" and a non-zero code, never COMPLETED."""
+    run_dir = tmp_path / EXPERIMENT / "cancel"
+    job = submit(tmp_path, "cancel", *SMALL)
+    try:
+        metrics = run_dir / "metrics.jsonl"
+        wait_for(lambda: metrics.exists() and metrics.stat().st_size > 0, 300, "a first metrics line", run_dir / "logs")
+        assert sx("scancel", job).returncode == 0
+        wait_for(lambda: not in_queue(job), 120, f"job {job} leaving the queue", run_dir / "logs")
+    finally:
+        if in_queue(job):
+            sx("scancel", "--signal=KILL", job)
+    assert (result(run_dir)["reason"], result(run_dir)["exit_code"]) == ("cancelled", CANCELLED_EXIT_CODE), result(run_dir)
+    assert json.loads((run_dir / "status.json").read_text())["reason"] == "cancelled"
+    shown = sx("scontrol", "show", "job", job).stdout
+    assert "JobState=COMPLETED" not in shown and "JobState=" in shown, shown
+    wait_for(lambda: not leftover_processes(run_dir), 30, "every task process to exit")
 
 
 def test_time_limit_warning_stops_cleanly(tmp_path: Path) -> None:
