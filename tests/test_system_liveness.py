@@ -26,6 +26,7 @@ from pathlib import Path
 
 from launch.threads import run_threads
 from srljax.system.controller import Controller
+from srljax.system.worker import HEARTBEAT_S
 from tests.hanging_env import AFTER_VAR, MARKER, SEED_VAR, STUCK_SEED_VAR
 from tests.test_system_processes import Launch, gone
 from tests.test_system_threads import small_config
@@ -124,6 +125,7 @@ def test_a_sigstopped_worker_ends_the_trial_with_no_heartbeat(tmp_path):
             return any(r["state"] == "running" and r.get("env_steps", 0) > 0 for r in records)
 
         wait_until(running, 120, "actor/0 steps", run)
+        time.sleep(2 * HEARTBEAT_S)  # its line says running at once; the controller hears it with the next beat
         pid = run.recorded_pids()["actor/0"]
         assert pid == run.worker_pids()["actor/0"]
         os.kill(pid, signal.SIGSTOP)

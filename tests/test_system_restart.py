@@ -160,6 +160,30 @@ def test_processes_restart_a_sigkilled_and_a_sigstopped_actor(tmp_path):
             run.proc.kill()
 
 
+def test_processes_restart_an_actor_lost_during_start_up(tmp_path):
+    """actor/0 SIGKILLed right after it registers, while the trainer compiles (before "all workers
+    started"): it is restarted like any other loss, configured with its group, and the trial finishes."""
+    run = Launch(tmp_path, "startup", f"total_env_steps={2 * 4 * 32 * 6}", "layout.restart_backoff_seconds=0.2")
+    try:
+        run.wait_for(r"all \d+ workers registered", timeout=240)
+        assert "all workers started" not in run.output
+        pid = run.worker_pids()["actor/0"]
+        os.kill(pid, signal.SIGKILL)
+        run.wait_for(rf"restarting worker actor/0 \(pid {pid}\) in 0.2 s", timeout=30)
+        run.wait_for(r"worker actor/0 \(pid \d+\) is back after", timeout=240)
+        assert run.wait(timeout=300) == 0, run.output
+        started = run.output.index("all workers started")
+        assert run.output.index("restarting worker actor/0") < started, run.output  # lost during start-up
+        status = run.status()
+        assert (status["exit_code"], status["reason"]) == (0, "done"), status
+        assert status["restarts"]["by_worker"] == {"actor/0": 1}
+        assert [m["update"] for m in read_jsonl(run.run_dir / "metrics.jsonl")] == list(range(1, 7))
+        assert not run.leftovers()
+    finally:
+        if run.proc.poll() is None:
+            run.proc.kill()
+
+
 @pytest.mark.parametrize("inference,every", [("inline", 4), ("remote", 0)])
 def test_processes_restart_a_sigkilled_trainer(tmp_path, inference, every):
     """trainer/0 SIGKILLed mid-run: with ``checkpoint.every_updates=4`` after its checkpoint of update 4, it

@@ -15,7 +15,7 @@
    process ends (``exited``, from the backend), it sends no heartbeat for
    ``layout.heartbeat_timeout_seconds`` (e.g. SIGSTOPped), its main loop has not turned for
    ``layout.hang_seconds`` while its control thread still heartbeats (hung: a blocking env
-   ``step``, a deadlock), or it stops on its own. After ``start``, a lost worker is **restarted** (``srljax/system/restarts.py``; its role's policy, up to
+   ``step``, a deadlock), or it stops on its own. A lost worker is **restarted**, during start-up too (``srljax/system/restarts.py``; its role's policy, up to
    ``layout.max_restarts`` times per worker, after ``layout.restart_backoff_seconds``, doubling
    with each restart in a row): the backend makes sure the old one is gone (``kill``: SIGKILL of
    its process group, an abandoned thread, a killed Slurm task) and starts a newcomer with the
@@ -25,7 +25,8 @@
    its lower params versions after ``params.FOLLOW_DOWN_S`` and actors restart their lag throttle. Errors are restarted too: an env or a machine fails as often as code does, and a
    deterministic bug spends the budget within seconds and ends the trial all the same. The
    newcomer registers (a new ``incarnation``: late messages of the old one are ignored), gets
-   ``configure`` with the current peers and ``start``, and takes the newest params from the
+   ``configure`` with the current peers (or, lost before its role's turn in start-up, with its
+   group) and ``start`` (or, before the trial's ``start``, with everyone), and takes the newest params from the
    params stream like any late subscriber. If it serves a stream at a new address, every other
    worker gets ``peers`` and its endpoints follow (``Worker.connect_peers``); the trainer gets
    the trial's restart count (``restarts``, logged as ``worker_restarts``). Each restart is
@@ -146,6 +147,7 @@ class Controller:
         self._verbose = verbose
         self._lost_timeout = cfg.layout.heartbeat_timeout_seconds
         self._started = False
+        self._configured: set[str] = set()  # roles whose ``configure`` went out (start-up goes role by role)
         self._last_tick = time.monotonic()
         self._silence_grace_until = 0.0
         self._trainer_progress = (-1, time.monotonic())  # (updates, when that number last changed)
@@ -186,10 +188,11 @@ class Controller:
             group = [k for k in self.expected if self.roles[k] == role]
             if group:
                 payload = self.configure_payload()
-                self._send(group, "configure", payload)
+                self._configured.add(role)  # from now on a restarted one of this role is configured as it registers
+                self._send([k for k in group if k not in self.pending], "configure", payload)
                 self._wait_until(group, lambda k: self.states.get(k) == "ready", CONFIGURE_TIMEOUT_S, f"configure {role}")
-        self._send(list(self.expected), "start")
-        self._started = True
+        self._started = True  # first: a worker restarted from here on is started as it comes back (``_back``)
+        self._send([k for k in self.expected if k not in self.pending], "start")
         self._trainer_progress = (self._trainer_updates(), time.monotonic())
         self.say("all workers started")
         deadline = time.monotonic() + self.cfg.timeout_seconds
@@ -285,7 +288,7 @@ class Controller:
     def _lose(self, key: str, why: str, error: bool = False) -> None:
         """``key`` is lost: restart it if its role and budget allow (after ``start``), else end the trial."""
         name = self.expected[key]
-        if not (self._started and self._start and self._kill and self.restarts.allowed(name)):
+        if not (self._start and self._kill and self.restarts.allowed(name)):  # start-up included
             raise TrialEnded(self._failed(key, why) if error else self._lost(key, why))
         short = f"failed: {_last_line(why)}" if error else why
         role = self.roles[key]
@@ -332,6 +335,12 @@ class Controller:
 
     def _configure_newcomer(self, key: str) -> None:
         pending = self.pending[key]
+        if self.roles[key] not in self._configured:  # start-up, before its role's turn: it is configured with them
+            self.pending.pop(key)
+            self.restarts.came_back(self.expected[key])
+            self.say(f"{self._who(key)} is back after {time.monotonic() - pending.lost_at:.1f} s (restart "
+                     f"{pending.attempt}), before its group was configured")
+            return
         pending.phase, pending.since = "configuring", time.monotonic()
         write_trial_targets(self)  # it serves its metrics at a new port
         payload = {**self.configure_payload(), "restarted": True}
@@ -342,14 +351,16 @@ class Controller:
     def _back(self, key: str) -> None:
         """The newcomer is set up: start it, and tell every other worker if it serves at new addresses."""
         pending = self.pending.pop(key)
-        self._send([key], "start")
+        if self._started:  # else the trial's ``start`` reaches it with everyone's
+            self._send([key], "start")
         self.restarts.came_back(self.expected[key])
         role, index = self.expected[key].split("/")
         addresses = self.ready[key].get("addresses") or {}
         moved = isinstance(addresses, dict) and addresses and addresses != pending.old_addresses
         if moved:
             # registered newcomers too: their configure went out first, so they read this after it
-            others = [k for k in self.info if k != key]
+            # (unconfigured ones get them in their ``configure``)
+            others = [k for k in self.info if k != key and self.roles[k] in self._configured]
             self._send(others, "peers", {"role": role, "index": int(index), "addresses": dict(addresses)})
         trainers = [k for k in self.info if self.roles[k] == TRAINER]
         self._send(trainers, "restarts", {"count": self.restarts.total})
