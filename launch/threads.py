@@ -127,7 +127,7 @@ def run_threads(cfg: Experiment, names: NameResolver | None = None, verbose: boo
                 keys: KeyRing | None = None, resume: bool = False) -> SystemResult:
     """Run ``cfg`` (``layout.mode=distributed``) with one thread per worker; return when the trial ends.
 
-    ``layout.auth=on`` (``auto`` is off here, unless ``trainer.num_hosts`` > 1) gives every worker its
+    ``layout.auth`` on (``auto`` is on, as in every backend) gives every worker its
     role's CURVE key pair, generated in memory (or ``keys``, e.g. a test's that also plays a peer).
     """
     validate(cfg)

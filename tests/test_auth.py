@@ -86,9 +86,9 @@ def test_keys_are_owner_only_on_disk_and_an_open_folder_is_refused(tmp_path: Pat
 def test_auth_values_by_backend() -> None:
     cfg = load_file(CONFIG)
     assert cfg.layout.auth == "auto"
-    assert not auth.auth_on(cfg, slurm=False) and auth.auth_on(cfg, slurm=True)
-    assert auth.auth_on(apply_overrides(cfg, ["trainer.num_hosts=2", "trainer.batch_envs=8"]), slurm=False)
-    assert auth.auth_on(apply_overrides(cfg, ["layout.auth=on"]), slurm=False)
+    assert auth.auth_on(cfg, slurm=False) and auth.auth_on(cfg, slurm=True)  # closed by default, loopback too
+    assert auth.resolved(cfg, slurm=False).layout.auth == "on"
+    assert not auth.auth_on(apply_overrides(cfg, ["layout.auth=off"]), slurm=False)
     assert not auth.auth_on(apply_overrides(cfg, ["layout.auth=off"]), slurm=True)
     assert auth.resolved(cfg, slurm=True).layout.auth == "on"
     assert auth.identities(cfg) == ["controller", "trainer", "policy", "actor"]
@@ -314,3 +314,56 @@ def test_non_finite_or_misshapen_samples_are_refused() -> None:
                        ({"action": np.zeros((rows + 1, b), np.int32)}, "action is int32")]:
         with pytest.raises(ValueError, match=match):
             checked_trajectory(traj(**bad), spec, rows - 1, extras)
+
+
+def test_a_default_local_trial_is_closed_to_another_local_process(tmp_path: Path) -> None:
+    """``layout.auth`` left at ``auto``, local processes: another local process that reads the run folder's
+    names (but holds no keys) pushes well-formed forged segments (reward 1e4, episode return 99999) at the
+    trainer and subscribes to the params: its handshakes fail, nothing reaches the trainer's checks, and the
+    trial trains on its own actors' data only. The run folder is owner-only."""
+    import json
+
+    from algos.base import segment_extras_spec
+    from algos.factory import make as make_algo
+    from envs import make as make_env
+    from srljax.comm import DirectoryNames
+    from srljax.config import from_dict
+    from srljax.learning.rollout import zeros_trajectory
+    from srljax.system.common import episode_meta, stream_key, trial_name
+    from tests.test_system_processes import Launch
+
+    run = Launch(tmp_path, "closed", f"total_env_steps={2 * 4 * 32 * 40}")
+    ctx = zmq.Context()
+    try:
+        run.wait_for(r"all workers started", timeout=240)
+        assert "sockets: CURVE" in run.output, run.output
+        assert run.run_dir.stat().st_mode & 0o777 == 0o700
+        cfg = from_dict(json.loads((run.run_dir / "config.json").read_text()))
+        names = DirectoryNames(run.run_dir / "names")  # what any process that can list the folder reads
+        env = make_env(cfg.env, seed=0)
+        forged = zeros_trajectory(env.spec, cfg.algo.num_steps, segment_extras_spec(make_algo(cfg, env.spec)), 4)
+        env.close()
+        forged = forged._replace(reward=np.full_like(forged.reward, 1e4))
+        sender = SampleSender(names.wait(stream_key(cfg, "trainer", 0, "samples"), timeout=30), trial_name(cfg), ctx=ctx)
+        subscriber = ParamsSubscriber(names.wait(stream_key(cfg, "trainer", 0, "params"), timeout=30), trial_name(cfg),
+                                      ctx=ctx)
+        for _ in range(20):
+            sender.send(forged, timeout_ms=0, meta=episode_meta([99999.0], [10]))
+            time.sleep(0.05)
+        assert subscriber.poll_newest(3000) is None  # params are published every second: none arrive here
+
+        def trainer_counts() -> dict:  # its metrics line, written every 2 s while it runs
+            lines = (run.run_dir / "workers" / "trainer-0.jsonl").read_text().splitlines()
+            return json.loads(lines[-1]) if lines else {}
+
+        assert _until(lambda: trainer_counts().get("samples/handshake_failed", 0) >= 1, 20.0), trainer_counts()
+        assert run.wait(timeout=300) == 0, run.output
+        records = [json.loads(line) for line in (run.run_dir / "metrics.jsonl").read_text().splitlines()]
+        assert max(r.get("episode_return") or 0 for r in records) <= 500  # CartPole's cap: no forged episode
+        assert trainer_counts().get("samples_invalid", 0) == 0  # refused at the handshake, never decoded
+        for endpoint in (sender, subscriber):
+            endpoint.close()
+    finally:
+        ctx.destroy(linger=0)
+        if run.proc.poll() is None:
+            run.proc.kill()

@@ -83,6 +83,8 @@ def submit(cfg: Experiment, resume: bool = False) -> int:
     files = RunFiles(trial)
     # sbatch refuses: a new run folder is left as it was (missing or empty); a resumed one keeps its run
     with files.transaction() if not resume else contextlib.nullcontext():
+        trial.run_dir.mkdir(parents=True, exist_ok=True)
+        trial.run_dir.chmod(0o700)  # owner-only, as in every backend (srljax.storage.run_dir.claim)
         auth.prepare(cfg, trial.run_dir)  # RUN_DIR/keys (0700, files 0600) before any task can start
         files.write_config(cfg)
         files.write(trial.script, render(cfg))

@@ -168,6 +168,7 @@ def claim(cfg: Experiment, resume: bool = False) -> Path:
         raise RunFolderInUse(found)
     run_dir = Path(cfg.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir.chmod(0o700)  # owner-only: its names (addresses), keys and checkpoints are no one else's business
     if resume:
         step, _ = read_meta(run_dir / "checkpoints") or (0, {})
         rollback_metrics(run_dir / "metrics.jsonl", step)

@@ -30,10 +30,9 @@ CONTROL = "control"  # the control stream's name on the wire (ZAP domain); no la
 
 
 def auth_on(cfg: Experiment, *, slurm: bool) -> bool:
-    """``layout.auth``: on, off, or auto (on for Slurm and multi-host trainers, off on one machine's loopback)."""
-    if cfg.layout.auth == "auto":
-        return slurm or cfg.trainer.num_hosts > 1
-    return cfg.layout.auth == "on"
+    """``layout.auth``: on, off, or auto (on: every backend, loopback included, since any local process can
+    reach a loopback port; ``slurm`` is kept for callers that tell backends apart)."""
+    return cfg.layout.auth != "off"
 
 
 def resolved(cfg: Experiment, *, slurm: bool) -> Experiment:

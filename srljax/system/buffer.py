@@ -77,7 +77,7 @@ class BufferWorker(Worker):
         except ValueError:
             self.stats.add("samples_invalid")
             return
-        returns, lengths = episodes_from_meta(msg.meta)
+        returns, lengths = episodes_from_meta(msg.meta, max_count=traj.reward.size)
         self.returns += returns.tolist()
         self.lengths += lengths.tolist()
         self.held.append(traj)

@@ -117,15 +117,19 @@ def episode_meta(returns: list[float], lengths: list[int]) -> dict[str, list[flo
     return {"episode_returns": [float(r) for r in returns], "episode_lengths": [int(n) for n in lengths]}
 
 
-def episodes_from_meta(meta: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
-    """Inverse of ``episode_meta``; anything malformed counts as no episodes."""
+def episodes_from_meta(meta: Mapping[str, Any], max_count: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Inverse of ``episode_meta``; anything malformed or out of range counts as no episodes: returns must
+    be finite, lengths >= 1, and at most ``max_count`` episodes (a segment's env steps: each ends one at most)."""
+    none = np.zeros(0, np.float32), np.zeros(0, np.int64)
     returns, lengths = meta.get("episode_returns", []), meta.get("episode_lengths", [])
     try:
         r, n = np.asarray(returns, np.float32), np.asarray(lengths, np.int64)
     except (TypeError, ValueError, OverflowError):
-        return np.zeros(0, np.float32), np.zeros(0, np.int64)
-    if r.ndim != 1 or r.shape != n.shape:
-        return np.zeros(0, np.float32), np.zeros(0, np.int64)
+        return none
+    if r.ndim != 1 or r.shape != n.shape or (max_count is not None and r.size > max_count):
+        return none
+    if not (np.isfinite(r).all() and (n >= 1).all()):
+        return none
     return r, n
 
 

@@ -265,8 +265,10 @@ class Controller:
                     self._lose(msg.worker, "it stopped on its own")
                 elif state == "ready" and msg.worker in self.pending:
                     self._back(msg.worker)
-            elif msg.kind == "done":
+            elif msg.kind == "done" and self.roles[msg.worker] == TRAINER:  # only a trainer may end the trial
                 self.done = {k: v for k, v in msg.payload.items() if k != "incarnation"}
+            elif msg.kind == "done":
+                self.server.counts["done_not_from_a_trainer"] += 1
             elif msg.kind == "names" and self.name_store is not None:  # layout.names=controller
                 self.server.send(msg.worker, "names_reply", answer_names(self.name_store, msg.payload))
         self._advance_restarts()

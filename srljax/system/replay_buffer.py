@@ -147,7 +147,7 @@ class ReplayBufferWorker(Worker):
         steps = rows["reward"].size
         self.unreported_steps += steps
         self.stats.add("env_steps", steps)
-        returns, lengths = episodes_from_meta(msg.meta)
+        returns, lengths = episodes_from_meta(msg.meta, max_count=steps)
         self.returns += returns.tolist()
         self.lengths += lengths.tolist()
         self.actor_returns.setdefault(str(actor), []).extend(returns.tolist())

@@ -198,7 +198,7 @@ class ReplayTrainerWorker(TrainerWorker):
             self.granted[shard] = self.received[shard] = 0
         self.env_steps += steps
         self.stats.add("env_steps", steps)
-        self.episodes.add(*episodes_from_meta(meta))
+        self.episodes.add(*episodes_from_meta(meta, max_count=steps))
         if isinstance(meta.get("replay_size"), int):
             self.replay_sizes[shard] = meta["replay_size"]
         if isinstance(meta.get("actor_returns"), dict):

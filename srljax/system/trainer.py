@@ -208,7 +208,7 @@ class TrainerWorker(Worker):
         self.env_steps += self.cfg.algo.num_steps * columns
         self.stats.add("env_steps", self.cfg.algo.num_steps * columns)
         self.stats.add("samples")
-        self.episodes.add(*episodes_from_meta(msg.meta))
+        self.episodes.add(*episodes_from_meta(msg.meta, max_count=self.cfg.algo.num_steps * columns))
         self.stats.count_value("lag/received", lag)
         if lag > self.cfg.trainer.max_policy_lag:
             self._drop(columns)
