@@ -27,8 +27,8 @@ def make_parser(prog: str, description: str) -> argparse.ArgumentParser:
     parser.add_argument("-f", "--trial", help="trial name (default: a timestamp and a random suffix); "
                         "its run folder must be new or empty")
     parser.add_argument("--resume", action="store_true",
-                        help="continue trial -f from its newest checkpoint (same config; total_env_steps, "
-                        "timeout_seconds and log.* may change)")
+                        help="continue trial -f from its newest checkpoint, with the config it was trained with "
+                        f"and only the overrides given now; these may change: {run_dir.resumable_keys()}")
     parser.add_argument("--show", action="store_true",
                         help="print the resolved config (every key, its type and meaning) and the derived sizes, "
                         "then exit; creates nothing (launch/show.py)")
@@ -46,6 +46,10 @@ def resolve(args: argparse.Namespace) -> Experiment:
     resume = getattr(args, "resume", False)
     if resume and not args.trial:
         raise ConfigError(["--resume needs the trial to continue: add -f TRIAL"])
+    if resume:  # the trial's own config, not the file's defaults: a resume changes only what it is told to
+        cfg, changes = run_dir.resume_config(cfg, args.overrides)
+        for change in changes:
+            print(f"resume: {change}", flush=True)
     found, in_use = problems(cfg) + envs.problems(cfg.env), run_dir.problems(cfg, resume)
     if found:
         raise ConfigError(found + in_use)

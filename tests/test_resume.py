@@ -266,3 +266,35 @@ def test_sigterm_during_an_update_lands_after_its_line_and_checkpoint(tmp_path, 
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert [r["update"] for r in read(run_dir / "metrics.jsonl")] == list(range(1, 12))
+
+
+def test_cli_resume_starts_from_the_trials_own_config(runs, tmp_path, capsys):
+    """``--resume`` with only a new ``total_env_steps``: the trial's own settings (here eval.every_updates and
+    the PPO sizes its checkpoint was trained with, which the config file does not have) stay, the change is
+    printed, and only the resumable keys may be changed."""
+    import shutil
+
+    root = tmp_path / "root"
+    shutil.copytree(runs[0] / "resume" / "full", root / "resume" / "full")
+    config = tmp_path / "resume.py"
+    # the file now says another eval interval and timeout: a resume takes neither
+    config.write_text("from tests.test_resume import parity\nfrom pathlib import Path\n\n"
+                      f"def experiment():\n    return parity(Path({str(root)!r}), timeout_seconds=123.0)\n")
+    parser = make_parser("launch", "")
+
+    def cli(*extra):
+        return resolve(parser.parse_intermixed_args([str(config), "-e", "resume", "-f", "full", "--resume",
+                                                     f"log.run_root={root}", *extra]))
+
+    saved = json.loads((root / "resume" / "full" / "config.json").read_text())
+    cfg = cli("total_env_steps=400", "eval.every_updates=5")
+    assert cfg.total_env_steps == 400 and cfg.eval.every_updates == 5
+    assert cfg.timeout_seconds == saved["timeout_seconds"] != 123.0 and cfg.checkpoint.every_updates == 3
+    printed = capsys.readouterr().out
+    assert "resume: total_env_steps: 176 -> 400" in printed and "resume: eval.every_updates: 0 -> 5" in printed
+    assert printed.count("resume: ") == 2  # only the keys given now
+    with pytest.raises(Exception, match="algo.gamma: 0.99 -> 0.9"):
+        cli("total_env_steps=400", "algo.gamma=0.9")
+    # the resumed trial of the fixture kept the config it started with beside the new one
+    stopped = runs[0] / "resume" / "stopped"
+    assert json.loads((stopped / "config.1.json").read_text()) == json.loads((stopped / "config.json").read_text())

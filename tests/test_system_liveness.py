@@ -162,8 +162,10 @@ def test_a_starved_trainer_ends_the_trial_as_stalled(tmp_path, monkeypatch):
     assert result.message.startswith("stalled: no update for ")
     assert f"(layout.stall_seconds={stall_s}; " in result.message
     assert re.search(r"trainer/0 waits for samples: holds [0-7]/8 columns", result.message), result.message
-    assert re.search(r"actor/0: lag throttle: pushed \d+ columns by params version \d+, waits for a newer one",
-                     result.message), result.message
+    # actor/0 waits on its throttle, or (its starvation escape fired ~5 s after the last version) steps the
+    # segment after the escaped one, which on a loaded machine can still run when the stall is declared
+    assert re.search(r"actor/0: (lag throttle: pushed \d+ columns by params version \d+, waits for a newer one|"
+                     r"stepping: env columns at rows)", result.message), result.message
     assert "actor/1: env: recv returns no rows" in result.message, result.message  # the stuck one, named
     status = json.loads((Path(cfg.run_dir) / "status.json").read_text())
     assert (status["exit_code"], status["reason"], status["message"]) == (1, "stalled", result.message)

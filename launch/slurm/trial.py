@@ -101,6 +101,9 @@ class RunFiles:
 
     def write_config(self, cfg: Any) -> None:
         from srljax.config import to_dict
+        from srljax.storage.run_dir import keep_config
+
+        keep_config(self.trial.run_dir)  # a resubmitted trial (--resume) keeps the config it started with
 
         self.write(self.trial.run_dir / "config.json", json.dumps(to_dict(cfg), indent=2, sort_keys=True) + "\n")
 

@@ -23,6 +23,7 @@ metrics lines logged after the checkpoint's update (a crash between checkpoints)
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -31,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from srljax.config import ConfigError, Experiment, consumes, to_dict
+from srljax.config import ConfigError, Experiment, apply_overrides, consumes, from_dict, to_dict
 from srljax.storage.steps import read_meta, steps
 
 SHOWN_ENTRIES = 4
@@ -63,6 +64,37 @@ def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:
     if isinstance(tree, dict):
         return {k: v for key, sub in tree.items() for k, v in _flat(sub, f"{prefix}{key}.").items()}
     return {prefix[:-1]: list(tree) if isinstance(tree, tuple) else tree}
+
+
+def resumable_keys() -> str:
+    """``RESUMABLE`` as users type it: ``total_env_steps, timeout_seconds, log.*, ...`` (``--help``, messages)."""
+    return ", ".join(k.rstrip(".") + (".*" if k.endswith(".") else "") for k in RESUMABLE if k not in ("name", "trial"))
+
+
+def resume_config(cfg: Experiment, overrides: list[str]) -> tuple[Experiment, list[str]]:
+    """The config ``--resume`` continues with: the trial's own (the one its newest checkpoint was written with)
+    with only ``overrides`` applied, and each change as ``key: old -> new``. Without a readable checkpoint
+    config, ``cfg`` as it is (``resume_problems`` then says why the trial cannot resume)."""
+    found = read_meta(Path(cfg.run_dir) / "checkpoints")
+    if found is None or not isinstance(found[1].get("config"), dict):
+        return cfg, []
+    try:
+        saved = from_dict(found[1]["config"])
+    except (ConfigError, TypeError, ValueError):
+        return cfg, []
+    saved = dataclasses.replace(saved, name=cfg.name, trial=cfg.trial, log=dataclasses.replace(
+        saved.log, run_root=cfg.log.run_root))  # the folder it was found in, whatever the saved root said
+    resumed = apply_overrides(saved, overrides)
+    old, new = _flat(to_dict(saved)), _flat(to_dict(resumed))
+    return resumed, [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(new) if old.get(k) != new.get(k)]
+
+
+def keep_config(run_dir: Path) -> None:
+    """Before a resumed start writes ``config.json``: keep the one there as ``config.<n>.json`` (n = 1, 2, ...)."""
+    current = run_dir / "config.json"
+    if current.exists():
+        n = 1 + sum(1 for p in run_dir.glob("config.*.json") if p.name.split(".")[1].isdigit())
+        (run_dir / f"config.{n}.json").write_text(current.read_text())
 
 
 def _resumable(key: str) -> bool:
@@ -116,8 +148,8 @@ def resume_problems(cfg: Experiment) -> list[str]:
         shown = diffs[:SHOWN_DIFFERENCES] + ([f"... and {len(diffs) - SHOWN_DIFFERENCES} more"]
                                               if len(diffs) > SHOWN_DIFFERENCES else [])
         return [f"cannot resume {where}: the config differs from the one its checkpoint (update {step}) was "
-                f"written with; only {', '.join(k.rstrip('.') + ('.*' if k.endswith('.') else '') for k in RESUMABLE)} "
-                "may change. Use the same config file and overrides, or start a new trial. Differences:\n  "
+                f"written with; only {resumable_keys()} may change (--resume starts from the trial's own config: "
+                "give only the keys to change), or start a new trial. Differences:\n  "
                 + "\n  ".join(shown)]
     if consumes(cfg.algo) == "replay" and cfg.layout.mode == "distributed":  # Ape-X: the shards' own replay files
         from srljax.replay.snapshots import resume_problem
@@ -172,6 +204,7 @@ def claim(cfg: Experiment, resume: bool = False) -> Path:
     if resume:
         step, _ = read_meta(run_dir / "checkpoints") or (0, {})
         rollback_metrics(run_dir / "metrics.jsonl", step)
+        keep_config(run_dir)
     return run_dir
 
 
