@@ -36,6 +36,7 @@ from srljax.layout import Layout, build_layout, validate
 from srljax.parallel.devices import PlacementError, apply_env, process_env, visible_gpus
 from srljax.storage import run_dir as run_folder
 from srljax.system import auth
+from srljax.telemetry.progress import last_json_line, summary_line
 
 KILL_GRACE_S = 5.0  # after the controller's stop: SIGTERM, this long, then SIGKILL
 TAIL_LINES = 20
@@ -178,6 +179,7 @@ def run_distributed(cfg: Experiment, resume: bool = False) -> int:
         print(f"  sockets: CURVE, keys in {run_dir / auth.KEYS_DIR}" if keys is not None
               else "  sockets: not authenticated (layout.auth=off)", flush=True)
 
+    began = time.monotonic()
     with sigterm_as_interrupt():
         result, killed, _ = run_trial(cfg, procs, names, layout, started=started, keys=keys, resume=resume)
     if killed:
@@ -185,7 +187,13 @@ def run_distributed(cfg: Experiment, resume: bool = False) -> int:
     if result is None:
         print("interrupted", flush=True)
         return 130
-    print(("finished: " if result.exit_code == 0 else "FAILED: ") + result.message, flush=True)
+    lines = result.message.splitlines()
+    if result.exit_code != 0:  # the whole message: who was lost or stalled, and why
+        print("FAILED: " + result.message, flush=True)
+    elif len(lines) > 1:  # below the raw "done" line: the restarts, if any
+        print("\n".join(lines[1:]), flush=True)
+    print(summary_line(result.exit_code == 0, result.reason, last_json_line(run_dir / "metrics.jsonl"), cfg,
+                       time.monotonic() - began), flush=True)
     if cfg.eval.every_updates > 0:  # the eval manager's last and best evaluations (srljax/evaluation/evaluator.py)
         from srljax.evaluation.evaluator import summary_from_files
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from launch import status
@@ -85,3 +87,26 @@ def test_summarise_turns_two_scrapes_into_rates_shares_and_busy_fractions():
 def test_the_command_says_why_when_a_trial_has_no_targets_file(tmp_path, capsys):
     assert status.main(["-e", "exp", "-f", "t0", "--run-root", str(tmp_path)]) == 1
     assert "prometheus_targets.json" in capsys.readouterr().err
+
+
+def test_progress_and_summary_lines_read_the_newest_metrics_line(tmp_path):
+    """What a distributed launcher prints while its trial runs (every 10 s) and when it ends."""
+    import json
+
+    from srljax.config import Experiment
+    from srljax.telemetry.progress import last_json_line, progress_line, summary_line
+
+    cfg = Experiment(total_env_steps=10_240, log=dataclasses.replace(Experiment().log, run_root=str(tmp_path)))
+    path = tmp_path / "metrics.jsonl"
+    assert last_json_line(path) == {} and progress_line({}, cfg) == "no metrics line yet"
+    lines = [{"update": u, "env_steps": 1024 * u, "episode_return": 20.0 + u, "sps": 2950.4, "lag/max": 2,
+              "worker_restarts": 1 if u == 3 else 0} for u in (1, 2, 3)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines) + '{"update": 4, "env_st')  # torn last line
+    record = last_json_line(path)
+    assert record == lines[-1]  # a line being written is skipped, not taken for a record
+    assert progress_line(record, cfg) == (f"update 3/{cfg.num_updates}, env steps 3,072/10,240, return 23.0, "
+                                          "2,950 env steps/s, lag max 2, restarts 1")
+    assert progress_line({**record, "episode_return": "nan"}, cfg).count("return") == 0
+    assert summary_line(True, "done", record, cfg, 12.3) == (
+        f"finished: done, 3,072 env steps, 3 updates, recent mean episode return 23.0, wall 12 s; "
+        f"metrics in {cfg.run_dir / 'metrics.jsonl'}")

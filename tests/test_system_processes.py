@@ -119,6 +119,10 @@ def test_local_processes_run_to_completion(tmp_path):
         assert str(run.run_dir / "logs" / f"{name}.log") in out
     assert "finished: done" in out
     assert (run.status()["exit_code"], run.status()["reason"]) == (0, "done")
+    # the launcher's own console ends with one readable summary (progress lines come every 10 s: none this short)
+    summary = out.strip().splitlines()[-1]
+    assert re.fullmatch(rf"finished: done, [\d,]+ env steps, 4 updates, recent mean episode return [\d.]+, wall \d+ s; "
+                        rf"metrics in {re.escape(str(run.run_dir / 'metrics.jsonl'))}", summary), summary
 
     pids = run.worker_pids()
     assert set(pids) == {"trainer/0", "policy/0", "actor/0", "actor/1", "params_norm/0"}

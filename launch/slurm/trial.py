@@ -26,6 +26,7 @@ from typing import Any
 
 from launch.slurm.jobs import SlurmError, final_state, jobs_named, queue, scancel
 from launch.slurm.plan import Component
+from srljax.telemetry.progress import last_json_line
 
 ACTIONS = ("status", "stop")
 STOP_WAIT_S = 180.0  # the controller waits up to 30 s per worker group, the trainer checkpoints
@@ -148,24 +149,14 @@ def status_lines(trial: Trial, name: str) -> list[str]:
     return out
 
 
-def _last_json_line(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as f:
-            f.seek(max(0, f.seek(0, 2) - 8192))
-            lines = f.read().decode(errors="replace").strip().splitlines()
-        return json.loads(lines[-1]) if lines else {}
-    except (OSError, ValueError):
-        return {}
-
-
 def _worker_states(run_dir: Path, role: str, count: int) -> str:
-    states = Counter(_last_json_line(run_dir / "workers" / f"{role}-{i}.jsonl").get("state", "not started")
+    states = Counter(last_json_line(run_dir / "workers" / f"{role}-{i}.jsonl").get("state", "not started")
                      for i in range(count))
     return ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
 
 
 def _progress(run_dir: Path) -> str:
-    last = _last_json_line(run_dir / "metrics.jsonl")
+    last = last_json_line(run_dir / "metrics.jsonl")
     total = json.loads((run_dir / "config.json").read_text()).get("total_env_steps") if (run_dir / "config.json").exists() else None
     if not last:
         return f"progress: no metrics yet ({run_dir / 'metrics.jsonl'})"

@@ -70,6 +70,7 @@ from srljax.system.fd_limits import FD_MARGIN, raise_open_files
 from srljax.system.names_service import answer_names, served_store
 from srljax.system.restarts import Pending, Restarts
 from srljax.telemetry.exporter import serve_controller, write_trial_targets
+from srljax.telemetry.progress import PROGRESS_EVERY_S, last_json_line, progress_line
 from srljax.types import EnvSpec
 
 REGISTER_TIMEOUT_S = 300.0  # imports and jax start-up of many processes on few cores
@@ -154,6 +155,8 @@ class Controller:
         self._key_of = {name: key for key, name in self.expected.items()}  # "actor/3" -> its worker key
         self._trainers = [k for k in self.expected if self.roles[k] == TRAINER]
         self._next_liveness = 0.0
+        self._next_progress = 0.0  # a progress line in the launcher's console every PROGRESS_EVERY_S
+        self._shown_update: Any = None
         self.exporter = serve_controller(self)  # Prometheus; RUN_DIR/prometheus_targets.json lists it and every worker
 
     def say(self, text: str) -> None:
@@ -277,6 +280,9 @@ class Controller:
             self._check_liveness()
         if self._started:
             self._check_progress()
+            if now >= self._next_progress:
+                self._next_progress = now + PROGRESS_EVERY_S
+                self._show_progress()
 
     def _current(self, msg: ControlMessage) -> bool:
         """Whether ``msg`` comes from the incarnation now serving its worker key (``ControlServer.poll``)."""
@@ -403,6 +409,18 @@ class Controller:
                 waits = f", waiting for: {beat['waiting']}" if beat.get("waiting") else ""
                 self._lose(key, f"hung: its main loop has not turned for {age:.0f} s (layout.hang_seconds={hang:g}) "
                                 f"while its process still heartbeats{waits}")
+
+    def _show_progress(self) -> None:
+        """The newest metrics line, once per new update (several policies: the first one's file)."""
+        if not self._verbose:
+            return
+        run_dir = Path(self.cfg.run_dir)
+        trained = self.cfg.policies.training() if self.cfg.policies.enabled else ()
+        path = run_dir / "policies" / trained[0] / "metrics.jsonl" if trained else run_dir / "metrics.jsonl"
+        record = last_json_line(path)
+        if record.get("update") != self._shown_update:
+            self._shown_update = record.get("update")
+            print(f"[progress] {progress_line(record, self.cfg)}", flush=True)
 
     def _trainer_updates(self) -> int:
         updates = [int(self.beats[k].get("progress", 0)) for k in self._trainers if k in self.beats]

@@ -1,0 +1,68 @@
+"""What a distributed trial's launcher prints while it runs and when it ends, read from ``metrics.jsonl``.
+
+    record = last_json_line(run_dir / "metrics.jsonl")    # {} while there is none (or it cannot be read)
+    print(progress_line(record, cfg))     # update 120/488, env steps 122,880/500,000, return 187.3, ...
+    print(summary_line(ok, reason, record, cfg, wall_s))   # finished: done, 500,224 env steps, ...
+
+The controller prints a progress line every ``PROGRESS_EVERY_S`` (``srljax/system/controller.py``), so the
+launcher's own console (a terminal or a job log) shows the run without opening the trainer's log.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from srljax.config import Experiment
+
+PROGRESS_EVERY_S = 10.0
+TAIL_BYTES = 8192
+
+
+def last_json_line(path: Path) -> dict[str, Any]:
+    """The last complete JSON line of ``path`` ({} if none): reads only its tail; a line being written is skipped."""
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, f.seek(0, 2) - TAIL_BYTES))
+            lines = f.read().decode(errors="replace").strip().splitlines()
+    except OSError:
+        return {}
+    for line in reversed(lines[-2:]):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        return record if isinstance(record, dict) else {}
+    return {}
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def progress_line(record: dict[str, Any], cfg: Experiment) -> str:
+    """One line from a metrics record: updates, env steps, return, speed, lag, restarts."""
+    if not record:
+        return "no metrics line yet"
+    parts = [f"update {record.get('update', '?')}/{cfg.num_updates}",
+             f"env steps {int(record.get('env_steps', 0)):,}/{cfg.total_env_steps:,}"]
+    if (ret := _number(record.get("episode_return"))) is not None:
+        parts.append(f"return {ret:.1f}")
+    if (sps := _number(record.get("sps"))) is not None:
+        parts.append(f"{sps:,.0f} env steps/s")
+    if (lag := _number(record.get("lag/max"))) is not None:
+        parts.append(f"lag max {lag:.0f}")
+    if record.get("worker_restarts"):
+        parts.append(f"restarts {record['worker_restarts']}")
+    return ", ".join(parts)
+
+
+def summary_line(ok: bool, reason: str, record: dict[str, Any], cfg: Experiment, wall_s: float) -> str:
+    """The run's last line: how it ended, how far it got, its return, wall time and where the files are."""
+    ret = _number(record.get("episode_return"))
+    return (f"{'finished' if ok else 'FAILED'}: {reason}, {int(record.get('env_steps', 0)):,} env steps, "
+            f"{record.get('update', 0)} updates"
+            + (f", recent mean episode return {ret:.1f}" if ret is not None else "")
+            + f", wall {wall_s:.0f} s; metrics in {Path(cfg.run_dir) / 'metrics.jsonl'}")
