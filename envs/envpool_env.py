@@ -34,6 +34,11 @@ from envs.spaces import ActionConverter, observation_dtype, spec_from_spaces
 from srljax.config import EnvConfig
 from srljax.types import TimeStep
 
+# envpool builds gymnasium Boxes from float64 bounds; gymnasium then warns, with raw colour codes, that it
+# cast them to float32 (the dtype envpool steps in). It says nothing to a user: filtered here, at its source.
+warnings.filterwarnings("ignore", message=r".*precision lowered by casting to float32", category=UserWarning,
+                        module="gymnasium.spaces.box")
+
 
 def is_atari(env_id: str) -> bool:
     """True for envpool's Atari games (``Pong-v5``, ``Breakout-v5``, ...)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import jax
@@ -86,13 +87,17 @@ def test_bad_population_settings_get_one_clear_message_each():
 
 
 @pytest.mark.slow
-def test_pbt_rescues_members_that_start_with_a_tiny_learning_rate(tmp_path):
-    """The issue's acceptance: with PBT every member ends >= 450; without, the two lr=1e-6 members stay < 200."""
+def test_pbt_rescues_members_that_start_with_a_tiny_learning_rate(tmp_path, capsys):
+    """The issue's acceptance: with PBT every member ends >= 450; without, the two lr=1e-6 members stay < 200.
+    The console names each line's member and says when one copies another."""
     from srljax.loops.train import train
 
     base = apply_overrides(load_file(ROOT / "configs" / "cartpole_pbt.py"),
                            [f"log.run_root={tmp_path}", "log.wandb=disabled", "log.progress=lines", "log.log_every=10"])
     on = train(apply_overrides(base, ["trial=pbt"]))
+    printed = capsys.readouterr().out
+    assert all(f"member {i}  " in printed for i in range(4)), printed[-2000:]
+    assert re.search(r"pbt at update \d+: member [01] \(score [\d.]+\) copies member [23]", printed), printed[-2000:]
     assert min(on.final_scores) >= 450, on.final_scores
     copies = [x for x in on.lineage if "copied" in x]
     assert {x["member"] for x in copies} >= {0, 1}  # both slow members were exploited

@@ -220,6 +220,9 @@ def train_population(cfg: Experiment, resume: bool = False) -> PopulationResult:
                                         env_steps=m.collector.env_steps)
                     if m.index in plan:
                         src, new_lr = members[plan[m.index][0]], plan[m.index][1]
+                        print(f"[{cfg.name}/{cfg.trial}] pbt at update {update}: member {m.index} (score "
+                              f"{scores[m.index]:.1f}) copies member {src.index} (score {scores[src.index]:.1f}), "
+                              f"lr {lrs[m.index]:.3g} -> {new_lr:.3g}", flush=True)
                         state = jax.tree.map(jnp.copy, src.learner.state)
                         state = state.replace(rng=jax.random.fold_in(state.rng, 1000 * update + m.index))
                         m.learner.state = jax.device_put(with_lr_scale(state, new_lr / cfg.trainer.lr),

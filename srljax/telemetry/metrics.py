@@ -134,6 +134,8 @@ class MetricsLogger:
         steps = record.get("env_steps", 0)
         ret = record.get("episode_return")
         info = f"{record.get('sps', 0):,.0f} sps" + (f"  return {ret:.1f}" if isinstance(ret, float) else "")
+        if "member" in record:  # a population's lines: whose
+            info = f"member {record['member']}  {info}"
         if self._progress is not None:
             self._progress.update(self._task, completed=steps, info=info)
         else:
