@@ -40,9 +40,16 @@ def resolve(args: argparse.Namespace) -> Experiment:
     """Load, override, name and validate (the tree, its worker graph, its env and its run folder);
     raise ConfigError listing every problem. Creates nothing."""
     cfg = load_file(args.config)
-    cfg = apply_overrides(cfg, args.overrides)
+    bad: list[str] = []  # an override that cannot apply is reported with the value problems of the others
+    for item in args.overrides:
+        try:
+            cfg = apply_overrides(cfg, [item])
+        except ConfigError as err:
+            bad += err.problems
     names = {"name": args.experiment or cfg.name, "trial": args.trial or run_dir.new_trial_name()}
     cfg = dataclasses.replace(cfg, **names)
+    if bad:  # what else is wrong with the config as far as it could be applied; nothing about the run folder yet
+        raise ConfigError(bad + problems(cfg) + envs.problems(cfg.env))
     resume = getattr(args, "resume", False)
     if resume and not args.trial:
         raise ConfigError(["--resume needs the trial to continue: add -f TRIAL"])

@@ -58,7 +58,7 @@ def test_overrides_parse_types_and_report_unknown_keys_together():
     with pytest.raises(ConfigError) as err:
         apply_overrides(Experiment(), ["trainer.lrr=1", "env.num_envs=many", "layout.mode=cluster", "nokey"])
     text = str(err.value)
-    assert "unknown config key 'trainer.lrr'; did you mean lr?" in text
+    assert "unknown config key 'trainer.lrr'; did you mean trainer.lr?" in text
     assert "env.num_envs='many': expected an integer" in text
     assert "layout.mode='cluster': expected one of single, distributed" in text
     assert "override 'nokey' is not key=value" in text

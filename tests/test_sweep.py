@@ -88,7 +88,7 @@ return Sweep(configs=["{CARTPOLE}", "configs/no_such_config.py"],
     assert cli.main([str(path)]) == 2
     err = capsys.readouterr().err
     assert "config file 'configs/no_such_config.py' not found" in err
-    assert "unknown config key 'trainer.lrr'; did you mean lr? (all 4 trials)" in err
+    assert "unknown config key 'trainer.lrr'; did you mean trainer.lr? (all 4 trials)" in err
     assert "env.num_envs='many': expected an integer (all 4 trials)" in err
     assert "env.id='CartPol-v1' is not an envpool env id: did you mean CartPole-v1" in err
     assert "no trial was started" in err

@@ -236,12 +236,15 @@ def test_launch_local_runs_atari_and_mujoco(tmp_path, config, steps):
     [
         (["configs/cartpole_ppo.py", "trainer.num_minibatches=3"], "is not divisible by trainer.num_minibatches=3"),
         (["configs/cartpole_ppo.py", "trainer.lr=abc"], "trainer.lr='abc': expected a number"),
-        (["configs/cartpole_ppo.py", "trainer.lrr=1"], "unknown config key 'trainer.lrr'; did you mean lr?"),
+        (["configs/cartpole_ppo.py", "trainer.lrr=1"], "unknown config key 'trainer.lrr'; did you mean trainer.lr?"),
         (["configs/cartpole_ppo.py", "env.id=CartPol-v1"], "env.id='CartPol-v1' is not an envpool env id: did you mean CartPole-v1"),
         (["configs/cartpole_ppo.py", "env.factory=no_such_module:make"], "cannot import module 'no_such_module'"),
         (["configs/no_such_config.py"], "config file 'configs/no_such_config.py' not found"),
+        # an unknown key and a bad value of another: both in one run
+        (["configs/cartpole_ppo.py", "trainer.lrr=2", "env.num_envs=0"],
+         "did you mean trainer.lr?\n  - env.num_envs=0 must be >= 1"),
     ],
-    ids=["minibatches", "bad-number", "unknown-key", "unknown-env", "bad-factory", "missing-file"],
+    ids=["minibatches", "bad-number", "unknown-key", "unknown-env", "bad-factory", "missing-file", "key-and-value"],
 )
 def test_bad_input_exits_2_with_one_message_and_starts_nothing(tmp_path, args, message):
     out = subprocess.run(

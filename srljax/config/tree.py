@@ -97,7 +97,9 @@ def _set(node: Any, path: list[str], text: str, full_key: str) -> Any:
     if head not in names:
         import difflib
 
-        close = difflib.get_close_matches(head, names, n=3)
+        parts = full_key.split(".")
+        parent = ".".join(parts[: len(parts) - len(path)])  # the section the key was looked up in
+        close = [f"{parent}.{c}" if parent else c for c in difflib.get_close_matches(head, names, n=3)]
         hint = f"; did you mean {', '.join(close)}?" if close else f"; fields here: {', '.join(names)}"
         raise ConfigError([f"unknown config key {full_key!r}{hint}"])
     if len(path) == 1 and isinstance(node, Experiment) and head == "algo":
