@@ -1,13 +1,15 @@
 """``python -m launch.status -e EXP -f TRIAL``: what a running trial's workers do, and what bounds it.
 
     python -m launch.status -e atari_ppo_distributed -f pong1               # local or Slurm alike
+    python -m launch.status -e atari_ppo_distributed                        # every trial: ended how, or running
     python -m launch.status -e atari_ppo_distributed -f pong1 --interval 20 # longer window (slow updates)
 
 Reads ``RUN_DIR/prometheus_targets.json`` (every worker's endpoint, ``srljax/telemetry/exporter.py``),
 scrapes every endpoint twice ``--interval`` seconds apart and prints, per role: workers answering,
 busy fraction, throughput and queue depths, the share of wall time in each phase, and one sentence
 naming what bounds the run (env stepping, inference, the trainer's update, sample transport or
-params transport) with the figures that show it. For a Slurm trial (``slurm/job.json`` in the run
+params transport) with the figures that show it, and the settings that move it. A trial that has ended
+is reported from its ``status.json`` (exit 0). For a Slurm trial (``slurm/job.json`` in the run
 folder) the job's state per group comes first (``python -m launch.slurm status``).
 
 ``summarise`` (scraped values -> ``RoleFigures``) and ``diagnose`` (figures -> the sentence) are
@@ -17,6 +19,7 @@ pure functions; ``tests/test_status.py`` feeds them synthetic metrics for each c
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections import defaultdict
@@ -26,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from srljax.layout import ACTOR, BUFFER, POLICY, TRAINER
+from srljax.telemetry.progress import last_json_line
 from srljax.telemetry.prometheus import Target, read_targets, scrape, values
 
 INTERVAL_S = 5.0
@@ -68,6 +72,25 @@ class RoleFigures:
 class Diagnosis:
     cause: str  # one of CAUSES
     sentence: str
+
+    @property
+    def fix(self) -> str:
+        """The settings that move this bound (``FIXES``)."""
+        return f"To move it: {FIXES[self.cause]}."
+
+
+FIXES = {
+    ENV: "more actors (layout.num_actors) or envs per actor (env.num_envs), if cores are free; layout.ring_size=2 "
+         "steps one half of an actor's envs while the other half waits for actions",
+    INFERENCE: "more policy workers (layout.num_policy_workers), layout.ring_size=2 to overlap inference with env "
+               "steps, or layout.inference=inline for a small network (actors act themselves, no round trip)",
+    UPDATE: "more trainer devices or hosts (trainer.num_hosts), fewer passes over each batch (trainer.update_epochs, "
+            "trainer.num_minibatches), or a smaller network; more actors will not help",
+    SAMPLES: "buffer workers to merge segments (layout.num_buffer_workers), fewer, larger segments (algo.num_steps), "
+             "or a trainer that keeps up (see its update time)",
+    PARAMS: "a looser lag bound (trainer.max_policy_lag, layout.max_segments_ahead) or params published after "
+            "every update (trainer.publish_every=1)",
+}
 
 
 # -- figures from two scrapes ------------------------------------------------------------------------------
@@ -192,7 +215,7 @@ def report(roles: Mapping[str, RoleFigures], diagnosis: Diagnosis, interval: flo
         figures = ", ".join(f"{k} {v:.3g}" for k, v in r.figures.items())
         if shares or figures:
             lines.append(f"    {r.role:<10} {shares}" + (f"; {figures}" if figures else ""))
-    lines.append(diagnosis.sentence)
+    lines += [diagnosis.sentence, diagnosis.fix]
     return lines
 
 
@@ -218,6 +241,39 @@ def measure(targets: list[Target], interval: float) -> tuple[list[tuple[str, dic
     return out, problems
 
 
+def ended_status(run_dir: Path) -> str | None:
+    """How the trial ended, from ``status.json``, if it has ended: a ``status.json`` older than the workers'
+    targets (written as a run starts) belongs to an earlier run of a resumed trial, which is running again."""
+    status, targets = run_dir / "status.json", run_dir / "prometheus_targets.json"
+    try:
+        record = json.loads(status.read_text())
+        if targets.exists() and targets.stat().st_mtime > status.stat().st_mtime:
+            return None
+    except (OSError, ValueError):
+        return None
+    last = last_json_line(run_dir / "metrics.jsonl")
+    head = "finished" if record.get("exit_code") == 0 else "FAILED"
+    message = str(record.get("message", "")).splitlines()[0] if record.get("message") else ""
+    return (f"ended, {head} ({record.get('reason', '?')}, exit code {record.get('exit_code', '?')}): {message}"
+            + (f"; last metrics line: {last.get('update')} updates, {int(last.get('env_steps', 0)):,} env steps"
+               if last else ""))
+
+
+def list_trials(experiment: Path) -> int:
+    """``-e`` alone: one line per trial folder (ended and how, or running or not started)."""
+    trials = sorted(p for p in experiment.iterdir() if p.is_dir()) if experiment.is_dir() else []
+    if not trials:
+        print(f"no trials in {experiment}", file=sys.stderr)
+        return 1
+    for run_dir in trials:
+        ended = ended_status(run_dir)
+        last = last_json_line(run_dir / "metrics.jsonl")
+        now = ended or (f"running or stopped without a status: {last.get('update')} updates, "
+                        f"{int(last.get('env_steps', 0)):,} env steps" if last else "no metrics yet")
+        print(f"{run_dir.name}: {now}", flush=True)
+    return 0
+
+
 def _slurm_lines(run_dir: Path, name: str) -> list[str]:
     if not (run_dir / "slurm" / "job.json").exists():
         return []
@@ -233,15 +289,20 @@ def _slurm_lines(run_dir: Path, name: str) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m launch.status", description=__doc__.splitlines()[0])
     parser.add_argument("-e", "--experiment", required=True, help="experiment name (the run folder's parent)")
-    parser.add_argument("-f", "--trial", required=True, help="trial name")
+    parser.add_argument("-f", "--trial", help="trial name (without it: every trial of the experiment, one line each)")
     parser.add_argument("--run-root", default="runs", help="run root (default: runs, the configs' log.run_root)")
     parser.add_argument("--interval", type=float, default=INTERVAL_S,
                         help=f"seconds between the two scrapes (default {INTERVAL_S:g}; several updates' worth is best)")
     args = parser.parse_args(argv)
+    if not args.trial:
+        return list_trials(Path(args.run_root) / args.experiment)
     run_dir = Path(args.run_root) / args.experiment / args.trial
     name = f"{args.experiment}/{args.trial}"
     for line in _slurm_lines(run_dir, name):
         print(line, flush=True)
+    if (ended := ended_status(run_dir)) is not None:
+        print(f"{name}: {ended}", flush=True)
+        return 0
     try:
         targets = read_targets(run_dir)
     except (FileNotFoundError, ValueError) as error:

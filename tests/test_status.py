@@ -89,6 +89,41 @@ def test_the_command_says_why_when_a_trial_has_no_targets_file(tmp_path, capsys)
     assert "prometheus_targets.json" in capsys.readouterr().err
 
 
+def test_an_ended_trial_is_read_from_its_status_and_e_alone_lists_the_trials(tmp_path, capsys):
+    import json
+    import os
+
+    exp = tmp_path / "exp"
+    done, again, fresh = exp / "done", exp / "again", exp / "fresh"
+    for d in (done, again, fresh):
+        d.mkdir(parents=True)
+    (done / "prometheus_targets.json").write_text("[]")
+    status_json = {"exit_code": 0, "reason": "done", "message": "done: {'env_steps': 4096}"}
+    (done / "status.json").write_text(json.dumps(status_json))
+    (done / "metrics.jsonl").write_text(json.dumps({"update": 16, "env_steps": 4096}) + "\n")
+    # a resumed trial running again: its status.json is older than the targets its new start wrote
+    (again / "status.json").write_text(json.dumps({**status_json, "exit_code": 1, "reason": "stalled"}))
+    (again / "prometheus_targets.json").write_text("[]")
+    os.utime(again / "status.json", (1, 1))
+    assert status.main(["-e", "exp", "-f", "done", "--run-root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "exp/done: ended, finished (done, exit code 0)" in out and "16 updates, 4,096 env steps" in out, out
+    assert status.ended_status(again) is None  # scraped as a running trial, not reported as its old end
+    assert status.main(["-e", "exp", "--run-root", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["again", "done", "fresh"], lines
+    assert lines[2] == "fresh: no metrics yet" and lines[1].startswith("done: ended, finished (done")
+    assert status.main(["-e", "nope", "--run-root", str(tmp_path)]) == 1
+
+
+def test_every_bound_names_the_settings_that_move_it():
+    from launch.status import CAUSES, FIXES, Diagnosis
+
+    assert set(FIXES) == set(CAUSES)
+    assert "layout.num_policy_workers" in Diagnosis(status.INFERENCE, "").fix
+    assert "trainer.max_policy_lag" in Diagnosis(status.PARAMS, "").fix
+
+
 def test_progress_and_summary_lines_read_the_newest_metrics_line(tmp_path):
     """What a distributed launcher prints while its trial runs (every 10 s) and when it ends."""
     import json
