@@ -51,6 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -141,8 +142,10 @@ def wait_quiet(max_busy: float, max_wait: float) -> float:
 Sample = tuple[float, int, dict[str, float], float]  # time, metrics lines, CPU s of our processes by worker, of the machine
 
 
-def launch_watched(cmd: list[str], metrics_path: Path) -> tuple[subprocess.CompletedProcess, list[Sample]]:
-    """Run ``cmd``; every 0.25 s note (time, metrics lines written, CPU s of its processes, CPU s of the machine)."""
+def launch_watched(cmd: list[str], metrics_path: Path, on_lines: Callable[[int], None] | None = None
+                   ) -> tuple[subprocess.CompletedProcess, list[Sample]]:
+    """Run ``cmd``; every 0.25 s note (time, metrics lines written, CPU s of its processes, CPU s of the machine)
+    and call ``on_lines(metrics lines written)`` if given."""
     samples: list[Sample] = []
     names: dict[int, str] = {}
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
@@ -150,6 +153,8 @@ def launch_watched(cmd: list[str], metrics_path: Path) -> tuple[subprocess.Compl
         while proc.poll() is None:
             lines = metrics_path.read_text().count("\n") if metrics_path.exists() else 0
             samples.append((time.monotonic(), lines, tree_cpu_s(proc.pid, names), machine_busy_s()))
+            if on_lines is not None:
+                on_lines(lines)
             time.sleep(0.25)
         out.seek(0)
         err.seek(0)
@@ -271,10 +276,200 @@ def table(name: str, case: dict[str, Any], runs: dict[str, list[dict[str, Any]]]
     return "\n".join(lines)
 
 
+# -- the synthetic env: the data path itself -------------------------------------------------------------
+SYNTHETIC_CONFIG = "configs/cartpole_ppo.py"  # PPO; everything that matters is overridden below
+SYNTHETIC_ENVS = 16  # envs per actor
+SYNTHETIC_STEPS = 32  # algo.num_steps: one segment is 16 envs x 32 steps
+OBS = {"vector": ("4", "float32"), "image": ("4x84x84", "uint8")}  # CartPole-sized; an Atari frame stack
+SYNTHETIC_UPDATE = ["trainer.update_epochs=1", "trainer.num_minibatches=1"]  # cheap: the trainer must not bound
+
+
+def synthetic_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The grid: actors x inline (vector obs), the image rows, remote inference with 1..4 policy workers, rings."""
+    rows = [dict(actors=n, inference="inline", policy_workers=0, ring=1, obs="vector", backend="local")
+            for n in args.actors]
+    biggest = max(n for n in args.actors if n <= 16)
+    for n in sorted({1, biggest}):
+        rows.append(dict(actors=n, inference="inline", policy_workers=0, ring=1, obs="image", backend="local"))
+    rows.append(dict(actors=1, inference="remote", policy_workers=1, ring=1, obs="vector", backend="local"))
+    rows += [dict(actors=biggest, inference="remote", policy_workers=p, ring=1, obs="vector", backend="local")
+             for p in args.policy_workers]
+    rows += [dict(actors=biggest, inference="inline", policy_workers=0, ring=r, obs="vector", backend="local")
+             for r in args.rings if r > 1]
+    if args.slurm:
+        rows.append(dict(actors=biggest, inference="inline", policy_workers=0, ring=1, obs="vector", backend="slurm"))
+    return rows
+
+
+def synthetic_overrides(row: dict[str, Any], step_ms: float) -> list[str]:
+    n, (shape, dtype) = row["actors"], OBS[row["obs"]]
+    out = ["layout.mode=distributed", f"layout.num_actors={n}", f"layout.inference={row['inference']}",
+           f"layout.ring_size={row['ring']}", "env.factory=envs.synthetic:make_synthetic",
+           f"env.num_envs={SYNTHETIC_ENVS}", f"env.options.step_ms={step_ms}", f"env.options.obs_shape={shape}",
+           f"env.options.obs_dtype={dtype}", f"trainer.batch_envs={SYNTHETIC_ENVS * n}",
+           f"algo.num_steps={SYNTHETIC_STEPS}", *SYNTHETIC_UPDATE]
+    if row["inference"] == "remote":
+        out.append(f"layout.num_policy_workers={row['policy_workers']}")
+    return out
+
+
+def row_label(row: dict[str, Any]) -> str:
+    inference = f"remote x{row['policy_workers']}" if row["inference"] == "remote" else "inline"
+    return f"{row['actors']} actors, {row['obs']}, {inference}, ring {row['ring']}, {row['backend']}"
+
+
+def percentile(histogram: dict[str, int], q: float) -> float:
+    """The ``q`` quantile of a ``{value: count}`` histogram (``lag/received``); NaN if empty."""
+    items = sorted((int(k), v) for k, v in histogram.items())
+    total, seen = sum(v for _, v in items), 0
+    for value, count in items:
+        seen += count
+        if seen >= q * total:
+            return float(value)
+    return float("nan")
+
+
+class StatusProbe:
+    """Once the run is past its warm-up, asks ``launch.status`` (its library: two scrapes of every worker's
+    Prometheus endpoint) what bounds it, in a thread, once."""
+
+    def __init__(self, run_dir: Path, after_lines: int, interval: float):
+        import threading
+
+        self.run_dir, self.after_lines, self.interval = run_dir, after_lines, interval
+        self.result: dict[str, Any] = {}
+        self._thread = threading.Thread(target=self._probe, daemon=True)
+
+    def __call__(self, lines: int) -> None:
+        if lines >= self.after_lines and not self._thread.is_alive() and not self.result:
+            self.result["started"] = True
+            self._thread.start()
+
+    def _probe(self) -> None:
+        sys.path.insert(0, str(ROOT))
+        from launch.status import diagnose, measure, summarise
+        from srljax.telemetry.prometheus import read_targets
+
+        try:
+            scrapes, problems = measure(read_targets(self.run_dir), self.interval)
+            roles = summarise(scrapes)
+            diagnosis = diagnose(roles)
+            policy = roles.get("policy")
+            self.result.update(bound=diagnosis.cause, sentence=diagnosis.sentence, problems=problems,
+                               batch_fill=policy.figures.get("batch fill") if policy else None)
+        except (OSError, ValueError) as error:
+            self.result.update(bound="?", sentence=f"launch.status could not scrape: {error}")
+
+
+def run_synthetic(row: dict[str, Any], args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    n = row["actors"]
+    per_update = SYNTHETIC_ENVS * n * SYNTHETIC_STEPS
+    trial = f"{row['obs']}-{row['inference']}{row['policy_workers']}-r{row['ring']}-a{n}-{time.monotonic_ns()}"
+    overrides = synthetic_overrides(row, args.step_ms)
+    cmd = [sys.executable, "-m", "launch.local", SYNTHETIC_CONFIG, "-e", "scaling_synthetic", "-f", trial,
+           f"log.run_root={root}", f"total_env_steps={per_update * args.updates}", *COMMON, *overrides]
+    if row["backend"] == "slurm":
+        return run_synthetic_slurm(row, args, root, trial, overrides)
+    run_dir = root / "scaling_synthetic" / trial
+    first_line = max(1, int(args.updates * args.warmup))
+    probe = StatusProbe(run_dir, first_line + 1, args.status_interval)
+    start = time.monotonic()
+    out, samples = launch_watched(cmd, run_dir / "metrics.jsonl", probe)
+    wall = time.monotonic() - start
+    metrics = read_jsonl(run_dir / "metrics.jsonl")
+    if out.returncode or len(metrics) < first_line + 2:
+        print(out.stdout[-3000:], out.stderr[-3000:], sep="\n", file=sys.stderr)
+        raise SystemExit(f"{row_label(row)} failed (exit {out.returncode}); see {run_dir}")
+    return synthetic_figures(row, metrics, run_dir, first_line, samples, probe.result, wall)
+
+
+def synthetic_figures(row: dict[str, Any], metrics: list[dict[str, Any]], run_dir: Path, first_line: int,
+                      samples: list[Sample], status: dict[str, Any], wall: float) -> dict[str, Any]:
+    per_update = SYNTHETIC_ENVS * row["actors"] * SYNTHETIC_STEPS
+    first, last = metrics[first_line - 1], metrics[-1]
+    dt = last["time"] - first["time"]
+    sps = (last["update"] - first["update"]) * per_update / dt
+    workers, others = steady_cpu(samples, first_line, len(metrics)) if samples else ({}, float("nan"))
+    ours = sum(workers.values()) if workers else float("nan")
+    trainer = read_jsonl(run_dir / "workers" / "trainer-0.jsonl")
+    lag = trainer[-1].get("lag/received", {}) if trainer else {}
+    return {**row, "env_steps_per_s": round(sps, 1), "steady_updates": f"{first['update']}-{last['update']}",
+            "steady_s": round(dt, 1), "lag_p50": percentile(lag, 0.5), "lag_p99": percentile(lag, 0.99),
+            "cores": round(ours, 2), "cpu_us_per_env_step": round(1e6 * ours / sps, 1) if workers else None,
+            "others_cores": round(others, 2), "batch_fill": status.get("batch_fill"),
+            "bound": status.get("bound", "?"), "bound_sentence": status.get("sentence", "not measured"),
+            "wall_s": round(wall, 1), "load": round(os.getloadavg()[0], 1)}
+
+
+def run_synthetic_slurm(row: dict[str, Any], args: argparse.Namespace, root: Path, trial: str,
+                        overrides: list[str]) -> dict[str, Any]:
+    raise SystemExit("the Slurm row is not built yet")
+
+
+def synthetic_table(results: list[dict[str, Any]], step_ms: float) -> str:
+    lines = [f"synthetic env: {step_ms:g} ms per batch step, {SYNTHETIC_ENVS} envs per actor, segments of "
+             f"{SYNTHETIC_STEPS} steps, batch = all actors' envs, PPO update of 1 epoch x 1 minibatch (MLP 64-64; "
+             "image rows: Nature CNN)",
+             "| actors | obs | inference | ring | backend | env steps/s | efficiency | policy lag p50 / p99 | "
+             "CPU us per env step | cores: run / others | inference batch fill | bound (launch.status) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in results:
+        fill = f"{100 * r['batch_fill']:.0f}%" if r.get("batch_fill") is not None else "-"
+        inference = f"remote x{r['policy_workers']}" if r["inference"] == "remote" else "inline"
+        cpu = f"{r['cpu_us_per_env_step']:.0f}" if r.get("cpu_us_per_env_step") is not None else "-"
+        lines.append(f"| {r['actors']} | {OBS[r['obs']][0]} {OBS[r['obs']][1]} | {inference} | {r['ring']} | "
+                     f"{r['backend']} | {r['env_steps_per_s']:,.0f} | {r['efficiency']:.2f} | "
+                     f"{r['lag_p50']:g} / {r['lag_p99']:g} | {cpu} | {r['cores']:.2f} / {r['others_cores']:.2f} | "
+                     f"{fill} | {r['bound']} |")
+    lines.append("")
+    lines += [f"  {row_label(r)}: {r['bound_sentence']}" for r in results]
+    return "\n".join(lines)
+
+
+def main_synthetic(args: argparse.Namespace) -> int:
+    results: list[dict[str, Any]] = []
+    baselines: dict[tuple[str, str, int], float] = {}  # (obs, inference, ring) -> the 1-actor row's env steps/s
+    out = open(args.out, "a") if args.out else None
+    with tempfile.TemporaryDirectory(prefix="srljax-scaling-") as tmp:
+        for row in synthetic_rows(args):
+            result = run_synthetic(row, args, Path(tmp))
+            key = (row["obs"], row["inference"], row["ring"])
+            if row["actors"] == 1 and row["backend"] == "local":
+                baselines.setdefault(key, result["env_steps_per_s"])
+            base = baselines.get(key) or baselines.get((row["obs"], "inline", 1))
+            result["efficiency"] = round(result["env_steps_per_s"] / (row["actors"] * base), 3) if base else float("nan")
+            result["step_ms"] = args.step_ms
+            results.append(result)
+            line = json.dumps(result)
+            print(line, flush=True)
+            if out:
+                out.write(line + "\n")
+                out.flush()
+    if out:
+        out.close()
+    print(f"machine at the end: {describe()}")
+    print(synthetic_table(results, args.step_ms))
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", choices=["envpool", "synthetic"], default="envpool",
+                        help="envpool: the --cases (HalfCheetah, CartPole) at a fixed batch; synthetic: the data path "
+                             "with envs/synthetic.py (rows below)")
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
-    parser.add_argument("--actors", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--actors", type=int, nargs="+", default=None,
+                        help="actor counts (default: 1 2 4; synthetic: 1 2 4 8 16 32 64)")
+    parser.add_argument("--step-ms", type=float, default=20.0, help="synthetic: wall time of one batch step")
+    parser.add_argument("--updates", type=int, default=24, help="synthetic: updates per row")
+    parser.add_argument("--policy-workers", type=int, nargs="+", default=[1, 2, 4],
+                        help="synthetic: remote-inference rows at the largest actor count up to 16, with these policy workers")
+    parser.add_argument("--rings", type=int, nargs="+", default=[1, 2, 4], help="synthetic: ring sizes (rows > 1)")
+    parser.add_argument("--slurm", action="store_true",
+                        help="synthetic: add the 16-actor row through launch.slurm (needs a cluster: tests/slurm/cluster.sh)")
+    parser.add_argument("--status-interval", type=float, default=4.0,
+                        help="synthetic: seconds between launch.status's two scrapes")
+    parser.add_argument("--out", default="", help="synthetic: append one JSON line per row to this file")
     parser.add_argument("--steps", type=int, default=0, help="env steps per run (default: per case)")
     parser.add_argument("--repeats", type=int, default=1, help="runs of every row, interleaved")
     parser.add_argument("--warmup", type=float, default=0.2, help="share of a run's updates left out")
@@ -292,6 +487,10 @@ def main() -> int:
     extra = [a for a, x in zip(argv, is_extra) if x]
     args = parser.parse_args([a for a, x in zip(argv, is_extra) if not x])
     print(f"machine: {describe()}", flush=True)
+    if args.env == "synthetic":
+        args.actors = args.actors or [1, 2, 4, 8, 16, 32, 64]
+        return main_synthetic(args)
+    args.actors = args.actors or [1, 2, 4]
     if args.common:
         print(f"every row takes: {args.common}", flush=True)
     if extra:

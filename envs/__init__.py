@@ -66,7 +66,9 @@ def problems(cfg: EnvConfig) -> list[str]:
         except ValueError as error:
             return [str(error)]
         schema = getattr(make_fn, "options", None)  # the family's declared options (envs/options.py), if any
-        return option_problems(cfg.options, schema, f"env.factory={cfg.factory!r}") if schema is not None else []
+        out = option_problems(cfg.options, schema, f"env.factory={cfg.factory!r}") if schema is not None else []
+        values = getattr(make_fn, "option_problems", None)  # the family's own value checks, if any
+        return out or (list(values(cfg.options)) if values is not None else [])
     from envs.envpool_env import is_atari, unknown_id_problem
 
     problem = unknown_id_problem(cfg.id)

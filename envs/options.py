@@ -6,9 +6,10 @@
         opts = with_defaults(cfg.options, OPTIONS)         # {"frame_skip": 4, "difficulty": "hard"}
         ...
     make_env.options = OPTIONS                              # so envs.problems checks names and types before launch
+    make_env.option_problems = my_checks                    # optional: options -> list of value problems
 
 A new env family is one file: its factory and its ``OPTIONS``. The built-in families: envpool Atari
-(``envs/atari.py``); the other envpool tasks take none.
+(``envs/atari.py``), the synthetic env (``envs/synthetic.py``); the other envpool tasks take none.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ def option_problems(options: Mapping[str, Any], schema: Mapping[str, Any], famil
             out.append(f"env.options.{name}: unknown option for {family}; {known}")
             continue
         default = schema[name]
-        want = (int, float) if isinstance(default, float) else type(default)
+        # a float takes an int; a str takes an int (a number on the command line, e.g. obs_shape=17): the family str()s it
+        want = (int, float) if isinstance(default, float) else (str, int) if isinstance(default, str) else type(default)
         if not isinstance(value, want) or (isinstance(value, bool) and not isinstance(default, bool)):
             out.append(f"env.options.{name}={value!r}: {family} expects a {type(default).__name__} "
                        f"(default {default!r})")

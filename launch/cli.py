@@ -16,6 +16,7 @@ import sys
 
 import envs
 from srljax.config import ConfigError, Experiment, apply_overrides, load_file
+from srljax.config.experiment import deterministic_inference
 from srljax.layout import problems
 from srljax.storage import run_dir
 
@@ -57,6 +58,9 @@ def resolve(args: argparse.Namespace) -> Experiment:
         cfg, changes = run_dir.resume_config(cfg, args.overrides)
         for change in changes:
             print(f"resume: {change}", flush=True)
+    cfg, notes = deterministic_inference(cfg)
+    for note in notes:
+        print(note, flush=True)
     found, in_use = problems(cfg) + envs.problems(cfg.env), run_dir.problems(cfg, resume)
     if found:
         raise ConfigError(found + in_use)

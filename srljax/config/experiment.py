@@ -216,10 +216,43 @@ def problems(cfg: Experiment) -> list[str]:
     for key, value in [("name", cfg.name), ("trial", cfg.trial)]:
         if not value or "/" in value or value.startswith("."):
             out.append(f"{key}={value!r} must be a non-empty folder name without '/'")
-    out += eval_problems(cfg) + pbt_problems(cfg) + policies_problems(cfg)
+    out += eval_problems(cfg) + pbt_problems(cfg) + policies_problems(cfg) + deterministic_problems(cfg)
     # one message per bad value: a NaN or infinity is reported as such, not again by a range check it also fails
     bad = [m.split(" ", 1)[0] for m in out if m.endswith(" must be a finite number")]
     return [m for m in out if m.endswith(" must be a finite number") or not any(b in m for b in bad)]
+
+
+def deterministic_problems(cfg: Experiment) -> list[str]:
+    """What ``layout.deterministic=true`` needs (see ``LayoutConfig.deterministic``)."""
+    lay, t, e = cfg.layout, cfg.trainer, cfg.env
+    if not lay.deterministic:
+        return []
+    need = [(lay.mode == "distributed", "layout.mode=distributed (the single-process loop is reproducible as it is)"),
+            (lay.inference == "inline", "layout.inference=inline (the launchers set it for you)"),
+            (lay.ring_size == 1 and not e.is_async, "layout.ring_size=1 and env.batch_size=0 (an env ring's order "
+                                                    "depends on timing)"),
+            (lay.num_buffer_workers == 0, "layout.num_buffer_workers=0"),
+            (t.num_hosts == 1, "trainer.num_hosts=1"),
+            (consumes(cfg.algo) == "segments", "an on-policy algorithm (ppo, impala, ...; replay is sampled "
+                                               "as it fills)"),
+            (not cfg.pbt.enabled and not cfg.policies.enabled, "one policy, no PBT"),
+            (cfg.batch_envs == lay.num_actors * e.num_envs,
+             f"trainer.batch_envs={lay.num_actors * e.num_envs} (layout.num_actors x env.num_envs: one segment "
+             "of each actor per update)"),
+            (t.publish_every == 1, "trainer.publish_every=1"),
+            (t.max_policy_lag >= 1, "trainer.max_policy_lag >= 1 (a segment's first row was acted one version "
+                                    "before the rest)")]
+    return [f"layout.deterministic=true needs {what}" for ok, what in need if not ok]
+
+
+def deterministic_inference(cfg: Experiment) -> tuple[Experiment, list[str]]:
+    """``layout.deterministic=true`` acts inline: a remote layout is switched over, with a note to print."""
+    if not cfg.layout.deterministic or cfg.layout.inference == "inline":
+        return cfg, []
+    layout = dataclasses.replace(cfg.layout, inference="inline")
+    return dataclasses.replace(cfg, layout=layout), [
+        "layout.deterministic=true: actors act inline (layout.inference=remote set aside: a policy worker batches "
+        "requests as they arrive, which timing decides)"]
 
 
 def validate(cfg: Experiment) -> Experiment:

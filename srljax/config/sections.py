@@ -84,6 +84,13 @@ class LayoutConfig:
     """distributed actors: segments an actor may push beyond its share of the batches trained so far
     (``batch_envs / num_actors`` columns per params version it has seen) before it waits for a newer
     version (Sample Factory's throttle); 0: its share of ``trainer.publish_every + 1`` batches."""
+    deterministic: bool = False
+    """distributed, on-policy: reproducible runs. Each actor acts its k-th segment with params version k (it waits
+    for that version) and the trainer's update k takes each actor's k-th segment, in actor order, so two runs
+    with one seed write the same ``metrics.jsonl`` (time and speed aside). Needs inline inference (the launchers
+    set it: a policy worker's batches depend on timing), ``ring_size=1``, no buffer workers, one trainer host,
+    ``trainer.batch_envs = num_actors x env.num_envs`` and ``trainer.publish_every=1``. Lockstep: slower than
+    the asynchronous default (bench/RESULTS.md)."""
     custom_roles: tuple[str, ...] = ()
     """user-defined worker roles, ``"package.module:WorkerClass"`` (``*N`` for N workers), run by every
     backend beside the built-in ones (see ``srljax/system/worker.py``)."""

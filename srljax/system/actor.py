@@ -32,6 +32,11 @@ version barrier. It waits only where waiting saves work:
 * a segment already staler than ``trainer.max_policy_lag`` against the newest version the actor
   knows is dropped here (counted; its episodes still count) rather than sent to be dropped.
 
+With ``layout.deterministic`` (inline, one env batch per recv) the actor runs in lockstep instead: every
+action is acted with params version ``v0 + k``, ``k`` the segments it has completed and ``v0`` the first
+version it saw, waiting for that version (``wait/lag_limit``); rows are acted in env order. The trainer's
+update k takes every actor's k-th segment, so the run does not depend on timing.
+
 The throttle cannot starve the trainer: when no new version has come for ``ESCAPE_UPDATES`` x the usual
 interval (at least ``ESCAPE_MIN_S``), the trainer may be waiting for columns that were lost, so the actor
 pushes one more segment (``srljax/system/escape.py``; counted as ``throttle_escapes``). With remote
@@ -129,6 +134,9 @@ class ActorWorker(Worker):
             self.acting.warm_up(codec.zeros(), self.spec)
             self.follower = (member_follower(self, codec, member_of_actor(cfg, self.index)) if cfg.pbt.enabled
                              else make_follower(self, codec))  # follows a restarted trainer; one stream per policy
+        self.lockstep = cfg.layout.deterministic  # inline, sync ring (config checks)
+        self.lockstep_first = -1  # v0: the first params version seen (a resumed trainer's, or 0)
+        self.segments_done = 0
         self.env.async_reset()
         self.log(f"{self.spec.num_envs} envs {self.spec.id}, {self.spec.batch_size} per recv, "
                  f"{'remote' if self.remote else 'inline'} inference, {len(sinks)} sample sink(s), "
@@ -197,15 +205,33 @@ class ActorWorker(Worker):
         if self.follower.params is None:
             self.blocked = "params: none received yet"
             return
+        if self.lockstep and not self._lockstep_ready():
+            return
         with self.stats.time("wait/env"):
             ts = self.env.recv()
         if self._empty(ts):
             return
+        if self.lockstep:  # envpool returns a batch's rows in the order its threads finish
+            ts = TimeStep(*(x[np.argsort(ts.env_id, kind="stable")] for x in ts))
         self.blocked = ""
         with self.stats.time("compute/act"):
             action, extras = self.acting.act(self.follower.params, ts)
         self.env.send(action, ts.env_id)
         self._record(ts, action, extras, self.follower.version)
+
+    def _lockstep_ready(self) -> bool:
+        """Deterministic layouts: whether the params held are version ``v0 + segments done``; else wait a little."""
+        version = self.follower.version
+        if self.lockstep_first < 0 or version < self.lockstep_first + self.segments_done - 1:
+            # the first params, or a restarted trainer went back to its checkpoint: count from here
+            self.lockstep_first, self.segments_done = version, 0
+        want = self.lockstep_first + self.segments_done
+        if version >= want:
+            return True
+        self.blocked = f"deterministic: waits for params version {want} (holds {version})"
+        with self.stats.time("wait/lag_limit"):
+            self.follower.poll(timeout_ms=PUSH_WAIT_MS)
+        return False
 
     # -- remote ----------------------------------------------------------------------------------
     def _poll_remote(self) -> None:
@@ -252,6 +278,7 @@ class ActorWorker(Worker):
         if self.builder.ready(self.spec.num_envs):
             segment = self.builder.pop(self.spec.num_envs)  # fresh arrays: safe to send zero-copy
             self.outgoing.append((segment, episode_meta(self.returns, self.lengths)))
+            self.segments_done += 1
             self.returns, self.lengths = [], []
             self._push(timeout_ms=0)
 

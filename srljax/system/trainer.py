@@ -23,6 +23,11 @@ whenever the trainer is idle waiting for samples with unpublished updates (free,
 actors throttled on an older version), and again every second (PUB drops; late subscribers). After ``cfg.num_updates`` updates,
 trainer 0 reports ``done``; the final checkpoint is written on stop.
 
+With ``layout.deterministic`` the trainer cuts batches in lockstep: update k takes the next segment of every
+actor, in actor order (each actor's k-th: it acts segment k with version k, ``srljax/system/actor.py``), and
+their episodes enter the statistics window then, in that order, so ``metrics.jsonl`` does not depend on
+which segment arrived first.
+
 Checkpoints hold the run (``Learner.save``): the train state and version, plus the group's env-step
 count, dropped columns, the episode window, the wandb run id and the elapsed time. When the
 controller's ``configure`` says ``resume`` (``--resume``, or a restarted trainer group), setup
@@ -36,6 +41,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +52,7 @@ import zmq
 from algos.base import segment_extras_spec
 from srljax.comm import Message, ParamsPublisher, SampleReceiver
 from srljax.comm.sockets import context
-from srljax.layout import PARAMS, SAMPLES, TRAINER
+from srljax.layout import ACTOR, PARAMS, SAMPLES, TRAINER
 from srljax.learning.learner import Learner
 from srljax.learning.rollout import concat_segments, split_segments, zeros_trajectory
 from srljax.storage.run_dir import rollback_metrics
@@ -110,6 +116,9 @@ class TrainerWorker(Worker):
                                         wandb_id=meta.get("wandb_id"), prometheus=self.exporter)
         self.pending: list[Trajectory] = []
         self.pending_columns = 0
+        # deterministic layouts: each actor's segments (with their meta) in arrival order, cut in actor order
+        self.lockstep: dict[int, deque[tuple[Trajectory, dict[str, Any]]]] | None = (
+            {i: deque() for i in range(cfg.layout.num_actors)} if cfg.layout.deterministic else None)
         self.placed: Trajectory | None = None  # the next batch, on its way to the devices
         self.running: dict[str, Any] | None = None  # metrics of the dispatched update, until it ends
         self.episodes = EpisodeWindow(cfg.log.window)
@@ -205,10 +214,20 @@ class TrainerWorker(Worker):
             # updates it lost, until the actors follow it down (params.FOLLOW_DOWN_S); take them as fresh
             self.stats.add("samples_from_lost_versions")
             lag = 0
+        actor = msg.meta.get(ACTOR)
+        if self.lockstep is not None and actor not in self.lockstep:
+            self.stats.add("samples_invalid")  # a deterministic batch is cut by actor index
+            return
         self.env_steps += self.cfg.algo.num_steps * columns
         self.stats.add("env_steps", self.cfg.algo.num_steps * columns)
         self.stats.add("samples")
-        self.episodes.add(*episodes_from_meta(msg.meta, max_count=self.cfg.algo.num_steps * columns))
+        episodes = episodes_from_meta(msg.meta, max_count=self.cfg.algo.num_steps * columns)
+        if self.lockstep is not None:  # counted when its batch is cut, in actor order
+            self.lockstep[actor].append((traj, {"episodes": episodes}))
+            self.pending_columns += columns
+            self.stats.count_value("lag/received", lag)
+            return
+        self.episodes.add(*episodes)
         self.stats.count_value("lag/received", lag)
         if lag > self.cfg.trainer.max_policy_lag:
             self._drop(columns)
@@ -222,6 +241,8 @@ class TrainerWorker(Worker):
 
     def _cut_batch(self) -> Trajectory | None:
         """This process's next ``share`` columns, if it holds them; stale columns are dropped first."""
+        if self.lockstep is not None:
+            return self._cut_lockstep()
         if self.pending_columns < self.share:
             return None
         merged = concat_segments(self.pending)
@@ -237,6 +258,17 @@ class TrainerWorker(Worker):
         batch, rest = split_segments(merged, self.share)
         self.pending = [rest] if rest.reward.shape[1] else []
         self.pending_columns -= self.share
+        return batch
+
+    def _cut_lockstep(self) -> Trajectory | None:
+        """Deterministic layouts: the next segment of every actor, in actor order, once all of them are here."""
+        if not all(self.lockstep.values()):
+            return None
+        taken = [self.lockstep[i].popleft() for i in sorted(self.lockstep)]
+        for _, meta in taken:
+            self.episodes.add(*meta["episodes"])
+        batch = concat_segments([traj for traj, _ in taken])
+        self.pending_columns -= batch.reward.shape[1]
         return batch
 
     def _finish_update(self, final: bool = False) -> None:

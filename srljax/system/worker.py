@@ -47,6 +47,7 @@ import math
 import os
 import queue
 import socket
+import sys
 import threading
 import time
 import traceback
@@ -281,6 +282,9 @@ class Worker:
             self.state = "configuring"
             self._configure(msg.payload)
             self.setup()
+            jax = sys.modules.get("jax")  # the devices this process computes on, if it computes (never imported here)
+            if jax is not None:
+                self.log(f"jax devices: {', '.join(f'{d.platform}:{d.id}' for d in jax.local_devices())}")
             self.state = "ready"
             self.tell_controller("status", {"state": self.state, "addresses": dict(self._addresses), **self.ready_info()})
             return
