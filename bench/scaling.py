@@ -288,6 +288,8 @@ def synthetic_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     """The grid: actors x inline (vector obs), the image rows, remote inference with 1..4 policy workers, rings."""
     rows = [dict(actors=n, inference="inline", policy_workers=0, ring=1, obs="vector", backend="local")
             for n in args.actors]
+    if args.only_inline:
+        return rows
     biggest = max(n for n in args.actors if n <= 16)
     for n in sorted({1, biggest}):
         rows.append(dict(actors=n, inference="inline", policy_workers=0, ring=1, obs="image", backend="local"))
@@ -467,6 +469,7 @@ def main() -> int:
     parser.add_argument("--rings", type=int, nargs="+", default=[1, 2, 4], help="synthetic: ring sizes (rows > 1)")
     parser.add_argument("--slurm", action="store_true",
                         help="synthetic: add the 16-actor row through launch.slurm (needs a cluster: tests/slurm/cluster.sh)")
+    parser.add_argument("--only-inline", action="store_true", help="synthetic: only the inline vector rows")
     parser.add_argument("--status-interval", type=float, default=4.0,
                         help="synthetic: seconds between launch.status's two scrapes")
     parser.add_argument("--out", default="", help="synthetic: append one JSON line per row to this file")

@@ -84,6 +84,11 @@ class LayoutConfig:
     """distributed actors: segments an actor may push beyond its share of the batches trained so far
     (``batch_envs / num_actors`` columns per params version it has seen) before it waits for a newer
     version (Sample Factory's throttle); 0: its share of ``trainer.publish_every + 1`` batches."""
+    actor_nice: int = 10
+    """distributed: the nice value (Linux, 0-19) actors run at, so a trainer or policy worker sharing their cores
+    is not starved (on 2 cores, 64 synthetic-env actors at 0 made the trainer's update ~25x slower, see
+    bench/RESULTS.md): the whole actor process in local processes and Slurm tasks (jax's compute threads
+    too), the actor's loop thread (and the env threads it starts) in the threads backend. 0: the launcher's."""
     deterministic: bool = False
     """distributed, on-policy: reproducible runs. Each actor acts its k-th segment with params version k (it waits
     for that version) and the trainer's update k takes each actor's k-th segment, in actor order, so two runs

@@ -58,9 +58,12 @@ def warm_up(act: Any, algo: Any, params: Any, spec: EnvSpec, batch_sizes: list[i
 class Acting:
     """Acts on env batches with given params; owns the act key and the per-env actor state."""
 
-    def __init__(self, algo: Any, num_envs: int, key: jax.Array):
+    def __init__(self, algo: Any, num_envs: int, key: jax.Array, packing: Any = None):
         self.algo = algo
-        self.jitted = jit_act(algo)
+        # ``packing`` (a ``ReplyPacking``): a stateless policy's action and extras come back as one uint8 array,
+        # one device-to-host copy instead of one per array (an actor acting 16 rows per call spends ~30% less CPU)
+        self.packing = packing if packing is not None and not jax.tree.leaves(algo.initial_actor_state(1)) else None
+        self.jitted = jit_act(algo, self.packing)
         self.key = key
         # host (numpy) copies: a recurrent carry's rows are gathered and stored with numpy and fetched in
         # the same ``device_get`` as the action (eager jax gathers/scatters cost ~1 ms per call on CPU)
@@ -86,6 +89,9 @@ class Acting:
 
     def act(self, params: Any, ts: TimeStep) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Action and extras for the rows of ``ts`` (numpy), with the actor state of those envs."""
+        if self.packing is not None:
+            rows, _, self.key = self.jitted(params, ts.obs, self.actor_state, None, self.key)
+            return self.packing.unpack(np.asarray(rows))
         if self.stateless:
             action, extras, _, self.key = self.jitted(params, ts.obs, self.actor_state, None, self.key)
             return jax.device_get((action, extras))

@@ -72,6 +72,7 @@ from srljax.learning.rollout import SegmentBuilder
 from srljax.system.carries import RowTags
 from srljax.system.common import episode_meta
 from srljax.system.escape import StarvationEscape
+from srljax.system.packing import ReplyPacking
 from srljax.system.params import ParamsCodec
 from srljax.system.pbt_directives import member_follower, member_of_actor
 from srljax.system.policy_client import PolicyClient
@@ -130,7 +131,7 @@ class ActorWorker(Worker):
             self.stepping = cfg.layout.ring_size  # batches inside envpool
         else:
             key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 1000 + self.index)
-            self.acting = Acting(self.algo, self.spec.num_envs, key)
+            self.acting = Acting(self.algo, self.spec.num_envs, key, packing=ReplyPacking(self.spec, self.algo.extras_spec))
             self.acting.warm_up(codec.zeros(), self.spec)
             self.follower = (member_follower(self, codec, member_of_actor(cfg, self.index)) if cfg.pbt.enabled
                              else make_follower(self, codec))  # follows a restarted trainer; one stream per policy

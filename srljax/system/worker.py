@@ -61,7 +61,7 @@ from srljax.comm import ControlClient, ControlMessage, NameResolver, worker_key
 from srljax.comm.security import KeyRing, WireContext
 from srljax.comm.served_names import NameServiceError
 from srljax.config import Experiment
-from srljax.layout import CONTROLLER
+from srljax.layout import ACTOR, CONTROLLER
 from srljax.system.auth import worker_context
 from srljax.system.bounds import stream_limits
 from srljax.system.common import spec_from_wire, stream_key, trial_name
@@ -75,6 +75,14 @@ STARTUP_HEARTBEAT_S = 5.0  # before ``start`` (the controller allows 30 s of sil
 METRICS_EVERY_S = 2.0
 LOOKUP_TIMEOUT_S = 120.0  # how long a worker waits for the controller's address
 DELIVER_S = 3.0  # after ``run`` ends: how long its last messages (``stopped``, an error) may wait for the connection
+
+
+def lower_priority(nice: int) -> None:
+    """Set the calling thread's nice value (Linux keeps one per thread; threads it starts inherit it)."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), max(nice, os.getpriority(os.PRIO_PROCESS, 0)))
+    except (OSError, AttributeError):  # not Linux, or not allowed: run at the priority we have
+        pass
 
 
 class Worker:
@@ -225,6 +233,8 @@ class Worker:
         if self.exporter is not None:
             self.names.add(stream_key(self.cfg, self.role, self.index, METRICS_STREAM), self.exporter.address)
         self.log(f"started; controller at {address}")
+        if self.placement == ACTOR and self.cfg.layout.actor_nice:
+            lower_priority(self.cfg.layout.actor_nice)  # this loop's thread only: the control thread keeps its own
         code = 0
         try:
             while not self._stop.is_set():
