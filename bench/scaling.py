@@ -1,5 +1,7 @@
-"""Actor scaling at a fixed batch: env steps/s and policy lag, 1, 2 and 4 inline actors vs one process.
+"""Actor scaling: envpool tasks at a fixed batch vs one process, or the data path itself on the synthetic env.
 
+    python bench/scaling.py --env synthetic                   # 1..64 actors x 16 envs, 20 ms steps (rows below)
+    python bench/scaling.py --env synthetic --actors 1 16 64 --only-inline --out rows.jsonl
     python bench/scaling.py                                   # HalfCheetah and CartPole, actors 1 2 4
     python bench/scaling.py --cases halfcheetah --actors 2 --repeats 3
     python bench/scaling.py --cases halfcheetah layout.max_segments_ahead=4 env.num_threads=1
@@ -35,6 +37,19 @@ Figures, per row (the median over ``--repeats`` interleaved runs; every run is p
   from ``workers/*.jsonl``, averaged over the running lines after the first), the median update
   time; for the single row the loop's own split (``time_env`` / ``time_act`` / ``time_update`` /
   ``time_store``) per update.
+
+``--env synthetic`` measures the worker graph rather than a simulator: every actor steps 16 envs of
+``envs/synthetic.py`` whose batch step costs ``--step-ms`` (20) of wall time and almost no CPU, so on 2
+cores the actors, inference, transport and trainer are what is measured. Rows: 1, 2, 4, 8, 16, 32, 64
+actors with inline inference and CartPole-sized observations (4 float32); 84x84 uint8 frame stacks
+(4x84x84, Nature CNN) at 1 and 16 actors; remote inference with 1, 2, 4 policy workers at 16; rings 2 and
+4 at 16. The batch is every actor's envs (``trainer.batch_envs = 16 x actors``) and the update is cheap
+(one epoch of one minibatch; an MLP 64-64 for the vector rows), so the trainer should not bound them. Per
+row: env steps/s trained on, efficiency = that / (actors x the 1-actor row of the same observations,
+inference and ring), the policy lag of segments at arrival (p50 / p99, whole run), the CPU the run's
+processes used per env step (``/proc``), the policy workers' batch fill, and the bound ``launch.status``
+names (two scrapes of every worker's Prometheus endpoint, taken once the run is past its warm-up).
+``--out FILE`` appends one JSON line per row.
 
 The machine's load average is printed with each run (and ``--quiet`` can wait for a quieter
 machine before each one): on a shared machine other jobs move the figures.
@@ -298,8 +313,6 @@ def synthetic_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
              for p in args.policy_workers]
     rows += [dict(actors=biggest, inference="inline", policy_workers=0, ring=r, obs="vector", backend="local")
              for r in args.rings if r > 1]
-    if args.slurm:
-        rows.append(dict(actors=biggest, inference="inline", policy_workers=0, ring=1, obs="vector", backend="slurm"))
     return rows
 
 
@@ -370,8 +383,6 @@ def run_synthetic(row: dict[str, Any], args: argparse.Namespace, root: Path) -> 
     overrides = synthetic_overrides(row, args.step_ms)
     cmd = [sys.executable, "-m", "launch.local", SYNTHETIC_CONFIG, "-e", "scaling_synthetic", "-f", trial,
            f"log.run_root={root}", f"total_env_steps={per_update * args.updates}", *COMMON, *overrides]
-    if row["backend"] == "slurm":
-        return run_synthetic_slurm(row, args, root, trial, overrides)
     run_dir = root / "scaling_synthetic" / trial
     first_line = max(1, int(args.updates * args.warmup))
     probe = StatusProbe(run_dir, first_line + 1, args.status_interval)
@@ -401,11 +412,6 @@ def synthetic_figures(row: dict[str, Any], metrics: list[dict[str, Any]], run_di
             "others_cores": round(others, 2), "batch_fill": status.get("batch_fill"),
             "bound": status.get("bound", "?"), "bound_sentence": status.get("sentence", "not measured"),
             "wall_s": round(wall, 1), "load": round(os.getloadavg()[0], 1)}
-
-
-def run_synthetic_slurm(row: dict[str, Any], args: argparse.Namespace, root: Path, trial: str,
-                        overrides: list[str]) -> dict[str, Any]:
-    raise SystemExit("the Slurm row is not built yet")
 
 
 def synthetic_table(results: list[dict[str, Any]], step_ms: float) -> str:
@@ -467,8 +473,6 @@ def main() -> int:
     parser.add_argument("--policy-workers", type=int, nargs="+", default=[1, 2, 4],
                         help="synthetic: remote-inference rows at the largest actor count up to 16, with these policy workers")
     parser.add_argument("--rings", type=int, nargs="+", default=[1, 2, 4], help="synthetic: ring sizes (rows > 1)")
-    parser.add_argument("--slurm", action="store_true",
-                        help="synthetic: add the 16-actor row through launch.slurm (needs a cluster: tests/slurm/cluster.sh)")
     parser.add_argument("--only-inline", action="store_true", help="synthetic: only the inline vector rows")
     parser.add_argument("--status-interval", type=float, default=4.0,
                         help="synthetic: seconds between launch.status's two scrapes")
