@@ -406,7 +406,7 @@ def synthetic_figures(row: dict[str, Any], metrics: list[dict[str, Any]], run_di
     ours = sum(workers.values()) if workers else float("nan")
     trainer = read_jsonl(run_dir / "workers" / "trainer-0.jsonl")
     lag = trainer[-1].get("lag/received", {}) if trainer else {}
-    return {**row, "env_steps_per_s": round(sps, 1), "steady_updates": f"{first['update']}-{last['update']}",
+    return {**row, "obs": " ".join(OBS[row["obs"]]), "obs_kind": row["obs"], "env_steps_per_s": round(sps, 1), "steady_updates": f"{first['update']}-{last['update']}",
             "steady_s": round(dt, 1), "lag_p50": percentile(lag, 0.5), "lag_p99": percentile(lag, 0.99),
             "cores": round(ours, 2), "cpu_us_per_env_step": round(1e6 * ours / sps, 1) if workers else None,
             "others_cores": round(others, 2), "batch_fill": status.get("batch_fill"),
@@ -425,12 +425,12 @@ def synthetic_table(results: list[dict[str, Any]], step_ms: float) -> str:
         fill = f"{100 * r['batch_fill']:.0f}%" if r.get("batch_fill") is not None else "-"
         inference = f"remote x{r['policy_workers']}" if r["inference"] == "remote" else "inline"
         cpu = f"{r['cpu_us_per_env_step']:.0f}" if r.get("cpu_us_per_env_step") is not None else "-"
-        lines.append(f"| {r['actors']} | {OBS[r['obs']][0]} {OBS[r['obs']][1]} | {inference} | {r['ring']} | "
+        lines.append(f"| {r['actors']} | {r['obs']} | {inference} | {r['ring']} | "
                      f"{r['backend']} | {r['env_steps_per_s']:,.0f} | {r['efficiency']:.2f} | "
                      f"{r['lag_p50']:g} / {r['lag_p99']:g} | {cpu} | {r['cores']:.2f} / {r['others_cores']:.2f} | "
                      f"{fill} | {r['bound']} |")
     lines.append("")
-    lines += [f"  {row_label(r)}: {r['bound_sentence']}" for r in results]
+    lines += [f"  {row_label({**r, 'obs': r['obs_kind']})}: {r['bound_sentence']}" for r in results]
     return "\n".join(lines)
 
 
@@ -441,7 +441,7 @@ def main_synthetic(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="srljax-scaling-") as tmp:
         for row in synthetic_rows(args):
             result = run_synthetic(row, args, Path(tmp))
-            key = (row["obs"], row["inference"], row["ring"])
+            key = (row["obs"], row["inference"], row["ring"])  # the row's obs kind (the result's "obs" is its shape)
             if row["actors"] == 1 and row["backend"] == "local":
                 baselines.setdefault(key, result["env_steps_per_s"])
             base = baselines.get(key) or baselines.get((row["obs"], "inline", 1))
