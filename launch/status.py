@@ -98,7 +98,7 @@ def summarise(scrapes: list[tuple[str, Mapping[str, float], Mapping[str, float],
     """``scrapes``: per worker (role, values at the first scrape, at the second, seconds between them),
     values as ``srljax.telemetry.prometheus.values`` flattens them. Returns the figures of every role."""
     by_role: dict[str, list[tuple[Mapping[str, float], Mapping[str, float], float]]] = defaultdict(list)
-    for role, before, after, dt in scrapes:
+    for role, before, after, dt, *_ in scrapes:  # a fifth item (the address, from ``measure``) is not needed here
         by_role[role].append((before, after, max(dt, 1e-9)))
     return {role: _role(role, workers) for role, workers in sorted(by_role.items())}
 
@@ -219,8 +219,9 @@ def report(roles: Mapping[str, RoleFigures], diagnosis: Diagnosis, interval: flo
     return lines
 
 
-def measure(targets: list[Target], interval: float) -> tuple[list[tuple[str, dict, dict, float]], list[str]]:
-    """Scrape every target twice, ``interval`` s apart; (per worker answering both times, problems)."""
+def measure(targets: list[Target], interval: float) -> tuple[list[tuple[str, dict, dict, float, str]], list[str]]:
+    """Scrape every target twice, ``interval`` s apart; (per worker answering both times: role, values before,
+    after, seconds between, address; problems)."""
     def once(target: Target) -> tuple[float, dict[str, float] | None, str]:
         try:
             return time.monotonic(), values(scrape(target.address)), ""
@@ -237,8 +238,33 @@ def measure(targets: list[Target], interval: float) -> tuple[list[tuple[str, dic
         if before is None or after is None:
             problems.append(f"{name} at {target.address} did not answer: {e0 or e1}")
         elif target.labels.get("role") != "controller":
-            out.append((target.labels.get("role", "?"), before, after, t1 - t0))
+            out.append((target.labels.get("role", "?"), before, after, t1 - t0, target.address))
     return out, problems
+
+
+def cpu_picture(scrapes: list[tuple]) -> list[str]:
+    """Per host: the cores the trial's processes used between the scrapes (each process once, by role) against
+    the cores a process there may use; a note when the host is full (more workers there add no throughput)."""
+    hosts: dict[str, dict[float, tuple[str, float, float]]] = defaultdict(dict)
+    for role, before, after, dt, address in scrapes:
+        pid = after.get("srljax_process_id")
+        if pid is None or "process_cpu_seconds_total" not in after:
+            continue
+        used = _delta(before, after, "process_cpu_seconds_total") / max(dt, 1e-9)
+        host = hosts[address.rsplit(":", 1)[0]]
+        roles = "+".join(sorted({role, *host[pid][0].split("+")})) if pid in host else role  # threads: one process
+        host[pid] = (roles, used, after.get("srljax_host_cpus", 0.0))
+    lines = []
+    for host, processes in sorted(hosts.items()):
+        by_role: dict[str, float] = defaultdict(float)
+        for role, used, _ in processes.values():
+            by_role[role] += used
+        total, cores = sum(by_role.values()), max(c for _, _, c in processes.values())
+        roles = ", ".join(f"{r} {v:.2f}" for r, v in sorted(by_role.items(), key=lambda kv: -kv[1]))
+        full = (" - the host is full: more workers here will not add throughput; spread them over more hosts"
+                if cores and total >= 0.9 * cores else "")
+        lines.append(f"  cpu on {host}: {total:.2f} of {cores:g} cores used by the trial's processes ({roles}){full}")
+    return lines
 
 
 def ended_status(run_dir: Path) -> str | None:
@@ -318,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     roles = summarise(scrapes)
-    print("\n".join(report(roles, diagnose(roles), args.interval)), flush=True)
+    print("\n".join(report(roles, diagnose(roles), args.interval) + cpu_picture(scrapes)), flush=True)
     return 0
 
 

@@ -145,3 +145,18 @@ def test_progress_and_summary_lines_read_the_newest_metrics_line(tmp_path):
     assert summary_line(True, "done", record, cfg, 12.3) == (
         f"finished: done, 3,072 env steps, 3 updates, recent mean episode return 23.0, wall 12 s; "
         f"metrics in {cfg.run_dir / 'metrics.jsonl'}")
+
+
+def test_the_cpu_picture_counts_each_process_once_per_host_and_says_when_a_host_is_full():
+    def scrape(pid, cpu_before, cpu_after, cores=2.0):
+        before = {"process_cpu_seconds_total": cpu_before, "srljax_process_id": pid, "srljax_host_cpus": cores}
+        return before, {**before, "process_cpu_seconds_total": cpu_after}
+
+    scrapes = [("actor", *scrape(11, 0.0, 4.5), 5.0, "10.0.0.2:9001"),
+               ("actor", *scrape(12, 0.0, 5.0), 5.0, "10.0.0.2:9002"),
+               ("trainer", *scrape(20, 0.0, 2.0, cores=8.0), 5.0, "10.0.0.1:9000"),
+               ("policy", *scrape(20, 0.0, 2.0, cores=8.0), 5.0, "10.0.0.1:9003")]  # one process, two workers
+    lines = status.cpu_picture(scrapes)
+    assert lines[0] == "  cpu on 10.0.0.1: 0.40 of 8 cores used by the trial's processes (policy+trainer 0.40)"
+    assert lines[1].startswith("  cpu on 10.0.0.2: 1.90 of 2 cores used by the trial's processes (actor 1.90) - "
+                               "the host is full"), lines

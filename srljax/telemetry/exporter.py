@@ -22,7 +22,8 @@ two scrapes) turns them into rates and shares of wall time:
 - ``srljax_socket_events_total{socket, event}``: the endpoints' counters (``sent``, ``received``,
   ``drop.<reason>``, ``auth_refused``);
 - ``srljax_worker_up{state}`` 1 for the worker's state; ``process_resident_memory_bytes`` and
-  ``process_cpu_seconds_total`` (the whole process: under the threads backend, every worker's).
+  ``process_cpu_seconds_total`` (the whole process: under the threads backend, every worker's), with
+  ``srljax_process_id`` and ``srljax_host_cpus`` (the cores it may use) to add CPU up per host.
 
 ``metrics()`` reads sockets, which only the worker's main thread may touch: the endpoint serves the
 copy the main loop last wrote to ``workers/<role>-<i>.jsonl`` (every ``METRICS_EVERY_S``).
@@ -31,6 +32,7 @@ copy the main loop last wrote to ``workers/<role>-<i>.jsonl`` (every ``METRICS_E
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -91,6 +93,20 @@ def worker_families(worker: Any) -> Iterator[Any]:
     state = GaugeMetricFamily("srljax_worker_up", "1 for the worker's state", labels=["state"])
     state.add_metric([worker.state], 1.0)
     yield state
+    yield from _host_families()
+
+
+def _host_families() -> Iterator[Any]:
+    """Which process this is and the cores it may use, so ``launch.status`` can add up CPU per host (a process
+    counted once however many workers it serves) against what the host gives the trial."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    yield GaugeMetricFamily("srljax_process_id", "this worker's OS process id", value=float(os.getpid()))
+    try:
+        cores = len(os.sched_getaffinity(0))  # what Slurm or taskset allows, not just what the machine has
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    yield GaugeMetricFamily("srljax_host_cpus", "cores this process may run on", value=float(cores))
 
 
 def _samples(percentiles: dict[str, dict[str, float]]) -> Iterator[Any]:
