@@ -42,6 +42,7 @@ def test_two_runs_with_one_seed_write_the_same_metrics(tmp_path):
     assert max(x["lag/max"] for x in a) == 1  # a segment's first row: one version behind, by construction
 
 
+@pytest.mark.slow  # ~1 minute; the contrast that makes the test above meaningful, run with -m slow
 def test_the_asynchronous_default_is_not_reproducible_and_says_why_not_in_its_doc(tmp_path):
     """The comparison that makes the test above mean something: without lockstep, which segments make a batch
     depends on timing, and the losses of two runs part ways."""
