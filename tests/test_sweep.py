@@ -312,7 +312,7 @@ return Sweep(configs=["{CARTPOLE}"], seeds=[1, 2],
     row = next(line for line in report.splitlines() if line.startswith("| cartpole_ppo |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[:4] == ["cartpole_ppo", "CartPole-v1", "-", "2/2"], row
-    assert cells[9] == "20.0" and cells[10].endswith(("at or above", "**below**")), row
+    assert cells[10] == "20.0" and cells[11].endswith(("at or above", "**below**")), row  # after wall, env steps/s, steady
     assert (sweep_dir / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     for seed in (1, 2):
         record = json.loads((sweep_dir / "logs" / f"cartpole_ppo__seed={seed}.json").read_text())
@@ -324,3 +324,32 @@ return Sweep(configs=["{CARTPOLE}"], seeds=[1, 2],
     (sweep_dir / "results.md").unlink()
     assert cli.main([str(path), "--report"]) == 0
     assert (sweep_dir / "results.md").read_text().count("| cartpole_ppo |") == 1
+
+
+def test_the_report_gives_steady_speed_and_says_why_a_trial_ends_short_of_its_budget(tmp_path: Path) -> None:
+    from launch.sweep import report
+    from launch.sweep.local import Running, live_table
+    from launch.sweep.spec import TrialSpec
+    from launch.sweep.trials import Planned
+
+    # compilation makes the first lines slow; the steady rate leaves them out
+    records = [{"time": 10.0, "env_steps": 1024}] + [{"time": 10.0 + i, "env_steps": 1024 * (1 + 2 * i)}
+                                                      for i in range(1, 10)]
+    assert report.steady_rate(records) == pytest.approx(2048.0)
+    assert report.steady_rate(records[:2]) is None
+    cfg = dataclasses.replace(load_file(CARTPOLE), total_env_steps=50_000, trial="s1",
+                              log=dataclasses.replace(load_file(CARTPOLE).log, run_root=str(tmp_path)))
+    planned = Planned(TrialSpec("cartpole_ppo__seed=1", CARTPOLE, (), 1, ()), cfg)
+    result = report.TrialResult(planned, DONE, final=200.0, env_steps=49_152)
+    assert report.short_of_budget([result, result]) == [
+        "- `cartpole_ppo` trials end at about 49,152 env steps, short of total_env_steps=50,000: a trial trains whole "
+        "updates of 1,024 env steps (48 of them); a multiple of 1,024 reaches the budget exactly."]
+    assert report.short_of_budget([dataclasses.replace(result, env_steps=50_176)]) == []
+    run_dir = Path(cfg.run_dir)
+    run_dir.mkdir(parents=True)
+    (run_dir / "metrics.jsonl").write_text(json.dumps({"env_steps": 20480, "episode_return": 87.5, "sps": 4100.0}) + "\n")
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    table = live_table([Running(planned, proc, open(os.devnull, "wb"), 0.0)], done=1, pending=2)
+    assert table.splitlines()[0] == "sweep: 1 ended, 1 running, 2 waiting"
+    assert "20,480 / 50,000 env steps  return     87.5  4,100 steps/s" in table.splitlines()[1], table

@@ -27,11 +27,12 @@ from pathlib import Path
 from typing import IO
 
 from launch.sweep.trials import Planned, last_record, read_json
-from srljax.config import Experiment
+from srljax.config import Experiment, consumes
 from srljax.layout import build_layout
 
 STOP_GRACE_S = 30.0  # after Ctrl-C: how long trials get to stop before they are killed
 POLL_S = 0.2
+LIVE_EVERY_S = 30.0  # how often the running trials' progress is printed as a table
 SINGLE_PROCESS_CORES = 2  # the loop plus envpool's and XLA's threads: two trials on two cores slow each other ~2x
 
 
@@ -83,9 +84,10 @@ class Running:
 def run_trials(to_run: list[tuple[Planned, tuple[str, ...]]], sweep_dir: Path, jobs: int) -> int:
     """Run every ``(trial, extra launch.local flags)``, ``jobs`` at a time; 0 if all exit 0, 1 if any fails,
     130 if interrupted."""
-    pending, running, failed = deque(to_run), [], 0
+    pending, running, failed, done = deque(to_run), [], 0, 0
     total = len(to_run)
     (sweep_dir / "logs").mkdir(parents=True, exist_ok=True)
+    next_table = time.monotonic() + LIVE_EVERY_S
     try:
         while pending or running:
             while pending and len(running) < jobs:
@@ -94,6 +96,10 @@ def run_trials(to_run: list[tuple[Planned, tuple[str, ...]]], sweep_dir: Path, j
             for run in [r for r in running if r.proc.poll() is not None]:
                 running.remove(run)
                 failed += _finish(run, sweep_dir) != 0
+                done += 1
+            if running and time.monotonic() >= next_table:
+                print(live_table(running, done, len(pending)), flush=True)
+                next_table = time.monotonic() + LIVE_EVERY_S
             time.sleep(POLL_S)
     except KeyboardInterrupt:
         print(f"interrupted: stopping {len(running)} running trial(s) (each writes a checkpoint as "
@@ -101,6 +107,21 @@ def run_trials(to_run: list[tuple[Planned, tuple[str, ...]]], sweep_dir: Path, j
         _stop(running, sweep_dir)
         return 130
     return 1 if failed else 0
+
+
+def live_table(running: list[Running], done: int, pending: int) -> str:
+    """The running trials' progress (their newest metrics line), with how many ended and wait."""
+    lines = [f"sweep: {done} ended, {len(running)} running, {pending} waiting"]
+    for run in running:
+        last = last_record(run.planned.run_dir / "metrics.jsonl")
+        total = run.planned.cfg.total_env_steps
+        ret = last.get("episode_return")
+        sps = last.get("sps")
+        lines.append(f"  {run.planned.spec.name:<40} {int(last.get('env_steps', 0)):>11,} / {total:,} env steps"
+                     + (f"  return {ret:8.1f}" if isinstance(ret, (int, float)) else "")
+                     + (f"  {sps:,.0f} steps/s" if isinstance(sps, (int, float)) else "")
+                     + f"  {time.time() - run.started:.0f} s")
+    return "\n".join(lines)
 
 
 def _start(p: Planned, extra: tuple[str, ...], sweep_dir: Path, index: int, total: int) -> Running:
@@ -127,7 +148,11 @@ def _finish(run: Running, sweep_dir: Path) -> int:
     ret = last.get("episode_return")
     how = f"return {ret:.1f}" if isinstance(ret, (int, float)) else "no episode finished"
     if code == 0:
-        print(f"finished {name} in {wall:.0f} s: {last.get('env_steps', 0):,} env steps, {how}", flush=True)
+        cfg = run.planned.cfg
+        short = last.get("env_steps", 0) < cfg.total_env_steps and consumes(cfg.algo) == "segments"
+        why = (f" (whole updates: {cfg.num_updates} x {cfg.env_steps_per_update:,} of total_env_steps="
+               f"{cfg.total_env_steps:,})" if short else "")
+        print(f"finished {name} in {wall:.0f} s: {last.get('env_steps', 0):,} env steps{why}, {how}", flush=True)
     elif code == 130:
         print(f"stopped {name} after {wall:.0f} s at {last.get('env_steps', 0):,} env steps", flush=True)
     else:

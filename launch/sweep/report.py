@@ -25,6 +25,7 @@ from launch.sweep.local import available_cores, log_path, record_path
 from launch.sweep.spec import Sweep
 from launch.sweep.stats import bootstrap_ci, iqm, median
 from launch.sweep.trials import DONE, Planned, read_json, read_records, trial_state
+from srljax.config import consumes
 
 CURVE_POINTS = 100
 
@@ -40,6 +41,7 @@ class TrialResult:
     returns: np.ndarray | None = None  # [N]
     env_steps: int = 0
     wall_s: float | None = None
+    steady_sps: float | None = None  # env steps/s between the line at STEADY_FROM of the run and the last
     exit_code: int | None = None
 
     @property
@@ -64,7 +66,36 @@ def collect(planned: list[Planned], sweep_dir: Path) -> list[TrialResult]:
             result.env_steps = int(last.get("env_steps", 0))
             # launch to exit as the runner measured it; else the metrics clock (from the logger's start)
             result.wall_s = record.get("wall_s") or last.get("time")
+            result.steady_sps = steady_rate(records)
         out.append(result)
+    return out
+
+
+STEADY_FROM = 0.2  # the share of a trial's metrics lines left out of its steady rate (start-up, JIT compile)
+
+
+def steady_rate(records: list[dict]) -> float | None:
+    """env steps/s between the metrics line at ``STEADY_FROM`` of the run and the last one (None if too short)."""
+    timed = [r for r in records if isinstance(r.get("time"), (int, float)) and isinstance(r.get("env_steps"), (int, float))]
+    if len(timed) < 3:
+        return None
+    a, b = timed[int(len(timed) * STEADY_FROM)], timed[-1]
+    return (b["env_steps"] - a["env_steps"]) / (b["time"] - a["time"]) if b["time"] > a["time"] else None
+
+
+def short_of_budget(results: list[TrialResult]) -> list[str]:
+    """Why finished trials end below ``total_env_steps``: a trial trains whole updates (one line per config)."""
+    out = []
+    for r in results:
+        cfg = r.planned.cfg
+        per_update = cfg.env_steps_per_update
+        if r.final is None or consumes(cfg.algo) != "segments" or r.env_steps >= cfg.total_env_steps:
+            continue
+        line = (f"- `{Path(r.planned.spec.config).stem}` trials end at about {r.env_steps:,} env steps, short of "
+                f"total_env_steps={cfg.total_env_steps:,}: a trial trains whole updates of {per_update:,} env steps "
+                f"({cfg.num_updates} of them); a multiple of {per_update:,} reaches the budget exactly.")
+        if line not in out:
+            out.append(line)
     return out
 
 
@@ -94,7 +125,7 @@ def markdown(sweep: Sweep, results: list[TrialResult], sweep_dir: Path, sweep_fi
     ref = sweep.reference
     finished = [r for r in results if r.final is not None]
     head = ["config", "env", "settings", "seeds", "median [95% CI]", "IQM [95% CI]", "final return per seed",
-            "wall time per trial", "env steps/s"]
+            "wall time per trial", "env steps/s", "steady env steps/s"]
     if ref:
         head += [ref.title, "median / reference"]
     lines = [f"# Sweep `{sweep.name}`", "",
@@ -110,7 +141,11 @@ def markdown(sweep: Sweep, results: list[TrialResult], sweep_dir: Path, sweep_fi
               "which is the plain mean below 4 seeds) over seeds, with 95% percentile-bootstrap confidence "
               "intervals (2,000 resamples of the seeds, numpy seed 0). Wall time: per trial, launch to exit "
               "(start-up and JIT included; trials that ran side by side shared the cores); env steps/s: the "
-              "trial's env steps over that time. Both are medians over seeds."]
+              "trial's env steps over that time; steady env steps/s: from its metrics lines, leaving out the first "
+              f"{STEADY_FROM:.0%} (start-up and compilation). All three are medians over seeds."]
+    short = short_of_budget(results)
+    if short:
+        lines += ["", "Budgets:", *short]
     if ref:
         lines += ["", f"Reference column \"{ref.title}\": {ref.source}"]
     lines += ["", curves_note]
@@ -131,10 +166,11 @@ def _row(rows: list[TrialResult], ref) -> list[str]:
                   " / ".join(_num(r.final) if r.final is not None else "-" for r in rows)]
         walls = [r.wall_s for r in rows if r.wall_s]
         rates = [r.env_steps / r.wall_s for r in rows if r.wall_s]
+        steady = [r.steady_sps for r in rows if r.steady_sps]
         cells += [_duration(float(np.median(walls))) if walls else "-",
-                  f"{np.median(rates):,.0f}" if rates else "-"]
+                  f"{np.median(rates):,.0f}" if rates else "-", f"{np.median(steady):,.0f}" if steady else "-"]
     else:
-        cells += ["-"] * 5
+        cells += ["-"] * 6
     if ref:
         value = ref.returns.get(first.env)
         if value is None:
