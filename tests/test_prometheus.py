@@ -105,6 +105,11 @@ def test_every_worker_of_a_distributed_run_is_listed_and_serves_its_metrics(tmp_
     assert _value(actor, "srljax_time_seconds", phase="wait/env") > 0
     assert _value(actor, "srljax_latency_inference_ms", stat="p99") >= _value(actor, "srljax_latency_inference_ms",
                                                                              stat="p50") > 0
+    hist = actor["srljax_latency_inference_ms_hist"]  # the round trips as a histogram, too
+    buckets = [(s.labels["le"], s.value) for s in hist.samples if s.name.endswith("_bucket")]
+    assert buckets[-1][0] == "+Inf" and [v for _, v in buckets] == sorted(v for _, v in buckets), buckets
+    assert buckets[-1][1] == next(s.value for s in hist.samples if s.name.endswith("_count")) > 0
+    assert _value(actor, "srljax_host_cpus") >= 1 and _value(actor, "srljax_process_id") > 0
     assert 0 < _value(policy, "srljax_batch_fill", stat="mean") <= 1
     assert _value(policy, "srljax_time_seconds", phase="compute/act") > 0
     assert _value(trainer, "srljax_time_seconds", phase="compute/update") > 0

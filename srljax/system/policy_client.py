@@ -109,7 +109,9 @@ class PolicyClient:
             else:
                 ts, sent, _ = self.in_flight.pop(reply.request_id)
                 del self.trees[reply.request_id]
-                self.stats.sample("latency/inference_ms", (time.monotonic() - sent) * 1000)
+                latency_ms = (time.monotonic() - sent) * 1000
+                self.stats.sample("latency/inference_ms", latency_ms)
+                self.stats.observe("latency/inference_ms", latency_ms)
                 self.see_version(reply.version)
                 self.stats.gauge("policy_version", self.newest_version)
                 out.append((ts, *unpacked, reply.version))

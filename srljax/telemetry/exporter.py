@@ -18,7 +18,8 @@ two scrapes) turns them into rates and shares of wall time:
 - ``srljax_<sample>{stat="p50"|"p99"|"mean"}``: the sample windows (``latency_inference_ms``,
   ``batch_fill``, ``time_update_s``);
 - ``srljax_<histogram>``: whole-run histograms as Prometheus histograms (``lag_received``, the
-  policy lag of the columns the trainer took; ``lag_pushed``);
+  policy lag of the columns the trainer took; ``lag_pushed``), and latencies as ``srljax_<name>_hist``
+  (``latency_inference_ms_hist``: the actors' inference round trips, buckets 0.25 ms to 5 s);
 - ``srljax_socket_events_total{socket, event}``: the endpoints' counters (``sent``, ``received``,
   ``drop.<reason>``, ``auth_refused``);
 - ``srljax_worker_up{state}`` 1 for the worker's state; ``process_resident_memory_bytes`` and
@@ -77,6 +78,7 @@ def worker_families(worker: Any) -> Iterator[Any]:
     yield phases
     yield from _samples(totals["percentiles"])
     yield from _histograms(totals["histograms"])
+    yield from _observed(totals.get("observed", {}))
     gauges = dict(totals["gauges"])
     sockets = CounterMetricFamily("srljax_socket_events", "counters of the worker's sockets", labels=["socket", "event"])
     for key, value in getattr(worker, "_exported", {}).items():
@@ -130,6 +132,19 @@ def _histograms(histograms: dict[str, dict[int, int]]) -> Iterator[Any]:
         buckets.append(("+Inf", float(total)))
         yield HistogramMetricFamily(f"srljax_{metric_name(name)}", f"{name}, whole run", buckets=buckets,
                                     sum_value=float(sum(k * n for k, n in counts.items())))
+
+
+def _observed(observed: dict[str, tuple[tuple[float, ...], list[int], float]]) -> Iterator[Any]:
+    """``WorkerStats.observe`` histograms (latencies) as Prometheus histograms: ``srljax_<name>_hist_bucket{le}``."""
+    from prometheus_client.core import HistogramMetricFamily
+
+    for name, (bounds, counts, total) in sorted(observed.items()):
+        cumulative, buckets = 0, []
+        for bound, count in zip([*map(str, bounds), "+Inf"], counts):
+            cumulative += count
+            buckets.append((bound, float(cumulative)))
+        yield HistogramMetricFamily(f"srljax_{metric_name(name)}_hist", f"{name}, whole run", buckets=buckets,
+                                    sum_value=float(total))
 
 
 def controller_families(controller: Any) -> Iterator[Any]:

@@ -23,6 +23,9 @@ from typing import Any
 
 import numpy as np
 
+LATENCY_BUCKETS_MS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0)
+"""Upper bounds of the whole-run latency histograms (``observe``; Prometheus ``le`` buckets, +Inf added)."""
+
 RATE_COUNTERS = ("env_steps", "requests", "rows", "segments", "updates", "samples")
 """Counters that also get a ``throughput/<name>_per_s`` rate."""
 
@@ -35,6 +38,7 @@ class WorkerStats:
         self._timers: Counter[str] = Counter()
         self._samples: dict[str, deque[float]] = {}
         self._histograms: dict[str, Counter[int]] = {}
+        self._observed: dict[str, tuple[np.ndarray, list[float]]] = {}  # name -> (counts per bucket, [sum])
         self._open: dict[str, float] = {}  # begin(name) -> its start, until end(name)
         self._window = window
         self._last_time = time.monotonic()
@@ -58,6 +62,14 @@ class WorkerStats:
         with self._lock:
             self._histograms.setdefault(name, Counter())[int(value)] += 1
 
+    def observe(self, name: str, value: float) -> None:
+        """One more ``value`` in the whole-run histogram ``name`` (``LATENCY_BUCKETS_MS``; exported to Prometheus
+        as a histogram, so quantiles can be taken over any window and summed over workers)."""
+        with self._lock:
+            counts, total = self._observed.setdefault(name, (np.zeros(len(LATENCY_BUCKETS_MS) + 1, np.int64), [0.0]))
+            counts[int(np.searchsorted(LATENCY_BUCKETS_MS, value))] += 1  # value <= bound i: bucket i
+            total[0] += float(value)
+
     def begin(self, name: str) -> None:
         """Start a span that ``end`` closes (e.g. an update that ends in another poll); until then
         ``totals`` counts it as running."""
@@ -72,14 +84,17 @@ class WorkerStats:
 
     def totals(self) -> dict[str, Any]:
         """Whole-run values for a Prometheus scrape: ``counters``, ``seconds`` per timer (open spans
-        included), ``gauges``, ``histograms`` and ``percentiles`` (of the sample windows)."""
+        included), ``gauges``, ``histograms``, ``observed`` (bounds, counts per bucket with +Inf last, sum) and
+        ``percentiles`` (of the sample windows)."""
         now = time.perf_counter()
         with self._lock:
             seconds = Counter(self._timers)
             for name, start in self._open.items():
                 seconds[name] += now - start
             out = {"counters": dict(self.counters), "seconds": dict(seconds), "gauges": dict(self.gauges),
-                   "histograms": {k: dict(v) for k, v in self._histograms.items()}}
+                   "histograms": {k: dict(v) for k, v in self._histograms.items()},
+                   "observed": {k: (LATENCY_BUCKETS_MS, counts.tolist(), total[0])
+                                for k, (counts, total) in self._observed.items()}}
             names = list(self._samples)
         out["percentiles"] = {name: self.percentiles(name) for name in names}
         return out
