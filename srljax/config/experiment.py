@@ -242,8 +242,8 @@ def deterministic_problems(cfg: Experiment) -> list[str]:
              f"trainer.batch_envs={lay.num_actors * e.num_envs} (layout.num_actors x env.num_envs: one segment "
              "of each actor per update)"),
             (t.publish_every == 1, "trainer.publish_every=1"),
-            (t.max_policy_lag >= 1, "trainer.max_policy_lag >= 1 (a segment's first row was acted one version "
-                                    "before the rest)")]
+            (t.max_policy_lag >= 1, "trainer.max_policy_lag >= 1 (a recurrent policy acts a segment's first row "
+                                    "one version before the rest)")]
     return [f"layout.deterministic=true needs {what}" for ok, what in need if not ok]
 
 

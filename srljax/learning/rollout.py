@@ -114,6 +114,18 @@ class SegmentBuilder:
         self._pos[ids] = 1
         self._oldest_version[ids] = version
 
+    def restate_first(self, ids: np.ndarray, action: np.ndarray, extras: Mapping[str, np.ndarray], version: int) -> None:
+        """Replace the action and extras of row 0 of the segments ``ids`` are in (the previous segment's bootstrap
+        row, acted before it was pushed) with those of ``version``: a lockstep actor acts that row again with
+        the params the previous segment trained, so the new segment is acted with one version throughout."""
+        ids = np.asarray(ids)
+        if not np.all(self._pos[ids] == 1):
+            raise ValueError("restate_first: these envs' segments have more than their first row")
+        self._fields["action"][0, ids] = action
+        for key, store in self._extras.items():
+            store[0, ids] = extras[key]
+        self._oldest_version[ids] = version
+
     # -- run state ---------------------------------------------------------------------------------
     def state(self) -> dict[str, np.ndarray]:
         """Everything the builder holds, as fixed-shape numpy arrays (finished columns padded to

@@ -34,8 +34,11 @@ version barrier. It waits only where waiting saves work:
 
 With ``layout.deterministic`` (inline, one env batch per recv) the actor runs in lockstep instead: every
 action is acted with params version ``v0 + k``, ``k`` the segments it has completed and ``v0`` the first
-version it saw, waiting for that version (``wait/lag_limit``); rows are acted in env order. The trainer's
-update k takes every actor's k-th segment, so the run does not depend on timing.
+version it saw, waiting for that version (``wait/lag_limit``); rows are acted in env order. The row that
+ends segment k (its bootstrap row) is acted again with version ``v0 + k + 1`` before its action goes to the
+env, as the next segment's first row, so each segment is acted with one version (a recurrent policy keeps
+that row's first action: its state cannot step twice). The trainer's update k takes every actor's k-th
+segment, so the run does not depend on timing.
 
 The throttle cannot starve the trainer: when no new version has come for ``ESCAPE_UPDATES`` x the usual
 interval (at least ``ESCAPE_MIN_S``), the trainer may be waiting for columns that were lost, so the actor
@@ -138,6 +141,7 @@ class ActorWorker(Worker):
         self.lockstep = cfg.layout.deterministic  # inline, sync ring (config checks)
         self.lockstep_first = -1  # v0: the first params version seen (a resumed trainer's, or 0)
         self.segments_done = 0
+        self.reacting: TimeStep | None = None  # lockstep: a row acted again once the next version is here
         self.env.async_reset()
         self.log(f"{self.spec.num_envs} envs {self.spec.id}, {self.spec.batch_size} per recv, "
                  f"{'remote' if self.remote else 'inline'} inference, {len(sinks)} sample sink(s), "
@@ -208,6 +212,13 @@ class ActorWorker(Worker):
             return
         if self.lockstep and not self._lockstep_ready():
             return
+        if self.reacting is not None:  # lockstep: the new segment's first row, acted again with its version
+            ts, self.reacting = self.reacting, None
+            with self.stats.time("compute/act"):
+                action, extras = self.acting.act(self.follower.params, ts)
+            self.builder.restate_first(ts.env_id, action, extras, self.follower.version)
+            self.env.send(action, ts.env_id)
+            return
         with self.stats.time("wait/env"):
             ts = self.env.recv()
         if self._empty(ts):
@@ -217,8 +228,12 @@ class ActorWorker(Worker):
         self.blocked = ""
         with self.stats.time("compute/act"):
             action, extras = self.acting.act(self.follower.params, ts)
-        self.env.send(action, ts.env_id)
+        done = self.segments_done
         self._record(ts, action, extras, self.follower.version)
+        if self.lockstep and self.segments_done > done and self.acting.stateless:
+            self.reacting = ts  # its action waits for the version this segment trains (a recurrent state cannot
+            return  # be acted twice: recurrent policies keep the first row one version behind)
+        self.env.send(action, ts.env_id)
 
     def _lockstep_ready(self) -> bool:
         """Deterministic layouts: whether the params held are version ``v0 + segments done``; else wait a little."""
