@@ -29,3 +29,14 @@ def test_six_chaos_trials_reach_their_updates_with_continuous_metrics() -> None:
     assert not failed, failed
     assert all(r["updates"] > 0 for r in results)
     assert sum(r["restarts"] for r in results) >= len(kills) - 1  # a kill drawn after the last update never fires
+
+
+def test_an_apex_trainer_killed_while_running_gets_batches_from_its_shard_again() -> None:
+    """Trial 74 of ``--trials 200 --seed 0``: it stalled while the replay shard counted the batches it had served
+    the killed trainer against the restarted one's credit (0 batches asked for). Now credit follows the
+    shard's own served count, carried in every message."""
+    trial = {"index": 74, "algo": "apex", "actors": 1, "seed": 13045, "buffers": 1, "publish_every": 2,
+             "max_policy_lag": 2, "inference": "inline", "policy_workers": 1, "ring_size": 2,
+             "kills": [{"role": "trainer", "index": 0, "when": 41}, {"role": "actor", "index": 0, "when": "setup"}]}
+    [result] = run_trials([trial], p_delay=0.02, max_delay=0.2, echo=False)
+    assert result["passed"] and result["restarts"] == 2, result

@@ -7,7 +7,9 @@ trainer's setup, params publishing, checkpoints and resume (``TrainerWorker``), 
 replay buffer workers instead of segments from actors:
 
 * **Credit.** A shard samples only batches the trainer asked for: the trainer grants each shard
-  incarnation it has heard from up to ``PREFETCH`` batches in flight (``PrioritySender.grant``,
+  incarnation it has heard from up to ``PREFETCH`` batches in flight, counted in the shard's own served
+  count (every message carries it, so batches lost with a restarted trainer do not hold credit back;
+  ``PrioritySender.grant``,
   cumulative, resent every second), and only while it holds fewer than ``QUEUE`` batches. So
   batches are sampled with fresh priorities and no queue grows.
 * **Reports.** Every shard message (batch or report) carries the env steps inserted since its last
@@ -207,6 +209,12 @@ class ReplayTrainerWorker(TrainerWorker):
                     self.actor_returns.setdefault(str(actor), deque(maxlen=self.cfg.log.window)).extend(returns)
         if isinstance(meta.get("epsilons"), dict):
             self.epsilons.update({str(k): float(v) for k, v in meta["epsilons"].items() if isinstance(v, float)})
+        served = meta.get("served")  # batches the shard sent before this message
+        if isinstance(served, int) and not isinstance(served, bool) and served > self.received[shard]:
+            # sent but never here (lost with a previous trainer, or dropped in flight): credit counts from the
+            # shard's own count, or a restarted trainer's grants would stay below what the shard already served
+            self.received[shard] = served
+            self.stats.add("batches_lost_in_flight")
         if not msg.tree:
             return  # a report
         try:
