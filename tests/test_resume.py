@@ -298,3 +298,30 @@ def test_cli_resume_starts_from_the_trials_own_config(runs, tmp_path, capsys):
     # the resumed trial of the fixture kept the config it started with beside the new one
     stopped = runs[0] / "resume" / "stopped"
     assert json.loads((stopped / "config.1.json").read_text()) == json.loads((stopped / "config.json").read_text())
+
+
+def test_a_distributed_trial_resumed_with_only_a_new_budget_keeps_evaluating(tmp_path):
+    """The researcher's case on the worker graph: eval.every_updates=2 from the command line, resumed with only
+    total_env_steps (the file says no evaluation): the eval worker comes back and evaluates after the resume."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    common = ["configs/cartpole_ppo_distributed.py", "-e", "dres", "-f", "t", f"log.run_root={tmp_path}",
+              "algo.num_steps=32", "trainer.num_minibatches=2", "trainer.update_epochs=1"]
+    first = subprocess.run([sys.executable, "-m", "launch.local", *common, "log.wandb=disabled", "eval.every_updates=2",
+                            "eval.episodes=2", "checkpoint.every_updates=2", "total_env_steps=2048"],
+                           cwd=root, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr[-3000:]
+    before = len((tmp_path / "dres" / "t" / "eval.jsonl").read_text().splitlines())
+    again = subprocess.run([sys.executable, "-m", "launch.local", *common, "--resume", "total_env_steps=12288"],
+                           cwd=root, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "resume: total_env_steps: 2048 -> 12288" in again.stdout and again.stdout.count("resume: ") == 1, again.stdout
+    run_dir = tmp_path / "dres" / "t"
+    after = [json.loads(x) for x in (run_dir / "eval.jsonl").read_text().splitlines()][before:]
+    # the eval worker came back (eval.every_updates=2 kept): a periodic evaluation after the resume, not only the
+    # final one (how many depends on how fast 40 small updates go by against its episodes)
+    assert any(not e.get("final") and e["version"] >= 8 for e in after), after
+    assert after[-1]["version"] == 48 and after[-1].get("final"), after
+    assert [json.loads(x)["update"] for x in (run_dir / "metrics.jsonl").read_text().splitlines()] == list(range(1, 49))
