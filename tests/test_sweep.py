@@ -353,3 +353,17 @@ def test_the_report_gives_steady_speed_and_says_why_a_trial_ends_short_of_its_bu
     table = live_table([Running(planned, proc, open(os.devnull, "wb"), 0.0)], done=1, pending=2)
     assert table.splitlines()[0] == "sweep: 1 ended, 1 running, 2 waiting"
     assert "20,480 / 50,000 env steps  return     87.5  4,100 steps/s" in table.splitlines()[1], table
+
+
+def test_a_reference_at_another_budget_says_so_in_the_table() -> None:
+    from launch.sweep import Reference, report
+    from launch.sweep.spec import TrialSpec
+    from launch.sweep.trials import Planned
+
+    cfg = dataclasses.replace(load_file(CARTPOLE), total_env_steps=50_000)
+    planned = Planned(TrialSpec("cartpole_ppo__seed=1", CARTPOLE, (), 1, ()), cfg)
+    rows = [report.TrialResult(planned, DONE, final=250.0, env_steps=49_152)]
+    at = Reference("CleanRL", "made up", {"CartPole-v1": 490.0}, env_steps=500_000)
+    assert report._row(rows, at)[-1] == "0.51x, **below** (reference at 500,000 env steps, these at 50,000)"
+    same = Reference("CleanRL", "made up", {"CartPole-v1": 490.0}, env_steps=50_000)
+    assert report._row(rows, same)[-1] == "0.51x, **below**"

@@ -21,5 +21,6 @@ def sweep() -> Sweep:
             title="CleanRL ppo.py (500k steps)",
             source="CleanRL ppo.py, CartPole-v1, 500k env steps (https://docs.cleanrl.dev/rl-algorithms/ppo/#ppopy)",
             returns={"CartPole-v1": 490.04},
+            env_steps=500_000,
         ),
     )

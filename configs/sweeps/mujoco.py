@@ -41,6 +41,7 @@ CLEANRL_PPO_CONTINUOUS = Reference(
         "Humanoid-v4": 716.11,
         "Pusher-v4": -40.38,
     },
+    env_steps=1_000_000,
 )
 
 

@@ -182,7 +182,10 @@ def _row(rows: list[TrialResult], ref) -> list[str]:
             else:
                 mid = float(median(finals))
                 ratio = f"{mid / value:.2f}x, " if value > 0 else ""
-                cells.append(ratio + ("at or above" if mid >= value else "**below**"))
+                budget = first.planned.cfg.total_env_steps
+                other = (f" (reference at {ref.env_steps:,} env steps, these at {budget:,})"
+                         if ref.env_steps and ref.env_steps != budget else "")
+                cells.append(ratio + ("at or above" if mid >= value else "**below**") + other)
     return cells
 
 
@@ -254,7 +257,12 @@ def plot_curves(sweep: Sweep, results: list[TrialResult], path: Path) -> str:
             (line,) = ax.plot(steps, mid, label=f"{label} (median of {sum(r.final is not None for r in rows)})")
             ax.fill_between(steps, low, high, color=line.get_color(), alpha=0.25, linewidth=0)
         if sweep.reference and env in sweep.reference.returns:
-            ax.axhline(sweep.reference.returns[env], color="gray", linestyle="--", label=sweep.reference.title)
+            ref, value = sweep.reference, sweep.reference.returns[env]
+            if ref.env_steps:  # the reference where it was reached: a point at its budget, a dashed line to it
+                ax.plot([0, ref.env_steps], [value, value], color="gray", linestyle="--", linewidth=0.8)
+                ax.plot([ref.env_steps], [value], "o", color="gray", label=f"{ref.title} at {ref.env_steps:,} steps")
+            else:
+                ax.axhline(value, color="gray", linestyle="--", label=ref.title)
         ax.set_title(env)
         ax.set_xlabel("env steps")
         ax.set_ylabel("episode return")

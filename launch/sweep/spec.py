@@ -46,6 +46,10 @@ class Reference:
     """where the numbers come from (a URL and what they are), printed under the table."""
     returns: Mapping[str, float]
     """env id -> published final return."""
+    env_steps: int = 0
+    """the budget those returns were reached at (e.g. 1,000,000); 0: unknown. A sweep with another budget is
+    compared with that said: the plot draws the reference as a point at its budget (a dashed line to it), and the
+    table's ratio names both budgets."""
 
 
 @dataclass(frozen=True)
