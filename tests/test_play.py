@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -15,6 +17,7 @@ def sh(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow  # ~2 minutes; the default run plays a best checkpoint back in tests/test_notebook.py
 def test_play_the_best_and_the_latest_checkpoint_of_a_trial(tmp_path):
     out = sh("launch.local", "configs/cartpole_ppo.py", "-e", "play", "-f", "t", f"log.run_root={tmp_path}",
              "log.wandb=disabled", "total_env_steps=20480", "eval.every_updates=5", "eval.episodes=4")

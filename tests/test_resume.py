@@ -300,6 +300,7 @@ def test_cli_resume_starts_from_the_trials_own_config(runs, tmp_path, capsys):
     assert json.loads((stopped / "config.1.json").read_text()) == json.loads((stopped / "config.json").read_text())
 
 
+@pytest.mark.slow  # ~1 minute of two distributed runs; the config logic itself is tested above
 def test_a_distributed_trial_resumed_with_only_a_new_budget_keeps_evaluating(tmp_path):
     """The researcher's case on the worker graph: eval.every_updates=2 from the command line, resumed with only
     total_env_steps (the file says no evaluation): the eval worker comes back and evaluates after the resume."""
