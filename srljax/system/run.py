@@ -46,10 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = Path(args.run_dir)
     cfg = from_dict(json.loads((run_dir / "config.json").read_text()))
     from srljax.layout import ACTOR, role_spec
+    from srljax.system.worker import lower_priority  # imports no jax
 
     if role_spec(cfg, args.role).placement == ACTOR and cfg.layout.actor_nice:
-        # before jax starts its compute threads, which run the actor's inference and inherit this
-        os.setpriority(os.PRIO_PROCESS, 0, max(cfg.layout.actor_nice, os.getpriority(os.PRIO_PROCESS, 0)))
+        lower_priority(cfg.layout.actor_nice)  # before jax starts its compute threads, which inherit it
     keys = auth.load(cfg, run_dir, slurm=bool(os.environ.get("SLURM_JOB_ID")))  # RUN_DIR/keys when auth is on
     names = worker_names(cfg, DirectoryNames(run_dir / "names"))  # layout.names=controller: served by the controller
     worker = make_worker(args.role, cfg, args.index, names, parent_pid=args.parent_pid, keys=keys)
