@@ -85,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = Path(args.run_dir)
     try:
         cfg = load_config(run_dir)
+        from srljax.parallel import compile_cache
+
+        compile_cache.enable(cfg.compile_cache)
         if args.episodes < 0:
             raise ValueError(f"--episodes {args.episodes} must be >= 1")
         import algos

@@ -26,6 +26,7 @@ from srljax.comm import MemoryNames, NameResolver
 from srljax.comm.security import KeyRing
 from srljax.config import ConfigError, Experiment, write_json
 from srljax.layout import build_layout, validate
+from srljax.parallel import compile_cache
 from srljax.parallel.devices import threads_problems
 from srljax.storage.run_dir import claim
 from srljax.system import auth
@@ -131,6 +132,7 @@ def run_threads(cfg: Experiment, names: NameResolver | None = None, verbose: boo
     role's CURVE key pair, generated in memory (or ``keys``, e.g. a test's that also plays a peer).
     """
     validate(cfg)
+    compile_cache.enable(cfg.compile_cache)  # one process: every worker thread shares it
     cfg = auth.resolved(cfg, slurm=False)
     if found := threads_problems(cfg):
         raise ConfigError(found)

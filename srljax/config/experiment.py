@@ -16,6 +16,7 @@ from srljax.config.pbt import PBTConfig, pbt_problems
 from srljax.config.policies import PoliciesConfig, policies_problems
 from srljax.config.sections import CheckpointConfig, LayoutConfig, LogConfig, TrainerConfig
 from srljax.config.slurm import SlurmConfig
+from srljax.parallel import compile_cache
 
 THREE_DAYS_SECONDS = 3 * 24 * 3600
 
@@ -29,6 +30,9 @@ class Experiment:
     seed: int = 1
     total_env_steps: int = 500_000
     timeout_seconds: float = THREE_DAYS_SECONDS
+    compile_cache: str = "auto"
+    """JAX's persistent compilation cache, shared by every process of a run (``srljax/parallel/compile_cache.py``):
+    ``auto`` (``~/.cache/srljax/jax-<version>``, or ``$JAX_COMPILATION_CACHE_DIR``), ``off``, or a folder."""
     env: EnvConfig = field(default_factory=EnvConfig)
     algo: Any = field(default_factory=default_algo)
     """an algorithm's config (``algos/ppo_config.py``, ...) or a user's; ``algo=NAME`` picks it (``srljax/config/algo.py``)."""
@@ -89,7 +93,7 @@ def nonfinite_problems(node: Any, prefix: str = "") -> list[str]:
 
 def problems(cfg: Experiment) -> list[str]:
     """Every problem with ``cfg``, each naming the key, the arithmetic and the fix."""
-    out: list[str] = nonfinite_problems(cfg)
+    out: list[str] = nonfinite_problems(cfg) + compile_cache.problems(cfg.compile_cache)
     e, a, t, lay = cfg.env, cfg.algo, cfg.trainer, cfg.layout
     for key, value in [("env.max_episode_steps", e.max_episode_steps), ("env.num_threads", e.num_threads)]:
         if value < 0:

@@ -16,12 +16,14 @@ from srljax.loops.on_policy import train_on_policy
 from srljax.loops.population import train_population
 from srljax.loops.replay import train_replay
 from srljax.loops.result import TrainResult
+from srljax.parallel import compile_cache
 
 __all__ = ["TrainResult", "train"]
 
 
 def train(cfg: Experiment, resume: bool = False) -> TrainResult:
     """Train ``cfg`` in this process; ``resume``: continue its trial from the newest checkpoint."""
+    compile_cache.enable(cfg.compile_cache)
     if cfg.pbt.enabled:  # a population of policies
         return train_population(cfg, resume)
     if consumes(cfg.algo) == "replay":  # sampled replay batches, not segments

@@ -50,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
 
     if role_spec(cfg, args.role).placement == ACTOR and cfg.layout.actor_nice:
         lower_priority(cfg.layout.actor_nice)  # before jax starts its compute threads, which inherit it
+    from srljax.parallel import compile_cache
+
+    compile_cache.enable(cfg.compile_cache)  # the run's folder, shared with the other workers
     keys = auth.load(cfg, run_dir, slurm=bool(os.environ.get("SLURM_JOB_ID")))  # RUN_DIR/keys when auth is on
     names = worker_names(cfg, DirectoryNames(run_dir / "names"))  # layout.names=controller: served by the controller
     worker = make_worker(args.role, cfg, args.index, names, parent_pid=args.parent_pid, keys=keys)

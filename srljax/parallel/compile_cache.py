@@ -1,0 +1,81 @@
+"""JAX's persistent compilation cache, on by default: a second run of a config skips its compiles.
+
+    compile_cache.enable(cfg.compile_cache)   # every process that compiles: the single-process loops,
+                                              # each worker process, the threads backend, launch.play
+
+``compile_cache`` (a root key of ``Experiment``) is ``auto`` (the default: ``$JAX_COMPILATION_CACHE_DIR``
+if the user exported one, else ``~/.cache/srljax/jax-<jax version>``, under ``$XDG_CACHE_HOME`` if set),
+``off``, or a folder. Every process of a run points at the same folder, so a distributed run's workers
+share it (on Slurm, a folder on the shared filesystem: set ``compile_cache=/shared/path``). JAX keys each
+entry by the program, its devices, compile options and JAX/XLA versions, so a stale entry is never
+used; the version in the folder name only keeps old versions' entries apart for deletion.
+
+Every program is written (``MIN_COMPILE_S`` = 0; JAX's default of 1 s skips every compile of a small
+network on a CPU, which is where the first run of ``configs/cartpole_ppo.py`` spends its start-up: 9
+entries, ~10 s to the first metrics line cold, ~6 s warm, most of the rest importing JAX;
+``bench/compile_once.py``). The cache holds only what runs compiled; delete the folder to reclaim it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+MIN_COMPILE_S = 0.0
+"""programs compiled faster than this are not written."""
+
+_enabled: str | None = None
+
+
+def cache_dir(setting: str) -> Path | None:
+    """The folder ``compile_cache=setting`` names, or None for ``off``."""
+    if setting == "off":
+        return None
+    if setting != "auto":
+        return Path(setting).expanduser()
+    if exported := os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+        return Path(exported)
+    import jax
+
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "srljax" / f"jax-{jax.__version__}"
+
+
+def problems(setting: str) -> list[str]:
+    """Config check: a folder that exists as a file, or the empty string."""
+    if setting in ("auto", "off"):
+        return []
+    if not setting.strip():
+        return ["compile_cache='' : use auto (~/.cache/srljax/jax-<version>), off, or a folder"]
+    path = Path(setting).expanduser()
+    if path.exists() and not path.is_dir():
+        return [f"compile_cache={setting} is a file, not a folder: name a folder (created if missing), auto or off"]
+    return []
+
+
+def enable(setting: str) -> Path | None:
+    """Point this process's JAX at the cache folder (created if missing); returns it, None if off.
+    Call before the first compile; a second call with the same setting does nothing. A folder that
+    cannot be created turns the cache off with a warning: a run never fails for its cache."""
+    global _enabled
+    if _enabled == setting:
+        return cache_dir(setting)
+    import jax
+
+    path = cache_dir(setting)
+    if path is None:
+        jax.config.update("jax_enable_compilation_cache", False)
+        _enabled = setting
+        return None
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        print(f"compile_cache: cannot create {path} ({err}); compiling without a persistent cache", flush=True)
+        jax.config.update("jax_enable_compilation_cache", False)
+        _enabled = setting
+        return None
+    jax.config.update("jax_enable_compilation_cache", True)
+    jax.config.update("jax_compilation_cache_dir", str(path))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_S)
+    _enabled = setting
+    return path
