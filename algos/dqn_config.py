@@ -72,6 +72,12 @@ class DQNConfig:
     hidden_sizes: tuple[int, ...] = (120, 84)
     activation: Literal["tanh", "relu"] = "relu"
     replay: ReplayConfig = field(default_factory=ReplayConfig)
+    updates_per_call: int = 1
+    """single process: updates trained in one compiled call (a ``lax.scan`` over that many batches, sampled at
+    once), run when that many are owed, so acting's params refresh every ``updates_per_call`` updates' worth of
+    env steps. For a small network the per-call overhead is most of an update on a CPU (CartPole's MLP: ~4x
+    less per update at 16, bench/replay_loop.py); a conv network gains nothing. ``cfg.num_updates`` is rounded
+    down to a multiple of it."""
     ratio_tolerance: float = 0.1
     """distributed (Ape-X): the trainer's samples per env step inserted are held within this fraction of
     ``replay_ratio`` by ``throttle``; exported as the metric ``samples_per_insert``."""
@@ -81,12 +87,16 @@ class DQNConfig:
 
     def num_updates(self, cfg: Any) -> int:
         """Gradient steps in the run: ``replay_ratio`` samples per env step after ``learning_starts``."""
-        return max(1, int(self.replay_ratio * max(0, cfg.total_env_steps - self.learning_starts)) // self.batch_size)
+        owed = int(self.replay_ratio * max(0, cfg.total_env_steps - self.learning_starts)) // self.batch_size
+        chunk = max(self.updates_per_call, 1)
+        return max(chunk, owed - owed % chunk)
 
     def describe_batch(self, cfg: Any) -> str:
         return (f"replay batch {self.batch_size} samples, replay ratio {self.replay_ratio:g} samples per env step "
                 f"(an update every {self.batch_size / self.replay_ratio:g} env steps) after {self.learning_starts:,} "
-                f"env steps, {cfg.num_updates:,} updates; {cfg.env.num_envs} envs, replay of "
+                f"env steps, {cfg.num_updates:,} updates"
+                + (f" ({self.updates_per_call} per compiled call)" if self.updates_per_call > 1 else "")
+                + f"; {cfg.env.num_envs} envs, replay of "
                 f"{self.replay.capacity:,} transitions")
 
     def problems(self, cfg: Any) -> list[str]:
@@ -99,7 +109,7 @@ class DQNConfig:
         if self.replay_ratio <= 0:
             out.append(f"algo.replay_ratio={self.replay_ratio} must be > 0 (samples trained per env step; CleanRL "
                        f"CartPole: batch 128 every 10 steps = 12.8, Atari: 32 every 4 = 8)")
-        for key in ("batch_size", "n_step", "target_update_every", "num_steps"):
+        for key in ("batch_size", "n_step", "target_update_every", "num_steps", "updates_per_call"):
             if getattr(self, key) < 1:
                 out.append(f"algo.{key}={getattr(self, key)} must be >= 1")
         if not 0.0 < self.tau <= 1.0:
@@ -124,6 +134,9 @@ class DQNConfig:
             out.append(f"algo.batch_size={self.batch_size} does not split across {shards} trainer devices "
                        f"(trainer.devices x trainer.num_hosts); use a multiple of {shards}")
         # a distributed (Ape-X) layout's own rules: srljax.layout.problems (srljax.replay.apex.apex_problems)
+        if cfg.layout.mode != "single" and self.updates_per_call != 1:
+            out.append(f"algo.updates_per_call={self.updates_per_call} applies to the single-process loop; an Ape-X "
+                       "trainer trains each batch as its replay shards send it: drop the override")
         if cfg.layout.mode == "single" and (self.throttle, self.ratio_tolerance) != ("both", 0.1):
             out.append(f"algo.throttle={self.throttle} / algo.ratio_tolerance={self.ratio_tolerance} apply to distributed "
                        "(Ape-X) layouts; the single-process loop trains exactly the updates the replay ratio owes: "

@@ -26,10 +26,12 @@ from srljax.config import (
     DQNConfig,
     EnvConfig,
     Experiment,
+    LayoutConfig,
     LogConfig,
     ReplayConfig,
     TrainerConfig,
     load_file,
+    problems,
 )
 from srljax.learning.learner import Learner
 from srljax.loops.replay import train_replay
@@ -190,6 +192,45 @@ def test_learner_step_routes_per_sample_priorities():
     assert {"loss", "q_mean", "td_abs_mean", "grad_norm", "lr"} <= set(metrics)
 
 
+def test_learner_steps_equal_that_many_single_steps():
+    """K updates in one compiled call: the same params, metrics and priorities as K ``step`` calls (target refreshes
+    every 3 updates fall inside the scan), and the version moves by K."""
+    cfg = dqn_cfg()
+    batches = [random_batch(seed=i) for i in range(5)]
+    one, many = Learner(cfg, CARTPOLE_SPEC, checkpoints=False), Learner(cfg, CARTPOLE_SPEC, checkpoints=False)
+    singles = [one.step(b) for b in batches]
+    metrics, per_sample = many.steps(ReplayBatch(*(np.stack(x) for x in zip(*batches))))
+    assert many.version == one.version == 5
+    np.testing.assert_allclose(np.asarray(metrics["loss"]), [float(m["loss"]) for m, _ in singles], rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(per_sample["priority"]), np.stack([np.asarray(p["priority"]) for _, p in singles]),
+                               rtol=1e-5, atol=1e-6)
+    for a, b in zip(jax.tree.leaves(one.state.params), jax.tree.leaves(many.state.params)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+
+
+def test_updates_per_call_config_checks():
+    assert dqn_cfg(updates_per_call=16).num_updates % 16 == 0
+    assert dqn_cfg(updates_per_call=16).num_updates > dqn_cfg().num_updates - 16
+    found = problems(dqn_cfg(updates_per_call=0))
+    assert any("algo.updates_per_call=0 must be >= 1" in p for p in found), found
+    distributed = dataclasses.replace(dqn_cfg(updates_per_call=4), layout=LayoutConfig(mode="distributed"))
+    assert any("algo.updates_per_call=4 applies to the single-process loop" in p for p in problems(distributed))
+
+
+def test_replay_loop_in_chunks_logs_every_update_once_and_checkpoints_on_schedule(tmp_path):
+    """``algo.updates_per_call=8`` with ``log.log_every=1``: one line per update, in order, none twice; checkpoints
+    at the multiples of ``checkpoint.every_updates=20`` crossed inside a chunk; and it still learns the probe."""
+    q, last = probe_q(tmp_path, "chunks", updates_per_call=8, _log_every=1, _every_updates=20)
+    assert abs(q - 10.0) < 0.5, (q, last)
+    lines = [json.loads(x) for x in (tmp_path / "probe" / "chunks" / "metrics.jsonl").read_text().splitlines()]
+    updates = [line["update"] for line in lines]
+    assert updates == list(range(1, len(updates) + 1)) and len(updates) % 8 == 0, updates[-10:]
+    assert len({line["loss"] for line in lines[:8]}) == 8  # each line its own update's loss, not the chunk's last
+    steps = sorted(int(p.name) for p in (tmp_path / "probe" / "chunks" / "checkpoints").iterdir() if p.name.isdigit())
+    # saved at the end of each chunk a multiple of 20 fell inside (a chunk of 8 holds at most one)
+    assert all(s % 8 == 0 for s in steps) and len(steps) == updates[-1] // 20, (steps, updates[-1])
+
+
 TWO_DEVICES = """
 import dataclasses, json
 import numpy as np
@@ -224,7 +265,7 @@ def test_replay_batch_is_split_on_its_sample_axis_over_two_devices():
     assert report["loss"][0] == pytest.approx(report["loss"][1], rel=1e-5) and report["priority_diff"] < 1e-5
 
 
-def probe_q(tmp_path, trial: str, **algo) -> tuple[float, dict]:
+def probe_q(tmp_path, trial: str, _log_every: int = 100, _every_updates: int = 0, **algo) -> tuple[float, dict]:
     """DQN on a constant-reward probe cut by a time limit: true Q = 1 / (1 - 0.9) = 10 for both actions."""
     cfg = Experiment(
         name="probe", trial=trial, seed=0, total_env_steps=4_000,
@@ -233,8 +274,8 @@ def probe_q(tmp_path, trial: str, **algo) -> tuple[float, dict]:
                           "target_update_every": 20, "hidden_sizes": (16,), "eps_end": 1.0,
                           "replay": ReplayConfig(capacity=2000, alpha=0.6), **algo}),
         trainer=TrainerConfig(lr=3e-3, anneal_lr=False, num_minibatches=1, update_epochs=1, max_grad_norm=10.0),
-        log=dataclasses.replace(QUIET, run_root=str(tmp_path), log_every=100),
-        checkpoint=CheckpointConfig(final=False),
+        log=dataclasses.replace(QUIET, run_root=str(tmp_path), log_every=_log_every),
+        checkpoint=CheckpointConfig(final=False, every_updates=_every_updates, keep=100),
     )
     result = train_replay(cfg)
     net = make_q_network(cfg.algo, EnvSpec("p", (1,), "float32", "discrete", num_actions=2))

@@ -279,3 +279,25 @@ def test_train_replay_refuses_a_replay_that_does_not_fit_before_creating_anythin
                                           r"algo.replay.capacity to at most"):
         train_replay(cfg)
     assert not any(tmp_path.iterdir())
+
+
+def test_sampling_several_batches_at_once_each_spans_the_replay():
+    """``sample(..., batches=K)``: K stacked batches, each distributed as the priorities say (the strata are shuffled
+    before they are dealt, so no batch holds one stretch of the tree) and each with its own weights' maximum at 1."""
+    replay = Replay(64, 1, (3,), "float32", n_step=1, alpha=1.0, priority_eps=1e-6, check_memory=False)
+    fill(replay, 40, 1, done_every=1000)
+    rng = np.random.default_rng(0)
+    priorities = rng.random(39) * 3 + 0.1
+    replay.update_priorities(replay_mod.SampleKeys(np.arange(39), replay.written[:39]), priorities)
+    expected = (priorities + 1e-6) / np.sum(priorities + 1e-6)
+    counts = np.zeros((4, 39))
+    for _ in range(300):
+        batch, keys = replay.sample(32, beta=0.5, rng=rng, batches=4)
+        assert batch.obs.shape == (4, 32, 3) and batch.reward.shape == (4, 32, 1) and keys.slot.shape == (4, 32)
+        np.testing.assert_allclose(batch.weight.max(axis=1), 1.0)
+        np.testing.assert_array_equal(batch.obs[..., 1], keys.slot)  # obs[1] is the row index: rows match keys
+        for k in range(4):
+            counts[k] += np.bincount(keys.slot[k], minlength=39)[:39]
+    for k in range(4):
+        chi2 = np.sum((counts[k] - counts[k].sum() * expected) ** 2 / (counts[k].sum() * expected))
+        assert stats.chi2.sf(chi2, df=38) > 1e-4, (k, chi2)

@@ -3,6 +3,7 @@
     learner = Learner(cfg, spec)                 # builds the algorithm, inits the state from cfg.seed
     metrics = learner.step(batch)                # one jitted update on a Trajectory [T+1, B]
     metrics, per_sample = learner.step(replay_batch)   # a replay algorithm's ReplayBatch [N]: + priorities [N]
+    metrics, per_sample = learner.steps(stacked)         # K updates in one compiled call on [K, N] batches: [K] ...
     params = learner.policy_params()             # what actors act with; version == learner.version
     learner.maybe_save()                         # orbax checkpoint if checkpoint.every_updates says so
     learner.run_state = lambda: (shell_arrays, meta)   # what the driving loop adds to every checkpoint
@@ -50,6 +51,7 @@ class Learner:
         self.state = jax.jit(self.algo.init, out_shardings=self._replicated)(init_key)
         self._batch_shardings: Trajectory | None = None
         self._update: Any = None  # compiled on the first step, for the first batch's shapes
+        self._updates: Any = None  # ``steps``: K updates in one program, compiled on its first call
         # Runs on this process's replica alone (no program every host must join), and copies, so
         # the params handed out survive the next update donating the state's buffers.
         self._policy_params = jax.jit(lambda state: jax.tree.map(jnp.copy, self.algo.policy_params(state)))
@@ -92,11 +94,38 @@ class Learner:
             return sharding.host_local((metrics, per_sample[0]))
         return sharding.host_local(metrics)
 
-    def maybe_save(self) -> None:
-        """Checkpoint if ``checkpoint.every_updates`` says this version is due. Shells call it after
-        logging the update's metrics, so a resumed run's ``metrics.jsonl`` has no gap."""
+    def steps(self, batches: ReplayBatch) -> tuple[dict[str, Any], dict[str, Any]]:
+        """K updates of a replay algorithm in one compiled call (a ``lax.scan``) on ``batches`` stacked
+        ``[K, N, ...]``; returns every update's metrics and per-sample outputs, stacked ``[K, ...]``.
+        Same updates as K ``step`` calls on the same batches, without K dispatches."""
+        k = int(jax.tree.leaves(batches)[0].shape[0])
+        shardings = jax.tree.map(lambda _: sharding.batch_axis_sharding(self.mesh, 1), batches)
+        placed = sharding.put_batch(batches, shardings)
+        if self._updates is None:
+            def scanned(state: Any, stacked: Any) -> Any:
+                def body(carry: Any, batch: Any) -> Any:
+                    carry, metrics, per_sample = self.algo.update(carry, batch)
+                    return carry, (metrics, per_sample)
+
+                return jax.lax.scan(body, state, stacked)
+
+            update = jax.jit(scanned, in_shardings=(self._replicated, shardings), out_shardings=self._replicated,
+                             donate_argnums=0)
+            with jax.set_mesh(self.mesh):
+                self._updates = update.lower(self.state, placed).compile()
+        self.state, (metrics, per_sample) = self._updates(self.state, placed)
+        if self._sync:
+            jax.block_until_ready(metrics)
+        self.version += k
+        return sharding.host_local((metrics, per_sample))
+
+    def maybe_save(self, since: int | None = None) -> None:
+        """Checkpoint if ``checkpoint.every_updates`` says this version is due (or, after several updates
+        at once, ``since`` the version before them, one fell due among them). Shells call it after
+        logging the updates' metrics, so a resumed run's ``metrics.jsonl`` has no gap."""
         every = self.cfg.checkpoint.every_updates
-        if every and self.version % every == 0:
+        previous = self.version - 1 if since is None else since
+        if every and self.version // every > previous // every:
             self.save()
 
     def _compile(self, batch: Trajectory) -> Any:

@@ -43,7 +43,7 @@ from srljax.learning.acting import Acting
 from srljax.learning.learner import Learner
 from srljax.loops.result import PHASES, TrainResult
 from srljax.loops.signals import held
-from srljax.replay.buffer import Replay, memory_problem
+from srljax.replay.buffer import Replay, SampleKeys, memory_problem
 from srljax.storage.run_dir import claim, resume_problems
 from srljax.storage.steps import read_meta
 from srljax.telemetry.metrics import EpisodeWindow, MetricsLogger, UpdateRecords
@@ -161,13 +161,15 @@ class _ReplayLoop:
             owed = min(int(a.replay_ratio * max(0, self.env_steps - a.learning_starts)) // a.batch_size,
                        cfg.num_updates)
             trained = False
-            while self.learner.version < owed and self.replay.size:
-                with held():  # a stop waits for the update's line and checkpoint (``srljax.loops.signals``)
-                    metrics = self._update()
+            chunk = a.updates_per_call
+            while self.learner.version + chunk <= owed and self.replay.size:
+                with held():  # a stop waits for the updates' lines and checkpoint (``srljax.loops.signals``)
+                    before = self.learner.version
+                    metrics = self._update() if chunk == 1 else self._updates(chunk)
                     trained = True
-                    if self.learner.version % cfg.log.log_every == 0:
-                        self._log(metrics)
-                    self.learner.maybe_save()
+                    if self.learner.version // cfg.log.log_every > before // cfg.log.log_every:
+                        self._log(metrics, before)
+                    self.learner.maybe_save(since=before)
             if trained:
                 t0 = time.perf_counter()
                 params = jax.block_until_ready(self.learner.policy_params())
@@ -175,7 +177,7 @@ class _ReplayLoop:
                 if self.evals is not None:
                     self.evals.after_update(self.learner.version, params, self.env_steps)
         if self.learner.version % cfg.log.log_every or not self.result.metrics:
-            self._log(metrics)
+            self._log(metrics, self.learner.version - 1, last_only=True)
         self.result.env_steps = self.env_steps
 
     def _step(self, params: Any) -> None:
@@ -215,14 +217,38 @@ class _ReplayLoop:
         self.phases["time_update"] += t2 - t1
         return metrics
 
-    def _log(self, metrics: dict[str, Any]) -> None:
-        a = self.algo
+    def _updates(self, k: int) -> dict[str, Any]:
+        """``k`` updates in one compiled call (``algo.updates_per_call``) on ``k`` batches sampled at once;
+        their priorities go back together. Returns the metrics stacked ``[k]``."""
+        r, clock = self.algo.replay, time.perf_counter
+        self.beta = r.beta0 + (1.0 - r.beta0) * min(1.0, self.env_steps / self.cfg.total_env_steps)
+        t0 = clock()
+        batches, keys = self.replay.sample(self.algo.batch_size, self.beta, self.rng, batches=k)
+        t1 = clock()
+        metrics, per_sample = self.learner.steps(batches)
+        t2 = clock()
+        if self.replay.alpha > 0:
+            flat = SampleKeys(keys.slot.reshape(-1), keys.written.reshape(-1))
+            self.replay.update_priorities(flat, np.asarray(per_sample["priority"]).reshape(-1))
+        self.phases["time_sample"] += (t1 - t0) + (clock() - t2)
+        self.phases["time_update"] += t2 - t1
+        return metrics
+
+    def _log(self, metrics: dict[str, Any], before: int, last_only: bool = False) -> None:
+        """A line for each update after version ``before`` up to now that ``log.log_every`` makes due (the
+        last only with ``last_only``); ``metrics`` is one update's, or ``[k]`` stacked from ``_updates``."""
+        a, now = self.algo, self.learner.version
+        metrics = jax.device_get(metrics)
+        stacked = np.ndim(next(iter(metrics.values()), 0)) > 0
+        due = [now] if last_only else [v for v in range(before + 1, now + 1) if v % self.cfg.log.log_every == 0]
         inserted = max(self.env_steps - a.learning_starts, 1)
-        record = self.records.record(
-            self.learner.version, self.env_steps, self.episodes.summary(), jax.device_get(metrics),
-            **self.explore, beta=self.beta, replay_size=self.replay.size,
-            samples_per_insert=self.learner.version * a.batch_size / inserted, **self.phases)
-        self.phases = dict.fromkeys(REPLAY_PHASES, 0.0)
-        self.logger.write(record)
-        self.result.metrics.append(record)
+        for v in due:
+            one = {k: x[v - now - 1] for k, x in metrics.items()} if stacked else metrics
+            record = self.records.record(
+                v, self.env_steps, self.episodes.summary(), one,
+                **self.explore, beta=self.beta, replay_size=self.replay.size,
+                samples_per_insert=v * a.batch_size / inserted, **self.phases)
+            self.phases = dict.fromkeys(REPLAY_PHASES, 0.0)
+            self.logger.write(record)
+            self.result.metrics.append(record)
         self.result.env_steps = self.env_steps

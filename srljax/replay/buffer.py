@@ -145,6 +145,11 @@ def window_problems(cfg: Any) -> list[str]:
     return []
 
 
+def jax_free_stack(batch: ReplayBatch, k: int) -> ReplayBatch:
+    """``[k * N, ...]`` leaves as ``[k, N, ...]`` (views, no copy)."""
+    return ReplayBatch(*(x.reshape(k, x.shape[0] // k, *x.shape[1:]) for x in batch))
+
+
 class Replay:
     """A fixed-capacity prioritized replay of env rows kept per stream; see the module docstring."""
 
@@ -295,19 +300,31 @@ class Replay:
         if self.dedup:
             self.last_obs[...] = state["last_obs"]
 
-    def sample(self, batch_size: int, beta: float, rng: np.random.Generator) -> tuple[ReplayBatch, SampleKeys]:
+    def sample(self, batch_size: int, beta: float, rng: np.random.Generator,
+               batches: int = 0) -> tuple[ReplayBatch, SampleKeys]:
         """``batch_size`` transitions drawn in proportion to their priorities (stratified over the total),
-        with importance weights for exponent ``beta``; raises if nothing is sampleable yet."""
+        with importance weights for exponent ``beta``; raises if nothing is sampleable yet.
+
+        ``batches=K`` draws K batches at once, stacked ``[K, batch_size, ...]`` (keys too): the K x
+        ``batch_size`` strata are shuffled before they are dealt into batches, so each batch spans the
+        whole replay, and each batch's weights are divided by its own largest, as K calls would."""
         if self.size == 0:
             raise ValueError(f"Replay.sample: no sampleable transition yet ({self.inserted} rows inserted; a row "
                              f"needs its {self.n_step}-step window written)")
+        k = max(batches, 1)
+        n = k * batch_size
         total = self.tree.total
-        u = (np.arange(batch_size) + rng.random(batch_size)) * (total / batch_size)
+        u = (np.arange(n) + rng.random(n)) * (total / n)
+        if batches:
+            u = rng.permutation(u)
         slot = self.tree.find(np.minimum(u, np.nextafter(total, 0.0)))
         prob = self.tree.get(slot) / total
-        weight = (self.size * prob) ** -beta
-        weight = (weight / weight.max()).astype(np.float32)
-        return self._gather(slot, weight), SampleKeys(slot, self.written[slot])
+        weight = ((self.size * prob) ** -beta).reshape(k, batch_size)
+        weight = (weight / weight.max(axis=1, keepdims=True)).astype(np.float32).reshape(-1)
+        batch, keys = self._gather(slot, weight), SampleKeys(slot, self.written[slot])
+        if not batches:
+            return batch, keys
+        return jax_free_stack(batch, k), SampleKeys(*(x.reshape(k, batch_size) for x in keys))
 
     def _gather(self, slot: np.ndarray, weight: np.ndarray) -> ReplayBatch:
         """The transitions starting at rows ``slot`` [N] with their n-step windows and bootstrap rows."""
