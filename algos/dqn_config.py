@@ -73,11 +73,12 @@ class DQNConfig:
     activation: Literal["tanh", "relu"] = "relu"
     replay: ReplayConfig = field(default_factory=ReplayConfig)
     updates_per_call: int = 1
-    """single process: updates trained in one compiled call (a ``lax.scan`` over that many batches, sampled at
-    once), run when that many are owed, so acting's params refresh every ``updates_per_call`` updates' worth of
-    env steps. For a small network the per-call overhead is most of an update on a CPU (CartPole's MLP: ~4x
-    less per update at 16, bench/replay_loop.py); a conv network gains nothing. ``cfg.num_updates`` is rounded
-    down to a multiple of it."""
+    """updates trained in one compiled call (a ``lax.scan`` over that many batches). Single process: sampled at
+    once and run when that many are owed, so acting's params refresh every ``updates_per_call`` updates' worth
+    of env steps. Distributed (Ape-X): the trainer waits for that many batches from its shards and publishes
+    after the call. For a small network the per-call overhead (a dispatch, a wake-up for its end) is most of an
+    update on a CPU (CartPole's MLP: ~4x less per update at 16, bench/replay_loop.py); a conv network gains
+    nothing. ``cfg.num_updates`` is rounded down to a multiple of it."""
     ratio_tolerance: float = 0.1
     """distributed (Ape-X): the trainer's samples per env step inserted are held within this fraction of
     ``replay_ratio`` by ``throttle``; exported as the metric ``samples_per_insert``."""
@@ -134,9 +135,6 @@ class DQNConfig:
             out.append(f"algo.batch_size={self.batch_size} does not split across {shards} trainer devices "
                        f"(trainer.devices x trainer.num_hosts); use a multiple of {shards}")
         # a distributed (Ape-X) layout's own rules: srljax.layout.problems (srljax.replay.apex.apex_problems)
-        if cfg.layout.mode != "single" and self.updates_per_call != 1:
-            out.append(f"algo.updates_per_call={self.updates_per_call} applies to the single-process loop; an Ape-X "
-                       "trainer trains each batch as its replay shards send it: drop the override")
         if cfg.layout.mode == "single" and (self.throttle, self.ratio_tolerance) != ("both", 0.1):
             out.append(f"algo.throttle={self.throttle} / algo.ratio_tolerance={self.ratio_tolerance} apply to distributed "
                        "(Ape-X) layouts; the single-process loop trains exactly the updates the replay ratio owes: "

@@ -6,7 +6,7 @@
 
 Each trial is its own process (a crashed or abandoned thread cannot leak into the next). It runs a small
 CartPole trial with the threads backend (real workers, real ZeroMQ sockets, real envpool envs) drawn from
-the grid: PPO (on-policy) or Ape-X DQN (replay); actors 1-8; buffer workers 0-3 (replay: 1-3 shards);
+the grid: PPO (on-policy) or Ape-X DQN (replay, 1 or 4 updates per compiled call); actors 1-8; buffer workers 0-3 (replay: 1-3 shards);
 ``trainer.publish_every`` 1-4; ``trainer.max_policy_lag`` 1-8; inline or remote inference (1-2 policy
 workers); ``layout.ring_size`` 1-2. Into every worker it injects:
 
@@ -65,6 +65,8 @@ def draw(rng: random.Random, index: int) -> dict[str, Any]:
         kills[(role, index)] = {"role": role, "index": index,
                                 "when": "setup" if rng.random() < 0.3 else rng.randint(5, 150)}
     trial["kills"] = list(kills.values())
+    if algo == "apex":  # its own stream, so adding this draw left every earlier draw of a seed as it was
+        trial["updates_per_call"] = random.Random(f"updates_per_call{index}").choice([1, 4])
     return trial
 
 
@@ -85,7 +87,8 @@ def overrides(trial: dict[str, Any], run_root: str) -> tuple[str, list[str]]:
     # Ape-X: the replay ratio paces the updates; learning starts after 512 inserted rows
     return "configs/cartpole_apex_distributed.py", [
         *common, "env.num_envs=8", "algo.learning_starts=512", "algo.batch_size=32", "eval.every_updates=0",
-        f"total_env_steps={512 + UPDATES['apex'] * 32 * 10}", "algo.replay_ratio=0.1"]
+        f"total_env_steps={512 + UPDATES['apex'] * 32 * 10}", "algo.replay_ratio=0.1",
+        f"algo.updates_per_call={trial.get('updates_per_call', 1)}"]
 
 
 def install_chaos(trial: dict[str, Any], p_delay: float, max_delay: float) -> None:
@@ -215,7 +218,8 @@ def run_trials(trials: list[dict[str, Any]], p_delay: float, max_delay: float, j
                 print(f"  trial {t['index']:>3} {t['algo']:<4} actors={t['actors']} buffers={t['buffers']} "
                       f"{t['inference']}{'' if t['inference'] == 'inline' else 'x' + str(t['policy_workers'])} "
                       f"ring={t['ring_size']} publish_every={t['publish_every']} lag<={t['max_policy_lag']} "
-                      f"kills={[(k['role'], k['index'], k['when']) for k in t['kills']]}: "
+                      + (f"updates/call={t['updates_per_call']} " if "updates_per_call" in t else "")
+                      + f"kills={[(k['role'], k['index'], k['when']) for k in t['kills']]}: "
                       f"{'pass' if result['passed'] else 'FAIL ' + '; '.join(result['problems'])} "
                       f"({result['wall_s']} s, lag {result['max_lag']}, restarts {result['restarts']})", flush=True)
 

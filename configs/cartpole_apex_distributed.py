@@ -35,7 +35,7 @@ def experiment() -> Experiment:
         name="cartpole_apex_distributed",
         total_env_steps=250_000,
         env=dataclasses.replace(base.env, num_envs=2),
-        algo=dataclasses.replace(base.algo, num_steps=16, ratio_tolerance=0.1, throttle="both", updates_per_call=1,
+        algo=dataclasses.replace(base.algo, num_steps=16, ratio_tolerance=0.1, throttle="both",
                                  replay=dataclasses.replace(base.algo.replay, alpha=0.6, beta0=0.4)),
         layout=LayoutConfig(mode="distributed", num_actors=NUM_ACTORS, num_buffer_workers=1, inference="inline"),
         eval=EvalConfig(every_updates=1000, episodes=10),

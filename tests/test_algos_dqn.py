@@ -26,7 +26,6 @@ from srljax.config import (
     DQNConfig,
     EnvConfig,
     Experiment,
-    LayoutConfig,
     LogConfig,
     ReplayConfig,
     TrainerConfig,
@@ -213,8 +212,6 @@ def test_updates_per_call_config_checks():
     assert dqn_cfg(updates_per_call=16).num_updates > dqn_cfg().num_updates - 16
     found = problems(dqn_cfg(updates_per_call=0))
     assert any("algo.updates_per_call=0 must be >= 1" in p for p in found), found
-    distributed = dataclasses.replace(dqn_cfg(updates_per_call=4), layout=LayoutConfig(mode="distributed"))
-    assert any("algo.updates_per_call=4 applies to the single-process loop" in p for p in problems(distributed))
 
 
 def test_replay_loop_in_chunks_logs_every_update_once_and_checkpoints_on_schedule(tmp_path):

@@ -52,7 +52,7 @@ def shard_capacity(cfg: Any) -> int:
 def actor_allowance(cfg: Any, version: int, actor: int = 0, since: int = 0) -> float:
     """Env steps actor ``actor`` may have inserted once the trainer made ``version`` updates: its share of
     ``learning_starts + updates x batch_size / replay_ratio x (1 + tolerance)``, plus slack: one chunk,
-    one update's worth of env steps, and enough for its shard's actors to refill a restarted (empty)
+    one call's worth of env steps (``algo.updates_per_call`` updates), and enough for its shard's actors to refill a restarted (empty)
     shard with a batch, whichever is largest. So the trainer's next update is always possible once
     every actor used its allowance: neither throttle can hold the other forever. An actor that started
     at version ``since`` (a resumed run, a restarted actor: it counts its rows from zero) is allowed the
@@ -62,7 +62,7 @@ def actor_allowance(cfg: Any, version: int, actor: int = 0, since: int = 0) -> f
     steps = a.learning_starts + updates * a.batch_size / a.replay_ratio * (1.0 + a.ratio_tolerance)
     feeders = max(1, len(shard_actors(cfg, shard_of(actor, cfg))))
     refill = 1.5 * a.batch_size / feeders + (a.n_step + 1) * cfg.env.num_envs  # done rows are not sampleable
-    slack = max(a.num_steps * cfg.env.num_envs, a.batch_size / a.replay_ratio, refill)
+    slack = max(a.num_steps * cfg.env.num_envs, a.updates_per_call * a.batch_size / a.replay_ratio, refill)
     return steps / max(1, cfg.layout.num_actors) + slack
 
 

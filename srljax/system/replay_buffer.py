@@ -30,6 +30,7 @@ import uuid
 from typing import Any
 
 import numpy as np
+import zmq
 
 from srljax.comm import PriorityReceiver, SampleReceiver, SampleSender
 from srljax.comm.priorities import KIND_GRANT, KIND_SAVE
@@ -43,6 +44,7 @@ from srljax.system.worker import Worker
 
 REPORT_S = 0.25  # how often inserts and episodes go to the trainer when no batch is asked for
 DRAIN_MAX = 64
+WAIT_MS = 20  # the longest one turn of the loop waits for rows or credit
 FINAL_SAVE_WAIT_S = 20.0  # at stop: how long to wait for the trainer's final checkpoint step (its own stop writes it)
 
 
@@ -66,6 +68,9 @@ class ReplayBufferWorker(Worker):
         self.back = PriorityReceiver(bind_address(cfg), self.trial, ctx=self.ctx, max_bytes=limit)
         self.register(PRIORITIES, self.back.address)
         self.sender = SampleSender(None, self.trial, ctx=self.ctx, hwm=4)
+        self.poller = zmq.Poller()
+        self.poller.register(self.receiver.sock, zmq.POLLIN)
+        self.poller.register(self.back.sock, zmq.POLLIN)
         self.connect_peers(self.sender, TRAINER, SAMPLES)
         self.actors = shard_actors(cfg, self.index)
         self.actor_incarnation: dict[int, str] = {}
@@ -86,7 +91,10 @@ class ReplayBufferWorker(Worker):
     def poll(self) -> None:
         self._take_back()
         with self.stats.time("wait/samples"):
-            msg = self.receiver.recv(timeout_ms=0 if self.served < self.granted else 20)
+            if self.served >= self.granted:  # no batch asked for: wake on rows or on the trainer's credit, whichever
+                self.poller.poll(WAIT_MS)  # comes first (credit waiting behind a blocking recv cost ~20 ms a batch)
+                self._take_back()
+            msg = self.receiver.recv(timeout_ms=0)
             taken = 0
             while msg is not None:
                 self._insert(msg)

@@ -7,11 +7,13 @@ trainer's setup, params publishing, checkpoints and resume (``TrainerWorker``), 
 replay buffer workers instead of segments from actors:
 
 * **Credit.** A shard samples only batches the trainer asked for: the trainer grants each shard
-  incarnation it has heard from up to ``PREFETCH`` batches in flight, counted in the shard's own served
-  count (every message carries it, so batches lost with a restarted trainer do not hold credit back;
-  ``PrioritySender.grant``,
-  cumulative, resent every second), and only while it holds fewer than ``QUEUE`` batches. So
-  batches are sampled with fresh priorities and no queue grows.
+  incarnation it has heard from up to ``PREFETCH`` batches (2 x ``algo.updates_per_call`` if more) in
+  flight, counted in the shard's own served count (every message carries it, so batches lost with a
+  restarted trainer do not hold credit back; ``PrioritySender.grant``, cumulative, resent every second), and only while it holds fewer than ``QUEUE`` batches (or 2 x
+  ``algo.updates_per_call``). So batches are sampled with fresh priorities and no queue grows.
+* **Updates per call.** With ``algo.updates_per_call=K`` the trainer waits for K batches and trains them in one
+  compiled call (``Learner.steps``): one dispatch and one wake-up for the update's end per K updates, which is
+  what bounds a small network's update rate when the processes share a few cores.
 * **Reports.** Every shard message (batch or report) carries the env steps inserted since its last
   one, completed episodes and the actors' epsilons: they are this trainer's ``env_steps``, episode
   window, ``epsilon/actor_<i>`` and ``episode_return/actor_<i>`` (each actor's last ``log.window``
@@ -94,7 +96,9 @@ class ReplayTrainerWorker(TrainerWorker):
         self.received = [0] * self.shards
         self.next_grant = [0.0] * self.shards
         self.batches: deque[tuple[ReplayBatch, int, str, np.ndarray, np.ndarray]] = deque()
-        self.running_keys: tuple[int, str, np.ndarray, np.ndarray] | None = None
+        self.running_keys: list[tuple[int, str, np.ndarray, np.ndarray]] = []
+        self.chunk = cfg.algo.updates_per_call  # updates per compiled call, on that many batches
+        self.prefetch, self.queue = max(PREFETCH, 2 * self.chunk), max(QUEUE, 2 * self.chunk)
         self.throttle = cfg.algo.throttle in ("both", "updates")
         self.prioritized = cfg.algo.replay.alpha > 0
         self.replay_sizes: dict[int, int] = {}
@@ -126,15 +130,20 @@ class ReplayTrainerWorker(TrainerWorker):
                     break
                 self._take(msg)
         self._grant()
-        if self.placed is None and self.batches and self.learner.version + (self.running is not None) < self.cfg.num_updates:
-            batch, *keys = self.batches.popleft()
-            self.placed = self.learner.put(batch)
-            self.placed_keys = tuple(keys)
+        k = self.chunk
+        if (self.placed is None and len(self.batches) >= k
+                and self.learner.version + k * (self.running is not None) + k - 1 < self.cfg.num_updates):
+            taken = [self.batches.popleft() for _ in range(k)]
+            self.placed_keys = [tuple(keys) for _, *keys in taken]
+            if k == 1:
+                self.placed = self.learner.put(taken[0][0])  # the copy overlaps the running update
+            else:  # stacked [k, N, ...]: Learner.steps places them
+                self.placed = ReplayBatch(*(np.stack(leaves) for leaves in zip(*(b for b, *_ in taken))))
         if self.running is None and self.placed is not None and self._ahead():
             self.stats.add("waits_replay_ratio")
         elif self.running is None and self.placed is not None:
             with self.stats.time("compute/dispatch"):
-                self.running = self.learner.step(self.placed)
+                self.running = self.learner.step(self.placed) if k == 1 else self.learner.steps(self.placed)
             self.update_end.watch(self.running)
             self.update_started = time.monotonic()
             self.stats.begin("compute/update")  # the busy fraction launch.status reads, as the PPO trainer's
@@ -162,13 +171,13 @@ class ReplayTrainerWorker(TrainerWorker):
         would leave the replay ratio's tolerance."""
         if self.env_steps < self.cfg.algo.learning_starts:
             return True
-        return self.throttle and self.learner.version + 1 > trainer_allowance(self.cfg, self.env_steps)
+        return self.throttle and self.learner.version + self.chunk > trainer_allowance(self.cfg, self.env_steps)
 
     def _grant(self) -> None:
         """Ask each known shard incarnation for up to ``PREFETCH`` batches in flight, while the queue has room."""
         now = time.monotonic()
         for shard, incarnation in self.shard_incarnation.items():
-            want = self.received[shard] + PREFETCH if len(self.batches) < QUEUE else self.granted[shard]
+            want = self.received[shard] + self.prefetch if len(self.batches) < self.queue else self.granted[shard]
             if want > self.granted[shard] or (now >= self.next_grant[shard] and self.granted[shard] > self.received[shard]):
                 self.granted[shard] = max(want, self.granted[shard])
                 self.back[shard].grant(self.granted[shard], incarnation=incarnation)
@@ -242,24 +251,29 @@ class ReplayTrainerWorker(TrainerWorker):
         return batch, check_array("slot", tree["slot"], (n,), "int64"), check_array("written", tree["written"], (n,), "int64")
 
     def _finish_update(self, final: bool = False) -> None:
+        """The dispatched update (or ``algo.updates_per_call`` of them, stacked) ended: priorities back, params
+        published, a line for each update ``log.log_every`` makes due, a checkpoint if one fell due."""
         train_metrics, per_sample = jax.device_get(self.running)
         self.running = None
+        k, version, cfg = self.chunk, self.learner.version, self.cfg
+        first = version - k  # the version before these updates
         self.stats.end("compute/update")
-        self.stats.add("updates")
+        self.stats.add("updates", k)
         self.stats.sample("time/update_s", time.monotonic() - self.update_started)
-        if self.prioritized and self.running_keys is not None:
-            shard, incarnation, slot, written = self.running_keys
-            update = PriorityUpdate(slot, written, np.asarray(per_sample["priority"], np.float32))
-            if not self.back[shard].send(update, incarnation=incarnation, version=self.learner.version):
+        priorities = np.asarray(per_sample["priority"], np.float32).reshape(k, -1)
+        for i, (shard, incarnation, slot, written) in enumerate(self.running_keys if self.prioritized else []):
+            update = PriorityUpdate(slot, written, priorities[i])
+            if not self.back[shard].send(update, incarnation=incarnation, version=first + i + 1):
                 self.stats.add("priorities_dropped")
-        version, cfg = self.learner.version, self.cfg
         last = version >= cfg.num_updates or final
-        if version % cfg.trainer.publish_every == 0 or last:
+        if version // cfg.trainer.publish_every > first // cfg.trainer.publish_every or last:
             self._publish()
-        if version % cfg.log.log_every == 0 or last:
-            self._log_metrics(train_metrics)
+        for v in range(first + 1, version + 1):
+            if v % cfg.log.log_every == 0 or (last and v == version):
+                self._log_metrics({name: x[v - version - 1] for name, x in train_metrics.items()} if k > 1
+                                  else train_metrics, version=v)
         before = self.learner.checkpointer.latest_step() if self.learner.checkpointer is not None else None
-        self.learner.maybe_save()
+        self.learner.maybe_save(since=first)
         if self.learner.checkpointer is not None and self.learner.checkpointer.latest_step() != before:
             self._tell_shards_to_save()
 
@@ -268,14 +282,15 @@ class ReplayTrainerWorker(TrainerWorker):
             for sender in self.back:
                 sender.save(self.learner.version)
 
-    def _log_metrics(self, train_metrics: dict[str, Any]) -> None:
+    def _log_metrics(self, train_metrics: dict[str, Any], version: int | None = None) -> None:
         self.total_env_steps = self.env_steps
         if self.logger is None:
             return
-        ratio = samples_per_insert(self.cfg, self.learner.version, self.env_steps)
+        version = self.learner.version if version is None else version
+        ratio = samples_per_insert(self.cfg, version, self.env_steps)
         self.stats.gauge("samples_per_insert", ratio)
         self.logger.write(self.records.record(
-            self.learner.version, self.env_steps, self.episodes.summary(), train_metrics,
+            version, self.env_steps, self.episodes.summary(), train_metrics,
             samples_per_insert=ratio, replay_size=sum(self.replay_sizes.values()),
             **{f"epsilon/actor_{k}": v for k, v in sorted(self.epsilons.items(), key=lambda kv: int(kv[0]))},
             **{f"episode_return/actor_{k}": float(np.mean(v)) for k, v in sorted(self.actor_returns.items()) if v},
