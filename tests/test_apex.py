@@ -164,6 +164,10 @@ def test_replay_ratio_allowances_hold_the_ratio_both_ways():
     for version in (0, 1, 10, 1000):
         inserted = 2 * actor_allowance(cfg, version)
         assert trainer_allowance(cfg, int(inserted)) >= version + 1
+    # the same with the trainer waiting for K batches per compiled call: the actors' slack covers K updates
+    chunked = dataclasses.replace(cfg, algo=dataclasses.replace(cfg.algo, updates_per_call=64))
+    for version in (0, 64, 640):
+        assert trainer_allowance(chunked, int(2 * actor_allowance(chunked, version))) >= version + 64
 
 
 def test_apex_config_refusals_one_clear_message_each():
@@ -373,6 +377,29 @@ def test_cartpole_apex_distributed_learns_and_exits_0(tmp_path):
     assert evals[-1]["version"] == lines[-1]["update"]  # the final evaluation is of the trained policy
     assert 12.8 / 1.25 < lines[-1]["samples_per_insert"] < 12.8 * 1.25  # the ratio held near its target
     assert lines[-1]["epsilon/actor_0"] == pytest.approx(0.4)
+
+
+def test_trainer_updates_in_chunks_in_threads_every_line_once_priorities_to_both_shards(tmp_path):
+    """``algo.updates_per_call=4`` in the Ape-X trainer: K batches from two shards trained in one call, every
+    update's line once and in order, each batch's priorities back to the shard that drew it, the ratio held."""
+    from launch.threads import run_threads
+
+    cfg = apex_cfg(num_actors=2)
+    cfg = dataclasses.replace(cfg, name="apexk", trial="t", total_env_steps=3000,
+                              algo=dataclasses.replace(cfg.algo, updates_per_call=4),
+                              log=LogConfig(run_root=str(tmp_path), wandb="disabled", log_every=1),
+                              checkpoint=CheckpointConfig(final=False))
+    assert cfg.num_updates % 4 == 0
+    result = run_threads(cfg)
+    assert result.exit_code == 0, result.message
+    updates = [m["update"] for m in result.metrics]
+    assert updates == list(range(1, cfg.num_updates + 1)), updates[-8:]
+    assert len({m["loss"] for m in result.metrics[:4]}) == 4  # each line its own update's metrics
+    run = tmp_path / "apexk" / "t"
+    for shard in range(2):
+        last = json.loads((run / "workers" / f"buffer-{shard}.jsonl").read_text().splitlines()[-1])
+        assert last["priorities_applied"] > 0, last
+    assert 4.0 / 1.1 - 0.5 <= result.metrics[-1]["samples_per_insert"] <= 4.0 * 1.1 + 0.5
 
 
 @pytest.mark.slow
