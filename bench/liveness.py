@@ -1,6 +1,7 @@
 """Chaos harness for the data path (issue 22): real workers, random delays and kills, a grid of layouts.
 
     python bench/liveness.py --trials 200              # the grid, sampled; prints a table
+    python bench/liveness.py --trials 200 --algo apex  # only the Ape-X draws of the same grid
     python bench/liveness.py --trials 10 --seed 3      # a sample (the default test run takes ~6, tests/test_liveness_chaos.py)
     python bench/liveness.py --one '{"algo": "ppo", "actors": 3, ...}'   # one trial, its JSON result on the last line
 
@@ -256,6 +257,8 @@ def main() -> int:
     parser.add_argument("--p-delay", type=float, default=0.02)
     parser.add_argument("--max-delay", type=float, default=0.2)
     parser.add_argument("--one", help="run one drawn trial (JSON) in this process")
+    parser.add_argument("--algo", choices=["ppo", "apex"], help="run only the draws of this algorithm (the same draws "
+                        "as the whole grid's: a rerun of one family after a change to it)")
     args = parser.parse_args()
     if args.one:
         print(json.dumps(run_one(json.loads(args.one), args.p_delay, args.max_delay)), flush=True)
@@ -264,10 +267,11 @@ def main() -> int:
 
     print(describe(), flush=True)
     rng = random.Random(args.seed)
-    trials = [draw(rng, i) for i in range(args.trials)]
+    trials = [t for t in (draw(rng, i) for i in range(args.trials)) if args.algo in (None, t["algo"])]
     started = time.monotonic()
     results = run_trials(trials, args.p_delay, args.max_delay, args.jobs)
-    print(f"\n{len(results)} trials in {time.monotonic() - started:.0f} s (seed {args.seed}, p_delay {args.p_delay}, "
+    print(f"\n{len(results)} trials in {time.monotonic() - started:.0f} s (seed {args.seed}"
+          f"{', ' + args.algo + ' draws only' if args.algo else ''}, p_delay {args.p_delay}, "
           f"max_delay {args.max_delay} s, jobs {args.jobs})")
     print(table(results))
     failed = [r for r in results if not r["passed"]]
