@@ -3,14 +3,17 @@
     python bench/replay_loop.py                                   # configs/cartpole_dqn.py, 500k env steps
     python bench/replay_loop.py --baseline /work/base27           # and the same config in another checkout
     python bench/replay_loop.py --config configs/atari_dqn.py --steps 60000 --set algo.learning_starts=20000
+    python bench/replay_loop.py --config configs/cartpole_apex_distributed.py --steps 100000 --baseline /work/base27
 
 Each run is ``python -m launch.local CONFIG`` in a fresh process (its own tree's code and config) with
 ``log.log_every=500``; from its ``metrics.jsonl`` the bench sums the loop's phases over all lines
 (``time_env``: envpool send and recv, ``time_act``, ``time_store``: replay inserts and episode stats,
 ``time_sample``: replay sampling and priority updates, ``time_update``) and puts the rest of the loop's
 ``time`` under ``other`` (compiles, logging, checkpoints, Python between the phases). Prints one row per run:
-wall seconds, the loop's seconds, each phase's share, final and best ``episode_return``, and the
-speed-up over the baseline run of the same seed.
+wall seconds, the loop's seconds, each phase's share, the steady env steps/s (first to last metrics line),
+final and best ``episode_return``, the best greedy evaluation (``eval.jsonl``, if the config evaluates), and
+the wall-time speed-up and steps/s ratio over the baseline run of the same seed. A distributed config (e.g.
+``configs/cartpole_apex_distributed.py``) has no phases in its lines: its row is wall time and steps/s.
 """
 
 from __future__ import annotations
@@ -45,8 +48,14 @@ def run(tree: Path, config: str, steps: int, seed: int, run_root: Path, trial: s
     phases = {p: sum(line.get(p, 0.0) for line in lines) for p in PHASES}
     loop = lines[-1]["time"]
     returns = [line["episode_return"] for line in lines if "episode_return" in line]
-    return {"wall": wall, "loop": loop, **phases, "other": max(loop - sum(phases.values()), 0.0),
-            "final": returns[-1] if returns else float("nan"), "best": max(returns, default=float("nan"))}
+    first, last = lines[0], lines[-1]  # steady rate: from the first line (compiled, learning started) to the last
+    sps = (last["env_steps"] - first["env_steps"]) / max(last["time"] - first["time"], 1e-9)
+    evals = run_root / "replay_loop" / trial / "eval.jsonl"
+    greedy = [json.loads(x) for x in evals.read_text().splitlines()] if evals.exists() else []
+    best_eval = max((sum(e["returns"]) / len(e["returns"]) for e in greedy if e.get("returns")), default=float("nan"))
+    return {"wall": wall, "loop": loop, **phases, "other": max(loop - sum(phases.values()), 0.0), "sps": sps,
+            "final": returns[-1] if returns else float("nan"), "best": max(returns, default=float("nan")),
+            "eval": best_eval}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.config}, {args.steps:,} env steps{' ' + ' '.join(args.set) if args.set else ''}", flush=True)
     cols = ("env", "act", "store", "sample", "update", "other")
     print(f"{'tree':<10} {'seed':>4} {'wall s':>7} {'loop s':>7} " + " ".join(f"{c:>6}" for c in cols)
-          + f" {'final':>6} {'best':>6} {'speed-up':>8}", flush=True)
+          + f" {'steps/s':>8} {'final':>6} {'best':>6} {'eval':>6} {'speed-up':>8} {'steps/s x':>9}", flush=True)
     trees = [("this", ROOT)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
     with tempfile.TemporaryDirectory(prefix="srljax-replay-loop-") as tmp:
         for seed in args.seeds:
@@ -69,10 +78,13 @@ def main(argv: list[str] | None = None) -> int:
             for name, tree in reversed(trees):  # the baseline first: its time is the speed-up's denominator
                 r = rows[name] = run(tree, args.config, args.steps, seed, Path(tmp) / name, f"{name}{seed}", args.set)
                 shares = [r[f"time_{c}"] if c != "other" else r["other"] for c in cols]
-                speed = rows["baseline"]["wall"] / r["wall"] if "baseline" in rows else float("nan")
+                base = rows.get("baseline")
+                speed = base["wall"] / r["wall"] if base else float("nan")
+                rate = r["sps"] / base["sps"] if base else float("nan")
                 print(f"{name:<10} {seed:>4} {r['wall']:7.1f} {r['loop']:7.1f} "
                       + " ".join(f"{s / r['loop']:6.0%}" for s in shares)
-                      + f" {r['final']:6.1f} {r['best']:6.1f} {speed:8.2f}", flush=True)
+                      + f" {r['sps']:8.0f} {r['final']:6.1f} {r['best']:6.1f} {r['eval']:6.1f} {speed:8.2f} {rate:9.2f}",
+                      flush=True)
     return 0
 
 

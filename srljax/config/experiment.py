@@ -32,7 +32,7 @@ class Experiment:
     timeout_seconds: float = THREE_DAYS_SECONDS
     compile_cache: str = "auto"
     """JAX's persistent compilation cache, shared by every process of a run (``srljax/parallel/compile_cache.py``):
-    ``auto`` (``~/.cache/srljax/jax-<version>``, or ``$JAX_COMPILATION_CACHE_DIR``), ``off``, or a folder."""
+    ``auto`` (``~/.cache/srljax/jax-<version>-<environment>``, or ``$JAX_COMPILATION_CACHE_DIR``), ``off``, or a folder."""
     env: EnvConfig = field(default_factory=EnvConfig)
     algo: Any = field(default_factory=default_algo)
     """an algorithm's config (``algos/ppo_config.py``, ...) or a user's; ``algo=NAME`` picks it (``srljax/config/algo.py``)."""

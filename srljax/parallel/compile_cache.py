@@ -4,11 +4,12 @@
                                               # each worker process, the threads backend, launch.play
 
 ``compile_cache`` (a root key of ``Experiment``) is ``auto`` (the default: ``$JAX_COMPILATION_CACHE_DIR``
-if the user exported one, else ``~/.cache/srljax/jax-<jax version>``, under ``$XDG_CACHE_HOME`` if set),
+if the user exported one, else ``~/.cache/srljax/jax-<jax version>-<environment>``, under ``$XDG_CACHE_HOME``
+if set, ``<environment>`` a hash of the Python environment's path, so two venvs keep apart),
 ``off``, or a folder. Every process of a run points at the same folder, so a distributed run's workers
 share it (on Slurm, a folder on the shared filesystem: set ``compile_cache=/shared/path``). JAX keys each
 entry by the program, its devices, compile options and JAX/XLA versions, so a stale entry is never
-used; the version in the folder name only keeps old versions' entries apart for deletion.
+used; the version and environment in the folder name only keep entries apart for deletion.
 
 Every program is written (``MIN_COMPILE_S`` = 0; JAX's default of 1 s skips every compile of a small
 network on a CPU, which is where the first run of ``configs/cartpole_ppo.py`` spends its start-up: 9
@@ -18,7 +19,9 @@ entries, ~10 s to the first metrics line cold, ~6 s warm, most of the rest impor
 
 from __future__ import annotations
 
+import hashlib
 import os
+import sys
 from pathlib import Path
 
 MIN_COMPILE_S = 0.0
@@ -38,7 +41,8 @@ def cache_dir(setting: str) -> Path | None:
     import jax
 
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "srljax" / f"jax-{jax.__version__}"
+    env = hashlib.sha1(sys.prefix.encode()).hexdigest()[:8]  # one Python environment's builds apart from another's
+    return base / "srljax" / f"jax-{jax.__version__}-{env}"
 
 
 def problems(setting: str) -> list[str]:
@@ -46,7 +50,7 @@ def problems(setting: str) -> list[str]:
     if setting in ("auto", "off"):
         return []
     if not setting.strip():
-        return ["compile_cache='' : use auto (~/.cache/srljax/jax-<version>), off, or a folder"]
+        return ["compile_cache='' : use auto (~/.cache/srljax/jax-<version>-<environment>), off, or a folder"]
     path = Path(setting).expanduser()
     if path.exists() and not path.is_dir():
         return [f"compile_cache={setting} is a file, not a folder: name a folder (created if missing), auto or off"]
