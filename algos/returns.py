@@ -95,7 +95,8 @@ def vtrace(
 
     Returns:
       (vs [T, B], pg_adv [T, B]) float32: the value targets v_s and
-      ``min(rho_bar, rho_t) (r_t + gamma vs_{t+1} - V(x_t))``.
+      ``min(rho_bar, rho_t) (r_t + gamma (lam vs_{t+1} + (1 - lam) V(x_{t+1})) - V(x_t))`` (rlax's
+      ``vtrace_td_error_and_advantage``; on-policy it is the GAE(lam) advantage).
 
     With rho_t' = min(rho_bar, rho_t), c_t = lam min(c_bar, rho_t):
     ``vs_t = V(x_t) + rho_t' delta_t + gamma c_t (vs_{t+1} - V(x_{t+1}))`` with
@@ -117,7 +118,9 @@ def vtrace(
     acc = _reverse_accumulate(delta, gamma * not_done * c)  # acc_t = vs_t - V(x_t)
     vs = v_t[:-1] + acc
     acc_next = jnp.concatenate([acc[1:], jnp.zeros_like(acc[:1])], axis=0) * not_done
-    pg_adv = rho_clipped * (r_t.astype(jnp.float32) + discount * (v_t[1:] + acc_next) - v_t[:-1])
+    # rlax's vtrace_td_error_and_advantage: bootstrap from lam vs_{t+1} + (1 - lam) V(x_{t+1}), so on-policy
+    # (rho = c = 1) the advantage is GAE(lam) and APPO at lag 0 is PPO
+    pg_adv = rho_clipped * (r_t.astype(jnp.float32) + discount * (v_t[1:] + lam * acc_next) - v_t[:-1])
     return vs, pg_adv
 
 

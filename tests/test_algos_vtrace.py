@@ -67,17 +67,29 @@ def test_vtrace_matches_rlax_with_terminations(rho_bar):
     np.testing.assert_allclose(vs, np.asarray(rlax_vs) + v[:-1], rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("lam", [0.95, 0.5])
+@pytest.mark.parametrize("lam", [0.95, 0.5, 0.0])
 def test_vtrace_lambda_matches_rlax(lam):
+    """Targets and policy-gradient advantages at lambda < 1 against rlax's ``vtrace_td_error_and_advantage``."""
     v, r, term, trunc, log_rho = random_segment(7)
     gamma = 0.97
-    vs, _ = vtrace(v, r, term, np.zeros_like(term), log_rho, gamma, rho_bar=1.0, c_bar=1.0, lam=lam)
-    rlax_vs = jax.vmap(lambda *a: rlax.vtrace(*a, lambda_=lam), in_axes=1, out_axes=1)(
+    vs, pg = vtrace(v, r, term, np.zeros_like(term), log_rho, gamma, rho_bar=1.0, c_bar=1.0, lam=lam)
+    ref = jax.vmap(lambda *a: rlax.vtrace_td_error_and_advantage(*a, lambda_=lam), in_axes=1, out_axes=1)(
         v[:-1], v[1:], r, gamma * (1.0 - term.astype(np.float32)), np.exp(log_rho)
     )
-    np.testing.assert_allclose(np.asarray(vs), np.asarray(rlax_vs) + v[:-1], rtol=1e-5, atol=1e-5)
-    full, _ = vtrace(v, r, term, np.zeros_like(term), log_rho, gamma)
+    np.testing.assert_allclose(np.asarray(vs), np.asarray(ref.errors) + v[:-1], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(pg), np.asarray(ref.pg_advantage), rtol=1e-5, atol=1e-5)
+    full, full_pg = vtrace(v, r, term, np.zeros_like(term), log_rho, gamma)
     assert np.abs(np.asarray(full) - np.asarray(vs)).max() > 1e-3  # lambda does something
+    assert np.abs(np.asarray(full_pg) - np.asarray(pg)).max() > 1e-3  # ... to the advantage too
+
+
+@pytest.mark.parametrize("lam", [0.95, 0.0])
+def test_vtrace_on_policy_advantage_is_gae_lambda(lam):
+    """rho = c = 1: the policy-gradient advantage is GAE(lambda), truncations included (APPO at lag 0 is PPO)."""
+    v, r, term, trunc, _ = random_segment(11, T=40, B=6, p_term=0.07, p_trunc=0.07)
+    assert term.any() and trunc.any()
+    _, pg = vtrace(v, r, term, trunc, np.zeros_like(r), 0.95, lam=lam)
+    np.testing.assert_allclose(np.asarray(pg), np.asarray(gae(v, r, term, trunc, 0.95, lam)), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("rho_bar,c_bar", [(1.0, 1.0), (1.5, 0.8), (0.7, 2.0)])
