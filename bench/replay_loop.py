@@ -73,10 +73,10 @@ def main(argv: list[str] | None = None) -> int:
           + f" {'steps/s':>8} {'final':>6} {'best':>6} {'eval':>6} {'speed-up':>8} {'steps/s x':>9}", flush=True)
     trees = [("this", ROOT)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
     with tempfile.TemporaryDirectory(prefix="srljax-replay-loop-") as tmp:
-        for seed in args.seeds:
+        for n, seed in enumerate(args.seeds):  # a seed given twice runs twice (e.g. cold, then warm compile cache)
             rows = {}
             for name, tree in reversed(trees):  # the baseline first: its time is the speed-up's denominator
-                r = rows[name] = run(tree, args.config, args.steps, seed, Path(tmp) / name, f"{name}{seed}", args.set)
+                r = rows[name] = run(tree, args.config, args.steps, seed, Path(tmp) / name, f"{name}{seed}-{n}", args.set)
                 shares = [r[f"time_{c}"] if c != "other" else r["other"] for c in cols]
                 base = rows.get("baseline")
                 speed = base["wall"] / r["wall"] if base else float("nan")
