@@ -16,7 +16,6 @@ from srljax.config.pbt import PBTConfig, pbt_problems
 from srljax.config.policies import PoliciesConfig, policies_problems
 from srljax.config.sections import CheckpointConfig, LayoutConfig, LogConfig, TrainerConfig
 from srljax.config.slurm import SlurmConfig
-from srljax.parallel import compile_cache
 
 THREE_DAYS_SECONDS = 3 * 24 * 3600
 
@@ -91,9 +90,21 @@ def nonfinite_problems(node: Any, prefix: str = "") -> list[str]:
     return out
 
 
+def compile_cache_problems(setting: str) -> list[str]:
+    """``compile_cache`` (used by ``srljax/parallel/compile_cache.py``): ``auto``, ``off`` or a folder, not a file."""
+    if setting in ("auto", "off"):
+        return []
+    if not setting.strip():
+        return ["compile_cache='' : use auto (~/.cache/srljax/jax-<version>-<environment>), off, or a folder"]
+    path = Path(setting).expanduser()
+    if path.exists() and not path.is_dir():
+        return [f"compile_cache={setting} is a file, not a folder: name a folder (created if missing), auto or off"]
+    return []
+
+
 def problems(cfg: Experiment) -> list[str]:
     """Every problem with ``cfg``, each naming the key, the arithmetic and the fix."""
-    out: list[str] = nonfinite_problems(cfg) + compile_cache.problems(cfg.compile_cache)
+    out: list[str] = nonfinite_problems(cfg) + compile_cache_problems(cfg.compile_cache)
     e, a, t, lay = cfg.env, cfg.algo, cfg.trainer, cfg.layout
     for key, value in [("env.max_episode_steps", e.max_episode_steps), ("env.num_threads", e.num_threads)]:
         if value < 0:

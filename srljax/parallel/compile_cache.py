@@ -45,18 +45,6 @@ def cache_dir(setting: str) -> Path | None:
     return base / "srljax" / f"jax-{jax.__version__}-{env}"
 
 
-def problems(setting: str) -> list[str]:
-    """Config check: a folder that exists as a file, or the empty string."""
-    if setting in ("auto", "off"):
-        return []
-    if not setting.strip():
-        return ["compile_cache='' : use auto (~/.cache/srljax/jax-<version>-<environment>), off, or a folder"]
-    path = Path(setting).expanduser()
-    if path.exists() and not path.is_dir():
-        return [f"compile_cache={setting} is a file, not a folder: name a folder (created if missing), auto or off"]
-    return []
-
-
 def enable(setting: str) -> Path | None:
     """Point this process's JAX at the cache folder (created if missing); returns it, None if off.
     Call before the first compile; a second call with the same setting does nothing. A folder that
