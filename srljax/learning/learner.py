@@ -52,6 +52,7 @@ class Learner:
         self._batch_shardings: Trajectory | None = None
         self._update: Any = None  # compiled on the first step, for the first batch's shapes
         self._updates: Any = None  # ``steps``: K updates in one program, compiled on its first call
+        self._stacked_shardings: Any = None  # its batches' layout: split on the sample axis (1)
         # Runs on this process's replica alone (no program every host must join), and copies, so
         # the params handed out survive the next update donating the state's buffers.
         self._policy_params = jax.jit(lambda state: jax.tree.map(jnp.copy, self.algo.policy_params(state)))
@@ -99,7 +100,9 @@ class Learner:
         ``[K, N, ...]``; returns every update's metrics and per-sample outputs, stacked ``[K, ...]``.
         Same updates as K ``step`` calls on the same batches, without K dispatches."""
         k = int(jax.tree.leaves(batches)[0].shape[0])
-        shardings = jax.tree.map(lambda _: sharding.batch_axis_sharding(self.mesh, 1), batches)
+        if self._updates is None:
+            self._stacked_shardings = jax.tree.map(lambda _: sharding.batch_axis_sharding(self.mesh, 1), batches)
+        shardings = self._stacked_shardings
         placed = sharding.put_batch(batches, shardings)
         if self._updates is None:
             def scanned(state: Any, stacked: Any) -> Any:

@@ -165,7 +165,7 @@ class _ReplayLoop:
             while self.learner.version + chunk <= owed and self.replay.size:
                 with held():  # a stop waits for the updates' lines and checkpoint (``srljax.loops.signals``)
                     before = self.learner.version
-                    metrics = self._update() if chunk == 1 else self._updates(chunk)
+                    metrics = self._update(chunk)
                     trained = True
                     if self.learner.version // cfg.log.log_every > before // cfg.log.log_every:
                         self._log(metrics, before)
@@ -202,30 +202,16 @@ class _ReplayLoop:
         self.phases["time_act"] += t2 - t1
         self.phases["time_store"] += clock() - t3
 
-    def _update(self) -> dict[str, Any]:
-        """Sample, update, route the priorities back (prioritized replay only)."""
+    def _update(self, k: int = 1) -> dict[str, Any]:
+        """Sample, update, route the priorities back (prioritized replay only). ``k`` > 1
+        (``algo.updates_per_call``): k batches sampled at once and trained in one compiled call; the metrics
+        come back stacked ``[k]``."""
         r, clock = self.algo.replay, time.perf_counter
         self.beta = r.beta0 + (1.0 - r.beta0) * min(1.0, self.env_steps / self.cfg.total_env_steps)
         t0 = clock()
-        batch, keys = self.replay.sample(self.algo.batch_size, self.beta, self.rng)
+        batch, keys = self.replay.sample(self.algo.batch_size, self.beta, self.rng, batches=0 if k == 1 else k)
         t1 = clock()
-        metrics, per_sample = self.learner.step(batch)
-        t2 = clock()
-        if self.replay.alpha > 0:
-            self.replay.update_priorities(keys, np.asarray(per_sample["priority"]))
-        self.phases["time_sample"] += (t1 - t0) + (clock() - t2)
-        self.phases["time_update"] += t2 - t1
-        return metrics
-
-    def _updates(self, k: int) -> dict[str, Any]:
-        """``k`` updates in one compiled call (``algo.updates_per_call``) on ``k`` batches sampled at once;
-        their priorities go back together. Returns the metrics stacked ``[k]``."""
-        r, clock = self.algo.replay, time.perf_counter
-        self.beta = r.beta0 + (1.0 - r.beta0) * min(1.0, self.env_steps / self.cfg.total_env_steps)
-        t0 = clock()
-        batches, keys = self.replay.sample(self.algo.batch_size, self.beta, self.rng, batches=k)
-        t1 = clock()
-        metrics, per_sample = self.learner.steps(batches)
+        metrics, per_sample = self.learner.step(batch) if k == 1 else self.learner.steps(batch)
         t2 = clock()
         if self.replay.alpha > 0:
             flat = SampleKeys(keys.slot.reshape(-1), keys.written.reshape(-1))
@@ -236,7 +222,7 @@ class _ReplayLoop:
 
     def _log(self, metrics: dict[str, Any], before: int, last_only: bool = False) -> None:
         """A line for each update after version ``before`` up to now that ``log.log_every`` makes due (the
-        last only with ``last_only``); ``metrics`` is one update's, or ``[k]`` stacked from ``_updates``."""
+        last only with ``last_only``); ``metrics`` is one update's, or ``[k]`` stacked by ``_update(k)``."""
         a, now = self.algo, self.learner.version
         metrics = jax.device_get(metrics)
         stacked = np.ndim(next(iter(metrics.values()), 0)) > 0

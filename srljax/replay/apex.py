@@ -52,8 +52,8 @@ def shard_capacity(cfg: Any) -> int:
 def actor_allowance(cfg: Any, version: int, actor: int = 0, since: int = 0) -> float:
     """Env steps actor ``actor`` may have inserted once the trainer made ``version`` updates: its share of
     ``learning_starts + updates x batch_size / replay_ratio x (1 + tolerance)``, plus slack: one chunk,
-    one call's worth of env steps (``algo.updates_per_call`` updates), and enough for its shard's actors to refill a restarted (empty)
-    shard with a batch, whichever is largest. So the trainer's next update is always possible once
+    one call's worth of env steps (``algo.updates_per_call`` updates), and enough for its shard's actors
+    to refill a restarted (empty) shard with a batch, whichever is largest. So the trainer's next update is always possible once
     every actor used its allowance: neither throttle can hold the other forever. An actor that started
     at version ``since`` (a resumed run, a restarted actor: it counts its rows from zero) is allowed the
     updates since then, not the whole history again."""

@@ -145,11 +145,6 @@ def window_problems(cfg: Any) -> list[str]:
     return []
 
 
-def jax_free_stack(batch: ReplayBatch, k: int) -> ReplayBatch:
-    """``[k * N, ...]`` leaves as ``[k, N, ...]`` (views, no copy)."""
-    return ReplayBatch(*(x.reshape(k, x.shape[0] // k, *x.shape[1:]) for x in batch))
-
-
 class Replay:
     """A fixed-capacity prioritized replay of env rows kept per stream; see the module docstring."""
 
@@ -324,7 +319,8 @@ class Replay:
         batch, keys = self._gather(slot, weight), SampleKeys(slot, self.written[slot])
         if not batches:
             return batch, keys
-        return jax_free_stack(batch, k), SampleKeys(*(x.reshape(k, batch_size) for x in keys))
+        return (ReplayBatch(*(x.reshape(k, batch_size, *x.shape[1:]) for x in batch)),  # views, no copy
+                SampleKeys(*(x.reshape(k, batch_size) for x in keys)))
 
     def _gather(self, slot: np.ndarray, weight: np.ndarray) -> ReplayBatch:
         """The transitions starting at rows ``slot`` [N] with their n-step windows and bootstrap rows."""

@@ -91,8 +91,8 @@ class ReplayBufferWorker(Worker):
     def poll(self) -> None:
         self._take_back()
         with self.stats.time("wait/samples"):
-            if self.served >= self.granted:  # no batch asked for: wake on rows or on the trainer's credit, whichever
-                self.poller.poll(WAIT_MS)  # comes first (credit waiting behind a blocking recv cost ~20 ms a batch)
+            if self.served >= self.granted:  # no batch asked for: wake on rows or on the trainer's credit,
+                self.poller.poll(WAIT_MS)  # whichever comes first, not after a blocking recv on rows alone
                 self._take_back()
             msg = self.receiver.recv(timeout_ms=0)
             taken = 0

@@ -9,8 +9,9 @@ replay buffer workers instead of segments from actors:
 * **Credit.** A shard samples only batches the trainer asked for: the trainer grants each shard
   incarnation it has heard from up to ``PREFETCH`` batches (2 x ``algo.updates_per_call`` if more) in
   flight, counted in the shard's own served count (every message carries it, so batches lost with a
-  restarted trainer do not hold credit back; ``PrioritySender.grant``, cumulative, resent every second), and only while it holds fewer than ``QUEUE`` batches (or 2 x
-  ``algo.updates_per_call``). So batches are sampled with fresh priorities and no queue grows.
+  restarted trainer do not hold credit back; ``PrioritySender.grant``, cumulative, resent every
+  second), and only while it holds fewer than ``QUEUE`` batches (or 2 x ``algo.updates_per_call``).
+  So batches are sampled with fresh priorities and no queue grows.
 * **Updates per call.** With ``algo.updates_per_call=K`` the trainer waits for K batches and trains them in one
   compiled call (``Learner.steps``): one dispatch and one wake-up for the update's end per K updates, which is
   what bounds a small network's update rate when the processes share a few cores.
