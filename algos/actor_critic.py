@@ -22,7 +22,7 @@ import optax
 from jax import lax
 
 from algos.base import Metrics, Params, TrainState
-from algos.distributions import CATEGORICAL, DIAG_GAUSSIAN, Distribution
+from algos.distributions import CATEGORICAL, DIAG_GAUSSIAN, Distribution, multi_categorical
 from algos.networks import ActorCritic, make_actor_critic
 from algos.normalizers import init_norm, normalize
 from algos.parallel import split_samples
@@ -46,7 +46,8 @@ class ActorCriticPolicy:
     def build(cfg: Any, spec: EnvSpec, *, value_extra: bool) -> ActorCriticPolicy:
         net = make_actor_critic(cfg, spec)
         rec = Recurrent.from_feedforward(net, cfg.lstm_size) if cfg.lstm_size else None
-        dist = CATEGORICAL if spec.action_kind == "discrete" else DIAG_GAUSSIAN
+        dist = {"discrete": CATEGORICAL, "continuous": DIAG_GAUSSIAN}.get(spec.action_kind) \
+            or multi_categorical(spec.action_nvec)
         return ActorCriticPolicy(net, rec, dist, spec, cfg.normalize_obs, cfg.obs_clip, value_extra)
 
     def init_params(self, key: Array) -> Params:

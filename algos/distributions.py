@@ -3,7 +3,8 @@
 Shape letters: B batch, A number of discrete actions or action dimensions.
 
 A distribution is a ``Distribution`` of four pure functions over a parameter pytree ``p``:
-categorical ``p = logits [B, A]``; diagonal Gaussian ``p = (mean [B, A], log_std [B, A])``.
+categorical ``p = logits [B, A]``; multi-categorical (``multi_categorical(nvec)``, MultiDiscrete actions) ``p = logits
+[B, sum(nvec)]``, K independent categoricals side by side; diagonal Gaussian ``p = (mean [B, A], log_std [B, A])``.
 Written directly in jnp (no distrax / tfp dependency) so the maths is visible and testable.
 """
 
@@ -56,6 +57,33 @@ def categorical_mode(logits: Array) -> Array:
 
 
 CATEGORICAL = Distribution(categorical_sample, categorical_log_prob, categorical_entropy, categorical_mode)
+
+
+def multi_categorical(nvec: tuple[int, ...]) -> Distribution:
+    """K independent categoricals over ``logits [B, sum(nvec)]`` (sub-action k's logits the k-th slice) -> actions
+    ``[B, K]`` int32; log-probabilities and entropies add over the K."""
+    bounds = [0]
+    for n in nvec:
+        bounds.append(bounds[-1] + int(n))
+    parts = list(zip(bounds[:-1], bounds[1:]))
+
+    def split(logits: Array) -> list[Array]:
+        return [logits[..., a:b] for a, b in parts]
+
+    def sample(rng: Array, logits: Array) -> Array:
+        keys = jax.random.split(rng, len(parts))
+        return jnp.stack([categorical_sample(k, x) for k, x in zip(keys, split(logits))], axis=-1)
+
+    def log_prob(logits: Array, action: Array) -> Array:
+        return sum(categorical_log_prob(x, action[..., i]) for i, x in enumerate(split(logits)))
+
+    def entropy(logits: Array) -> Array:
+        return sum(categorical_entropy(x) for x in split(logits))
+
+    def mode(logits: Array) -> Array:
+        return jnp.stack([categorical_mode(x) for x in split(logits)], axis=-1)
+
+    return Distribution(sample, log_prob, entropy, mode)
 
 
 # -- diagonal Gaussian -------------------------------------------------------------------

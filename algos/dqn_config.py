@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from srljax.config.algo import gamma_problems, network_problems
+from srljax.config.algo import gamma_problems, hash_by_value, network_problems
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,9 @@ class DQNConfig:
 
     consumes: ClassVar[str] = "replay"
     name: Literal["dqn"] = "dqn"
+    action_kinds: ClassVar[tuple[str, ...]] = ("discrete",)
+    """the action spaces it takes (``algos/fit.py``); ``dict_obs``: whether it takes a Dict observation."""
+    dict_obs: ClassVar[bool] = True
     num_steps: int = 1
     """env steps per env collected between training rounds (the single-process loop then trains the
     updates the replay ratio owes); distributed (Ape-X): rows per env in one chunk an actor sends."""
@@ -67,8 +70,12 @@ class DQNConfig:
     eps_start: float = 1.0
     eps_end: float = 0.01
     exploration_fraction: float = 0.1
-    network: Literal["auto", "mlp", "cnn"] = "auto"
-    """``auto``: Nature CNN for image observations, MLP otherwise."""
+    network: str = "auto"
+    """``auto``: Nature CNN for image observations, MLP otherwise; ``mlp``; ``cnn``; or a Flax module of your own,
+    ``"package.module:Class"`` (``algos.networks.apply_torso``: observations ``[B, *O]`` in, features ``[B, F]``
+    out; the algorithm adds its heads), built with ``network_options``."""
+    network_options: dict[str, Any] = field(default_factory=dict)
+    """keyword arguments of a network of your own (``algo.network_options.features=32`` on the command line)."""
     hidden_sizes: tuple[int, ...] = (120, 84)
     activation: Literal["tanh", "relu"] = "relu"
     replay: ReplayConfig = field(default_factory=ReplayConfig)
@@ -99,6 +106,8 @@ class DQNConfig:
                 + (f" ({self.updates_per_call} per compiled call)" if self.updates_per_call > 1 else "")
                 + f"; {cfg.env.num_envs} envs, replay of "
                 f"{self.replay.capacity:,} transitions")
+
+    __hash__ = hash_by_value
 
     def problems(self, cfg: Any) -> list[str]:
         out = gamma_problems(self) + network_problems(self)

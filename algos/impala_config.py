@@ -6,10 +6,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
 
-from srljax.config.algo import gamma_problems, network_problems, recurrent_problems, vtrace_problems
+from srljax.config.algo import gamma_problems, hash_by_value, network_problems, recurrent_problems, vtrace_problems
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,9 @@ class IMPALAConfig:
     """
 
     name: Literal["impala"] = "impala"
+    action_kinds: ClassVar[tuple[str, ...]] = ("discrete", "multi_discrete", "continuous")
+    """the action spaces it takes (``algos/fit.py``); ``dict_obs``: whether it takes a Dict observation."""
+    dict_obs: ClassVar[bool] = True
     num_steps: int = 20
     """segment length T per env column (Cleanba: 20)."""
     gamma: float = 0.99
@@ -37,8 +40,12 @@ class IMPALAConfig:
     rmsprop_decay: float = 0.99
     rmsprop_eps: float = 0.01
     """added outside the square root, as torch.optim.RMSprop (Cleanba's setting)."""
-    network: Literal["auto", "mlp", "cnn"] = "auto"
-    """``auto``: Nature CNN for image observations, MLP otherwise."""
+    network: str = "auto"
+    """``auto``: Nature CNN for image observations, MLP otherwise; ``mlp``; ``cnn``; or a Flax module of your own,
+    ``"package.module:Class"`` (``algos.networks.apply_torso``: observations ``[B, *O]`` in, features ``[B, F]``
+    out; the algorithm adds its heads), built with ``network_options``."""
+    network_options: dict[str, Any] = field(default_factory=dict)
+    """keyword arguments of a network of your own (``algo.network_options.features=32`` on the command line)."""
     hidden_sizes: tuple[int, ...] = (64, 64)
     activation: Literal["tanh", "relu"] = "tanh"
     init_log_std: float = 0.0
@@ -47,6 +54,8 @@ class IMPALAConfig:
     lstm_size: int = 0
     """0: feed-forward. >0: recurrent, an LSTM of this many units between the torso and the heads
     (``algos/recurrent.py``), re-unrolled over each segment from the carry the actor used."""
+
+    __hash__ = hash_by_value
 
     def problems(self, cfg: Any) -> list[str]:
         out = gamma_problems(self) + vtrace_problems(self) + recurrent_problems(self, cfg) + network_problems(self)

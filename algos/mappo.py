@@ -31,7 +31,7 @@ import optax
 from algos import actor_critic
 from algos.base import RETURN_ACC, Algorithm, Metrics, Params, TrainState
 from algos.distributions import CATEGORICAL, categorical_log_prob, categorical_sample
-from algos.networks import MLP, _dense
+from algos.networks import _dense, apply_torso, torso_options
 from algos.normalizers import VAR_EPS, RunningMeanStd, normalize, rms_init, rms_update, scale_rewards
 from algos.ppo import explained_variance, ppo_loss
 from algos.returns import gae, valid_mask
@@ -59,11 +59,15 @@ class MultiAgentActorCritic(nn.Module):
     num_actions: int
     hidden_sizes: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
+    torso: str = "mlp"
+    """``mlp`` or a user's ``"package.module:Class"`` (``algos.networks.apply_torso``), one for the actor and one
+    for the critic, each on an agent's row ``[D]``."""
+    torso_options: tuple[tuple[str, Any], ...] = ()
 
     @nn.compact
     def __call__(self, x: dict[str, Array]) -> tuple[Array, Array]:
-        pi_h = MLP(self.hidden_sizes, self.activation, name="actor")(x["actor"])
-        v_h = MLP(self.hidden_sizes, self.activation, name="critic")(x["critic"])
+        pi_h, v_h = (apply_torso(self.torso, self.torso_options, x[part], 1, name=part, hidden_sizes=self.hidden_sizes,
+                                 activation=self.activation) for part in ("actor", "critic"))
         logits = _dense(self.num_actions, 0.01, name="policy_head")(pi_h)
         return jnp.where(x["mask"], logits, MASKED_LOGIT), _dense(1, 1.0, name="value_head")(v_h)[..., 0]
 
@@ -116,7 +120,8 @@ def make_mappo(cfg: Experiment, spec: EnvSpec, min_agents: int = 2) -> Algorithm
     if problems:
         raise ValueError("; ".join(problems))
     n, row = spec.num_agents, spec.agent_row()
-    net = MultiAgentActorCritic(spec.num_actions, tuple(a.hidden_sizes), a.activation)
+    net = MultiAgentActorCritic(spec.num_actions, tuple(a.hidden_sizes), a.activation,
+                                torso="mlp" if a.network == "auto" else a.network, torso_options=torso_options(a))
     epochs, num_mb = t.update_epochs, t.num_minibatches
     steps_per_update = epochs * num_mb
     gamma, lam, norm_rew = a.gamma, a.gae_lambda, a.normalize_reward

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from algos.ppo_config import PPOConfig
+from srljax.config.algo import hash_by_value
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,9 @@ class MAPPOConfig(PPOConfig):
     multi_agent: ClassVar[bool] = True
     """needs an env with several agents (checked before launch by ``envs.fit_problems``)."""
     name: Literal["mappo"] = "mappo"  # type: ignore[assignment]
+    action_kinds: ClassVar[tuple[str, ...]] = ("discrete",)
+    dict_obs: ClassVar[bool] = False
+    """its observations are the agents' packed rows (``envs/multi_agent.py``)."""
     critic: Literal["central", "local"] = "central"
     """``central`` (MAPPO): the value of each agent from the env's global state, or, when the env gives none,
     the concatenation of all agents' views; ``local`` (IPPO): each agent's value from its own view only."""
@@ -31,6 +35,8 @@ class MAPPOConfig(PPOConfig):
     value_norm: bool = True
     """the critic predicts value targets normalised by their running mean and std (the paper's ValueNorm, not
     PopArt: the stats move and the output layer is left alone); advantages use the de-normalised values."""
+
+    __hash__ = hash_by_value
 
     def problems(self, cfg: Any) -> list[str]:
         out = super().problems(cfg)

@@ -3,8 +3,8 @@
 Shape letters: B batch (any leading dims), ``*O`` observation shape, A actions / action dims.
 
 ``ActorCritic(obs [B, *O]) -> (policy params, value [B])`` where policy params are
-``logits [B, A]`` (discrete) or ``(mean [B, A], log_std [B, A])`` (continuous), matching
-``algos.distributions``. ``RecurrentActorCritic(carry, obs [T, B, *O], first [T, B])`` adds an LSTM
+``logits [B, A]`` (discrete; multi-discrete: the K sub-actions' logits side by side, ``A = sum(nvec)``) or
+``(mean [B, A], log_std [B, A])`` (continuous), matching ``algos.distributions``. ``RecurrentActorCritic(carry, obs [T, B, *O], first [T, B])`` adds an LSTM
 between torso and heads (used through ``algos.recurrent.Recurrent``). ``QNetwork(obs [B, *O]) -> Q [B, A]``
 puts a linear (or dueling) head on the same torsos (DQN).
 """
@@ -17,6 +17,8 @@ from typing import Any, Literal
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+
+from srljax.objects import load_object
 
 Array = jax.Array
 SQRT2 = math.sqrt(2.0)
@@ -39,17 +41,19 @@ def _conv(features: int, kernel: int, stride: int) -> nn.Conv:
 
 
 class NatureCNN(nn.Module):
-    """Mnih et al. 2015 torso: obs [B, C, H, W] (envpool's channels-first frame stack) -> [B, 512]."""
+    """Mnih et al. 2015 torso: obs [B, C, H, W] (envpool's Atari frame stack) or, with ``channels_last``,
+    [B, H, W, C] (envpool's Football) -> [B, 512]."""
 
     pixel_scale: float = 1.0 / 255.0
     """multiplies the input; 1.0 when the observations arrive already normalised."""
+    channels_last: bool = False
 
     @nn.compact
     def __call__(self, obs: Array) -> Array:
         lead = obs.shape[:-3]
         x = obs.reshape((-1, *obs.shape[-3:])).astype(jnp.float32) * self.pixel_scale
-        # envpool stacks frames as channels first; flax convs want NHWC.
-        x = jnp.transpose(x, (0, 2, 3, 1))
+        if not self.channels_last:  # flax convs want NHWC
+            x = jnp.transpose(x, (0, 2, 3, 1))
         x = nn.relu(_conv(32, 8, 4)(x))
         x = nn.relu(_conv(64, 4, 2)(x))
         x = nn.relu(_conv(64, 3, 1)(x))
@@ -72,11 +76,41 @@ class MLP(nn.Module):
         return x
 
 
+def torso_class(name: str) -> type[nn.Module]:
+    """A user's torso: ``"package.module:Class"``, a Flax module called on observations ``[B, *O]`` (float32; raw
+    frames stay 0-255, normalised observations as normalised) and returning features ``[B, F]``."""
+    cls = load_object(name, "algo.network")
+    if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
+        raise ValueError(f"algo.network={name!r} is {cls!r}, not a flax.linen.Module class")
+    return cls
+
+
+def apply_torso(torso: str, options: tuple[tuple[str, Any], ...], obs: Array, obs_ndim: int, *, name: str,
+                pixel_scale: float = 1.0 / 255.0, channels_last: bool = False,
+                hidden_sizes: tuple[int, ...] = (64, 64), activation: str = "tanh") -> Array:
+    """One torso (inside a compact module) on ``obs [*lead, *O]`` -> features ``[*lead, F]``: the Nature CNN
+    (``cnn``), an MLP on the flattened observation (``mlp``), or a user's module (``"package.module:Class"``
+    built with ``options``, called on ``[B, *O]`` with the leading axes folded into one)."""
+    lead = obs.shape[: obs.ndim - obs_ndim]
+    if torso == "cnn":
+        return NatureCNN(pixel_scale, channels_last, name=name)(obs)
+    if torso == "mlp":
+        return MLP(hidden_sizes, activation, name=name)(obs.reshape((*lead, -1)).astype(jnp.float32))
+    x = obs.reshape((-1, *obs.shape[obs.ndim - obs_ndim:])).astype(jnp.float32)
+    h = torso_class(torso)(**dict(options), name=name)(x)
+    if h.ndim != 2 or h.shape[0] != x.shape[0]:
+        raise ValueError(f"algo.network={torso!r} returned {h.shape} for observations {x.shape}; a torso returns "
+                         "features [B, F] (flatten its output)")
+    return h.reshape((*lead, h.shape[-1]))
+
+
 class ActorCritic(nn.Module):
     """obs [B, *O] -> (policy params, value [B]).
 
     ``torso="cnn"``: one shared Nature CNN feeding both heads (CleanRL Atari).
     ``torso="mlp"``: separate actor and critic MLPs (CleanRL CartPole and MuJoCo).
+    ``torso="package.module:Class"``: a user's Flax module (``torso_options`` its keyword arguments), shared by
+    both heads as the CNN is.
     Heads: policy orthogonal(0.01) so the initial policy is near uniform / zero-mean,
     value orthogonal(1.0); continuous log_std is a state-independent parameter, init
     ``init_log_std`` (0 by default, as CleanRL).
@@ -87,20 +121,25 @@ class ActorCritic(nn.Module):
     """discrete: number of actions; continuous: action dimensions."""
     obs_ndim: int
     """len(obs_shape): how many trailing dims are one observation."""
-    torso: Literal["cnn", "mlp"] = "mlp"
+    torso: str = "mlp"
+    """``cnn``, ``mlp`` or a user's ``"package.module:Class"`` (``apply_torso``)."""
+    torso_options: tuple[tuple[str, Any], ...] = ()
     hidden_sizes: tuple[int, ...] = (64, 64)
     activation: Literal["tanh", "relu"] = "tanh"
     pixel_scale: float = 1.0 / 255.0
+    channels_last: bool = False
     init_log_std: float = 0.0
+
+    def features(self, obs: Array, name: str) -> Array:
+        return apply_torso(self.torso, self.torso_options, obs, self.obs_ndim, name=name, pixel_scale=self.pixel_scale,
+                           channels_last=self.channels_last, hidden_sizes=self.hidden_sizes, activation=self.activation)
 
     @nn.compact
     def __call__(self, obs: Array) -> tuple[Any, Array]:
-        if self.torso == "cnn":
-            pi_h = v_h = NatureCNN(self.pixel_scale, name="torso")(obs)
+        if self.torso == "mlp":
+            pi_h, v_h = self.features(obs, "actor"), self.features(obs, "critic")
         else:
-            x = obs.reshape((*obs.shape[: obs.ndim - self.obs_ndim], -1)).astype(jnp.float32)
-            pi_h = MLP(self.hidden_sizes, self.activation, name="actor")(x)
-            v_h = MLP(self.hidden_sizes, self.activation, name="critic")(x)
+            pi_h = v_h = self.features(obs, "torso")
         value = _dense(1, 1.0, name="value_head")(v_h)[..., 0]
         if self.action_kind == "discrete":
             return _dense(self.action_dim, 0.01, name="policy_head")(pi_h), value
@@ -109,19 +148,44 @@ class ActorCritic(nn.Module):
         return (mean, jnp.broadcast_to(log_std, mean.shape)), value
 
 
+def torso_name(cfg: Any, spec: Any) -> str:
+    """``algo.network`` with ``auto`` resolved: the Nature CNN for image observations, else an MLP."""
+    return cfg.network if cfg.network != "auto" else ("cnn" if len(spec.obs_shape) == 3 else "mlp")
+
+
+def torso_options(cfg: Any) -> tuple[tuple[str, Any], ...]:
+    """``algo.network_options`` as a hashable module field (a user's torso's keyword arguments)."""
+    return tuple(sorted(dict(getattr(cfg, "network_options", {}) or {}).items()))
+
+
+def check_fit(cfg: Any, spec: Any) -> None:
+    """ValueError naming every way ``cfg``'s network and algorithm do not fit ``spec`` (``algos/fit.py``)."""
+    from algos.fit import spec_problems
+
+    if found := spec_problems(cfg, spec):
+        raise ValueError("; ".join(found))
+
+
 def make_actor_critic(cfg: Any, spec: Any) -> ActorCritic:
     """The ``ActorCritic`` an actor-critic algorithm config asks for (PPO, IMPALA), sized for ``spec``.
 
     ``cfg`` needs ``network``, ``hidden_sizes``, ``activation``, ``init_log_std`` and ``normalize_obs``
     (``srljax.config.PPOConfig`` / ``IMPALAConfig``); ``spec`` is an ``srljax.types.EnvSpec``.
     """
-    torso = cfg.network if cfg.network != "auto" else ("cnn" if len(spec.obs_shape) == 3 else "mlp")
-    discrete = spec.action_kind == "discrete"
+    check_fit(cfg, spec)
+    if spec.action_kind == "discrete":
+        action_dim = spec.num_actions
+    elif spec.action_kind == "multi_discrete":
+        action_dim = sum(spec.action_nvec)
+    else:
+        action_dim = int(spec.action_shape[0])
     return ActorCritic(
-        action_kind=spec.action_kind,
-        action_dim=spec.num_actions if discrete else int(spec.action_shape[0]),
+        action_kind="continuous" if spec.action_kind == "continuous" else "discrete",  # heads: logits or a Gaussian
+        action_dim=action_dim,
         obs_ndim=len(spec.obs_shape),
-        torso=torso,
+        torso=torso_name(cfg, spec),
+        torso_options=torso_options(cfg),
+        channels_last=spec.channels == "last",
         hidden_sizes=tuple(cfg.hidden_sizes),
         activation=cfg.activation,
         init_log_std=cfg.init_log_std,
@@ -149,7 +213,7 @@ class _ResetLSTMStep(nn.Module):
 class RecurrentActorCritic(nn.Module):
     """``(carry, obs [T, B, *O], first [T, B]) -> (carry, (policy params [T, B, ...], value [T, B]))``.
 
-    A torso (one shared Nature CNN or MLP, as ``ActorCritic``'s ``torso``) feeds an LSTM
+    A torso (one shared Nature CNN, MLP or a user's module, as ``ActorCritic``'s ``torso``) feeds an LSTM
     (``flax.linen.OptimizedLSTMCell``, ``lstm_size`` units) unrolled over T with ``nn.scan``; the
     carry ``(c, h)`` (``[B, lstm_size]`` each) is zeroed before every row whose ``first`` is set, so
     one call covers a segment that crosses episode boundaries. Acting is the case ``T = 1``. Heads as
@@ -160,10 +224,12 @@ class RecurrentActorCritic(nn.Module):
     action_dim: int
     obs_ndim: int
     lstm_size: int = 128
-    torso: Literal["cnn", "mlp"] = "mlp"
+    torso: str = "mlp"
+    torso_options: tuple[tuple[str, Any], ...] = ()
     hidden_sizes: tuple[int, ...] = (64, 64)
     activation: Literal["tanh", "relu"] = "tanh"
     pixel_scale: float = 1.0 / 255.0
+    channels_last: bool = False
     init_log_std: float = 0.0
 
     def initial_carry(self, batch: int) -> tuple[Array, Array]:
@@ -173,11 +239,8 @@ class RecurrentActorCritic(nn.Module):
 
     @nn.compact
     def __call__(self, carry: Any, obs: Array, first: Array) -> tuple[Any, tuple[Any, Array]]:
-        if self.torso == "cnn":
-            x = NatureCNN(self.pixel_scale, name="torso")(obs)
-        else:
-            x = obs.reshape((*obs.shape[: obs.ndim - self.obs_ndim], -1)).astype(jnp.float32)
-            x = MLP(self.hidden_sizes, self.activation, name="torso")(x)
+        x = apply_torso(self.torso, self.torso_options, obs, self.obs_ndim, name="torso", pixel_scale=self.pixel_scale,
+                        channels_last=self.channels_last, hidden_sizes=self.hidden_sizes, activation=self.activation)
         scan = nn.scan(_ResetLSTMStep, variable_broadcast="params", split_rngs={"params": False}, in_axes=0, out_axes=0)
         carry, h = scan(self.lstm_size, name="lstm")(carry, (x, first))
         value = _dense(1, 1.0, name="value_head")(h)[..., 0]
@@ -194,19 +257,19 @@ class QNetwork(nn.Module):
 
     num_actions: int
     obs_ndim: int
-    torso: Literal["cnn", "mlp"] = "mlp"
+    torso: str = "mlp"
+    """``cnn``, ``mlp`` or a user's ``"package.module:Class"`` (``apply_torso``)."""
+    torso_options: tuple[tuple[str, Any], ...] = ()
     hidden_sizes: tuple[int, ...] = (120, 84)
     activation: Literal["tanh", "relu"] = "relu"
     dueling: bool = False
     pixel_scale: float = 1.0 / 255.0
+    channels_last: bool = False
 
     @nn.compact
     def __call__(self, obs: Array) -> Array:
-        if self.torso == "cnn":
-            h = NatureCNN(self.pixel_scale, name="torso")(obs)
-        else:
-            x = obs.reshape((*obs.shape[: obs.ndim - self.obs_ndim], -1)).astype(jnp.float32)
-            h = MLP(self.hidden_sizes, self.activation, name="torso")(x)
+        h = apply_torso(self.torso, self.torso_options, obs, self.obs_ndim, name="torso", pixel_scale=self.pixel_scale,
+                        channels_last=self.channels_last, hidden_sizes=self.hidden_sizes, activation=self.activation)
         if not self.dueling:
             return _dense(self.num_actions, 1.0, name="q_head")(h)
         value = _dense(1, 1.0, name="value_head")(h)
@@ -217,8 +280,7 @@ class QNetwork(nn.Module):
 def make_q_network(cfg: Any, spec: Any) -> QNetwork:
     """The ``QNetwork`` a DQN config (``network``, ``hidden_sizes``, ``activation``, ``dueling``) asks for,
     sized for ``spec``."""
-    if spec.action_kind != "discrete":
-        raise ValueError(f"DQN needs discrete actions; {spec.id} has continuous actions {spec.action_shape}")
-    torso = cfg.network if cfg.network != "auto" else ("cnn" if len(spec.obs_shape) == 3 else "mlp")
-    return QNetwork(num_actions=spec.num_actions, obs_ndim=len(spec.obs_shape), torso=torso,
+    check_fit(cfg, spec)
+    return QNetwork(num_actions=spec.num_actions, obs_ndim=len(spec.obs_shape), torso=torso_name(cfg, spec),
+                    torso_options=torso_options(cfg), channels_last=spec.channels == "last",
                     hidden_sizes=tuple(cfg.hidden_sizes), activation=cfg.activation, dueling=cfg.dueling)

@@ -8,10 +8,10 @@ No JAX here: launchers and the controller read configs without loading the algor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
 
-from srljax.config.algo import gamma_problems, network_problems, recurrent_problems, vtrace_problems
+from srljax.config.algo import gamma_problems, hash_by_value, network_problems, recurrent_problems, vtrace_problems
 
 
 @dataclass(frozen=True)
@@ -19,6 +19,9 @@ class PPOConfig:
     """PPO loss, rollout and network settings (CleanRL names)."""
 
     name: Literal["ppo"] = "ppo"
+    action_kinds: ClassVar[tuple[str, ...]] = ("discrete", "multi_discrete", "continuous")
+    """the action spaces it takes (``algos/fit.py``); ``dict_obs``: whether it takes a Dict observation."""
+    dict_obs: ClassVar[bool] = True
     num_steps: int = 128
     """rollout length T per environment per update."""
     gamma: float = 0.99
@@ -28,8 +31,12 @@ class PPOConfig:
     clip_vloss: bool = True
     ent_coef: float = 0.01
     vf_coef: float = 0.5
-    network: Literal["auto", "mlp", "cnn"] = "auto"
-    """``auto``: Nature CNN for image observations, MLP otherwise."""
+    network: str = "auto"
+    """``auto``: Nature CNN for image observations, MLP otherwise; ``mlp``; ``cnn``; or a Flax module of your own,
+    ``"package.module:Class"`` (``algos.networks.apply_torso``: observations ``[B, *O]`` in, features ``[B, F]``
+    out; the algorithm adds its heads), built with ``network_options``."""
+    network_options: dict[str, Any] = field(default_factory=dict)
+    """keyword arguments of a network of your own (``algo.network_options.features=32`` on the command line)."""
     hidden_sizes: tuple[int, ...] = (64, 64)
     activation: Literal["tanh", "relu"] = "tanh"
     init_log_std: float = 0.0
@@ -56,6 +63,8 @@ class PPOConfig:
     lstm_size: int = 0
     """0: feed-forward. >0: recurrent, an LSTM of this many units between the torso and the heads
     (``algos/recurrent.py``); minibatches are then whole env columns (``batch_envs / num_minibatches``)."""
+
+    __hash__ = hash_by_value
 
     def problems(self, cfg: Any) -> list[str]:
         out = gamma_problems(self) + vtrace_problems(self) + recurrent_problems(self, cfg) + network_problems(self)

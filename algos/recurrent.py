@@ -70,8 +70,8 @@ class Recurrent:
         """The recurrent version of ``net``: its torso and heads with an LSTM of ``lstm_size`` between."""
         return Recurrent(RecurrentActorCritic(
             action_kind=net.action_kind, action_dim=net.action_dim, obs_ndim=net.obs_ndim, lstm_size=lstm_size,
-            torso=net.torso, hidden_sizes=net.hidden_sizes, activation=net.activation,
-            pixel_scale=net.pixel_scale, init_log_std=net.init_log_std,
+            torso=net.torso, torso_options=net.torso_options, hidden_sizes=net.hidden_sizes, activation=net.activation,
+            pixel_scale=net.pixel_scale, channels_last=net.channels_last, init_log_std=net.init_log_std,
         ))
 
     @property

@@ -56,10 +56,14 @@ def _make(cfg: EnvConfig, seed: int) -> VecEnv:
             return _from_factory(factory, cfg, seed)
 
 
-def problems(cfg: EnvConfig) -> list[str]:
+def problems(cfg: EnvConfig, algo: Any = None) -> list[str]:
     """What would stop ``make(cfg)``, found without building an env (launchers check it first):
     an envpool id that does not exist, a factory that does not import, or ``env.options`` the family
-    does not take (Atari's, ``envs/atari.py``; a factory's ``make_fn.options``, ``envs/options.py``)."""
+    does not take (Atari's, ``envs/atari.py``; a factory's ``make_fn.options``, ``envs/options.py``); with
+    ``algo`` (an algo config), also an envpool task's spaces that it or its network does not take
+    (``algos/fit.py``: action kinds, Dict observations, image channels, the CNN's fit), and for a factory the same
+    on one copy built here (a factory that cannot build here, e.g. needing a compute node's resources, is left to
+    the run, where the network's construction checks it again)."""
     if cfg.factory:
         try:
             make_fn = _factory(cfg.factory)
@@ -68,19 +72,26 @@ def problems(cfg: EnvConfig) -> list[str]:
         schema = getattr(make_fn, "options", None)  # the family's declared options (envs/options.py), if any
         out = option_problems(cfg.options, schema, f"env.factory={cfg.factory!r}") if schema is not None else []
         values = getattr(make_fn, "option_problems", None)  # the family's own value checks, if any
-        return out or (list(values(cfg.options)) if values is not None else [])
+        out = out or (list(values(cfg.options)) if values is not None else [])
+        if not out and algo is not None and not getattr(algo, "multi_agent", False):
+            out += _built_space_problems(cfg, algo)
+        return out
     from envs.envpool_env import is_atari, unknown_id_problem
 
     problem = unknown_id_problem(cfg.id)
     if problem:
         return [problem]
-    return atari_option_problems(cfg) if is_atari(cfg.id) else []
+    out = atari_option_problems(cfg) if is_atari(cfg.id) else []
+    # a multi-agent algorithm checks the spec of the agents' rows itself (``fit_problems`` refuses a one-agent task)
+    if not out and algo is not None and not is_multi_agent_envpool(cfg.id) and not getattr(algo, "multi_agent", False):
+        out += _space_problems(cfg, algo)
+    return out
 
 
 def fit_problems(cfg: Any) -> list[str]:
     """Whether an experiment's algorithm and agent table fit its env, found without building it: an algorithm
-    that needs several agents (``multi_agent`` on its config) on a one-agent envpool task, or a
-    ``policies.agents`` table of the wrong length for an envpool multi-agent task."""
+    that needs several agents (``multi_agent`` on its config) on a one-agent envpool task, a ``policies.agents``
+    table of the wrong length for an envpool multi-agent task."""
     e, out = cfg.env, []
     if getattr(cfg.algo, "multi_agent", False) and not e.factory and not is_multi_agent_envpool(e.id):
         out.append(f"algo={cfg.algo.name} needs a multi-agent env, and env.id={e.id!r} has one agent; use "
@@ -95,6 +106,47 @@ def fit_problems(cfg: Any) -> list[str]:
             out.append(f"policies.agents has {len(agents)} entries but {e.id} has {n} agents; give one "
                        "policy name per agent")
     return out
+
+
+def _space_problems(e: EnvConfig, algo: Any) -> list[str]:
+    """``algos.fit.spec_problems`` on the spec envpool describes for ``e`` (envpool builds no env for it)."""
+    import dataclasses
+    import warnings
+
+    import envpool
+
+    from algos.fit import spec_problems
+    from envs.envpool_env import envpool_options
+    from envs.spaces import spec_from_spaces
+
+    with warnings.catch_warnings():  # envs.problems warns about options that do not apply
+        warnings.simplefilter("ignore")
+        described = envpool.make_spec(e.id, **envpool_options(e, seed=0))
+        spaces = described.gymnasium_observation_space, described.gymnasium_action_space
+    try:
+        spec = spec_from_spaces(e.id, *spaces,
+                                num_envs=e.num_envs, batch_size=e.envs_per_recv, max_episode_steps=0,
+                                image_channels_declared=e.image_channels)
+    except ValueError as error:
+        return [str(error)]
+    if e.obs_mask:  # envs/obs_mask.py: the kept indices of the flattened observation
+        spec = dataclasses.replace(spec, obs_shape=(len(e.obs_mask),), image_channels="", obs_keys=(), obs_key_sizes=())
+    return spec_problems(algo, spec)
+
+
+def _built_space_problems(e: EnvConfig, algo: Any) -> list[str]:
+    import dataclasses
+
+    from algos.fit import spec_problems
+
+    try:
+        env = make(dataclasses.replace(e, num_envs=1, batch_size=0), seed=0)
+    except Exception:  # noqa: BLE001 - left to the run, which reports it where the env is meant to run
+        return []
+    try:
+        return [] if env.spec.num_agents > 1 else spec_problems(algo, env.spec)
+    finally:
+        env.close()
 
 
 def _factory(factory: str):

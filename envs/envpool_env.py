@@ -30,7 +30,7 @@ import numpy as np
 from envs.atari import atari_options
 from envs.envpool_batch import EnvpoolBatch
 from envs.episode_stats import EpisodeStats
-from envs.spaces import ActionConverter, observation_dtype, spec_from_spaces
+from envs.spaces import ActionConverter, ObsConverter, spec_from_spaces
 from srljax.config import EnvConfig
 from srljax.types import TimeStep
 
@@ -107,8 +107,9 @@ class EnvpoolVecEnv(EnvpoolBatch):
             num_envs=cfg.num_envs,
             batch_size=cfg.envs_per_recv,
             max_episode_steps=int(self._env.spec.config.max_episode_steps),
+            image_channels_declared=cfg.image_channels,
         )
-        self._obs_dtype = observation_dtype(self._env.observation_space)
+        self._to_agent_obs = ObsConverter(self._env.observation_space)
         self._to_env_action = ActionConverter(self._env.action_space)
         self._stats = EpisodeStats(cfg.num_envs)
 
@@ -123,7 +124,7 @@ class EnvpoolVecEnv(EnvpoolBatch):
         game_over = (np.asarray(info["terminated"], bool) if self._game_over_from_info else terminated) | truncated
         episode_return, episode_length = self._stats.update(env_id, raw_reward, terminated | truncated, game_over)
         return TimeStep(
-            obs=np.asarray(obs, self._obs_dtype),
+            obs=self._to_agent_obs(obs),
             reward=np.asarray(reward, np.float32),
             terminated=terminated,
             truncated=truncated,

@@ -24,7 +24,7 @@ import gymnasium
 import numpy as np
 
 from envs.python_loop import PythonLoopVecEnv
-from envs.spaces import ActionConverter, spec_from_spaces
+from envs.spaces import ActionConverter, ObsConverter, spec_from_spaces
 from srljax.config import EnvConfig
 
 
@@ -37,6 +37,7 @@ class GymnasiumVecEnv(PythonLoopVecEnv):
         num_envs: int,
         seed: int,
         batch_size: int | None = None,
+        image_channels: str = "auto",
     ):
         self._envs = [make_env() for _ in range(num_envs)]
         first = self._envs[0]
@@ -49,9 +50,11 @@ class GymnasiumVecEnv(PythonLoopVecEnv):
                 num_envs=num_envs,
                 batch_size=batch_size or num_envs,
                 max_episode_steps=time_limit or 0,
+                image_channels_declared=image_channels,
             )
         )
         self._to_env_action = ActionConverter(first.action_space)
+        self._to_agent_obs = ObsConverter(first.observation_space)
         # Seed only the first reset of each env; later resets continue its random stream, as
         # envpool does, so episodes differ.
         self._next_seed: list[int | None] = [seed + i for i in range(num_envs)]
@@ -59,13 +62,13 @@ class GymnasiumVecEnv(PythonLoopVecEnv):
     def _reset_env(self, index: int) -> np.ndarray:
         obs, _ = self._envs[index].reset(seed=self._next_seed[index])
         self._next_seed[index] = None
-        return obs
+        return self._to_agent_obs.one(obs)
 
     def _step_env(self, index: int, action: Any) -> tuple[np.ndarray, float, bool, bool]:
         action = self._to_env_action(action)
-        env_action = int(action) if self._to_env_action.discrete else action
+        env_action = int(action) if self._to_env_action.scalar else action
         obs, reward, terminated, truncated, _ = self._envs[index].step(env_action)
-        return obs, float(reward), bool(terminated), bool(truncated)
+        return self._to_agent_obs.one(obs), float(reward), bool(terminated), bool(truncated)
 
     def close(self) -> None:
         super().close()
@@ -85,4 +88,5 @@ def make_gymnasium(cfg: EnvConfig, seed: int) -> GymnasiumVecEnv:
         num_envs=cfg.num_envs,
         seed=seed,
         batch_size=cfg.envs_per_recv,
+        image_channels=cfg.image_channels,
     )

@@ -32,7 +32,7 @@ class ObsMask:
                              f"observation of shape {inner.spec.obs_shape} (flattened: {size} values)")
         self.inner = inner
         self.keep = np.asarray(keep, np.intp)
-        self.spec = dataclasses.replace(inner.spec, obs_shape=(len(keep),))
+        self.spec = dataclasses.replace(inner.spec, obs_shape=(len(keep),), image_channels="", obs_keys=(), obs_key_sizes=())
 
     def _mask(self, ts: TimeStep) -> TimeStep:
         return ts._replace(obs=ts.obs.reshape(len(ts.obs), -1)[:, self.keep])

@@ -13,6 +13,7 @@ From a config (``max_episode_steps`` is the horizon / length)::
     EnvConfig(factory="envs.probe:make_constant_reward", max_episode_steps=10)
     EnvConfig(factory="envs.probe:make_terminal_reward", max_episode_steps=5)
     EnvConfig(factory="envs.probe:make_cue_memory", max_episode_steps=4)   # needs memory
+    EnvConfig(factory="envs.probe:make_cue_choices")                        # MultiDiscrete actions
 """
 
 from __future__ import annotations
@@ -155,6 +156,34 @@ class CueMemory(PythonLoopVecEnv):
         return np.zeros(2, np.float32), reward, bool(self._elapsed[index] >= self.length), False
 
 
+class CueChoices(PythonLoopVecEnv):
+    """MultiDiscrete actions: ``choices`` sub-actions of ``options`` values each; one-step episodes.
+
+    The observation shows one cue per sub-action (one-hot, ``choices x options`` floats); the reward is the
+    fraction of sub-actions equal to their cue. A uniformly random policy earns ``1 / options``; a policy that
+    maps each cue to its own sub-action earns 1, which a distribution that mixes up the sub-actions' logits
+    (or their order) cannot.
+    """
+
+    def __init__(self, num_envs: int, choices: int = 3, options: int = 4, seed: int = 0, batch_size: int | None = None):
+        super().__init__(
+            EnvSpec(id="CueChoices", obs_shape=(choices * options,), obs_dtype="float32", action_kind="multi_discrete",
+                    action_nvec=(options,) * choices, action_shape=(choices,), num_envs=num_envs,
+                    batch_size=batch_size or num_envs, max_episode_steps=1)
+        )
+        self.choices, self.options = choices, options
+        self._rng = np.random.default_rng(seed)
+        self.cue = np.zeros((num_envs, choices), np.int64)
+
+    def _reset_env(self, index: int) -> np.ndarray:
+        self.cue[index] = self._rng.integers(self.options, size=self.choices)
+        return np.eye(self.options, dtype=np.float32)[self.cue[index]].reshape(-1)
+
+    def _step_env(self, index: int, action: Any) -> tuple[np.ndarray, float, bool, bool]:
+        reward = float(np.mean(np.asarray(action) == self.cue[index]))
+        return np.zeros(self.choices * self.options, np.float32), reward, True, False
+
+
 def _steps_from(cfg: EnvConfig, what: str) -> int:
     if cfg.max_episode_steps < 1:
         raise ValueError(f"this probe env reads its {what} from env.max_episode_steps; set it >= 1 (e.g. 10)")
@@ -174,3 +203,8 @@ def make_terminal_reward(cfg: EnvConfig, seed: int) -> TerminalReward:
 def make_cue_memory(cfg: EnvConfig, seed: int) -> CueMemory:
     """Factory for ``EnvConfig(factory="envs.probe:make_cue_memory", max_episode_steps=L)``."""
     return CueMemory(cfg.num_envs, _steps_from(cfg, "length"), seed=seed, batch_size=cfg.envs_per_recv)
+
+
+def make_cue_choices(cfg: EnvConfig, seed: int) -> CueChoices:
+    """Factory for ``EnvConfig(factory="envs.probe:make_cue_choices")``: 3 sub-actions of 4 values."""
+    return CueChoices(cfg.num_envs, seed=seed, batch_size=cfg.envs_per_recv)

@@ -1,24 +1,77 @@
-"""Gymnasium spaces -> ``EnvSpec``, and agent actions -> what an env accepts.
+"""Gymnasium spaces -> ``EnvSpec``, env observations -> what the agent sees, agent actions -> what the env takes.
 
 Shared by the envpool wrapper and the gymnasium adapter (envpool exposes gymnasium spaces)::
 
     spec = spec_from_spaces("HalfCheetah-v4", env.observation_space, env.action_space,
                             num_envs=8, batch_size=8, max_episode_steps=1000)
+    to_agent = ObsConverter(env.observation_space)
     to_env = ActionConverter(env.action_space)
+    obs = to_agent(raw_obs)               # Box: as is (float -> float32); Dict: one flat float32 vector
     env.step(to_env(agent_action))        # discrete -> int32; continuous -> clipped, env dtype
+
+Observations:
+
+* ``Box`` arrays of any shape. A 3-D ``Box`` is an image; which axis holds its channels is detected by shape
+  (channels first when the first axis is <= 4 and the last is not, as envpool's Atari frame stack ``4x84x84``;
+  channels last when the last axis is <= 4 and the first is not, as envpool's Football ``72x96x4``) or declared
+  with ``env.image_channels=first|last``; an image whose shape says neither is refused until it is declared.
+* ``Dict`` (and nested ``Dict``) observations arrive flattened: one float32 vector, the leaves in the space's
+  key order, each leaf flattened (a ``Discrete`` leaf one-hot), so every built-in network takes them
+  (dm_control's ``position``/``velocity``, MiniGrid's ``image``/``direction``/``mission``).
+  ``EnvSpec.obs_keys`` and ``obs_key_sizes`` record where each leaf lies, for a network of your own that wants
+  the parts back (``unflatten_obs``).
+
+Actions: ``Discrete``, ``MultiDiscrete`` (1-D: ``K`` sub-actions, ``EnvSpec.action_nvec``) and 1-D ``Box``.
+Tuple and Dict actions are refused with a message saying how to plug such an env in.
 """
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
 import gymnasium
 import numpy as np
 
-from srljax.types import EnvSpec
+from srljax.types import EnvSpec, channels_from_shape
+
+ImageChannels = Literal["auto", "first", "last"]
 
 
-def observation_dtype(space: gymnasium.spaces.Box) -> np.dtype:
-    """float observations travel as float32 (half the bytes of float64); uint8 images stay uint8."""
+def observation_dtype(space: gymnasium.Space) -> np.dtype:
+    """float observations travel as float32 (half the bytes of float64); uint8 images stay uint8; a Dict
+    observation is one float32 vector."""
+    if isinstance(space, gymnasium.spaces.Dict):
+        return np.dtype(np.float32)
     return np.dtype(np.float32) if np.issubdtype(space.dtype, np.floating) else np.dtype(space.dtype)
+
+
+def _leaves(space: gymnasium.Space, prefix: str = "") -> list[tuple[str, gymnasium.Space]]:
+    """A Dict space's leaves in key order, nested keys joined with ``/``."""
+    if isinstance(space, gymnasium.spaces.Dict):
+        return [leaf for key, sub in space.spaces.items() for leaf in _leaves(sub, f"{prefix}{key}/")]
+    return [(prefix.rstrip("/"), space)]
+
+
+def _leaf_size(env_id: str, key: str, space: gymnasium.Space) -> int:
+    if isinstance(space, gymnasium.spaces.Discrete):
+        return int(space.n)
+    if isinstance(space, gymnasium.spaces.Box):
+        return int(np.prod(space.shape, dtype=np.int64))
+    raise ValueError(f"{env_id}: observation key {key!r} is a {type(space).__name__} space; a Dict observation's "
+                     "leaves must be Box or Discrete arrays (flatten the rest in your own env, EnvConfig.factory)")
+
+
+def image_channels(env_id: str, obs_shape: tuple[int, ...], declared: ImageChannels = "auto") -> str:
+    """``"first"`` or ``"last"`` for a 3-D (image) observation, ``""`` for any other; ValueError when the shape
+    does not say and nothing was declared."""
+    if len(obs_shape) != 3:
+        return ""
+    if declared in ("first", "last"):
+        return declared
+    if detected := channels_from_shape(obs_shape):
+        return detected
+    raise ValueError(f"{env_id}: image observation {obs_shape}: its shape does not say which axis holds the channels; "
+                     "declare it with env.image_channels=first (C, H, W) or env.image_channels=last (H, W, C)")
 
 
 def spec_from_spaces(
@@ -28,25 +81,38 @@ def spec_from_spaces(
     num_envs: int,
     batch_size: int,
     max_episode_steps: int,
+    image_channels_declared: ImageChannels = "auto",
 ) -> EnvSpec:
     """Describe one env's spaces; raise ValueError for spaces the algorithms cannot handle."""
-    if not isinstance(observation_space, gymnasium.spaces.Box):
+    if isinstance(observation_space, gymnasium.spaces.Dict):
+        leaves = _leaves(observation_space)
+        sizes = tuple(_leaf_size(env_id, key, space) for key, space in leaves)
+        obs = dict(obs_shape=(sum(sizes),), obs_keys=tuple(key for key, _ in leaves), obs_key_sizes=sizes)
+    elif isinstance(observation_space, gymnasium.spaces.Box):
+        shape = tuple(int(d) for d in observation_space.shape)
+        obs = dict(obs_shape=shape, image_channels=image_channels(env_id, shape, image_channels_declared))
+    else:
         raise ValueError(
-            f"{env_id}: observation space {observation_space} is not supported (only Box arrays); "
+            f"{env_id}: observation space {observation_space} is not supported (Box arrays, or a Dict of them); "
             "flatten it in your own env and plug that in with EnvConfig.factory"
         )
     common = dict(
         id=env_id,
-        obs_shape=tuple(int(d) for d in observation_space.shape),
         obs_dtype=observation_dtype(observation_space).name,
         num_envs=num_envs,
         batch_size=batch_size,
         max_episode_steps=max(0, int(max_episode_steps or 0)),
+        **obs,
     )
     if isinstance(action_space, gymnasium.spaces.Discrete):
         if int(action_space.start) != 0:
             raise ValueError(f"{env_id}: Discrete action space starting at {action_space.start} is not supported")
         return EnvSpec(action_kind="discrete", num_actions=int(action_space.n), **common)
+    if isinstance(action_space, gymnasium.spaces.MultiDiscrete) and len(action_space.shape) == 1:
+        if np.any(np.asarray(action_space.start) != 0):
+            raise ValueError(f"{env_id}: MultiDiscrete action space starting at {action_space.start} is not supported")
+        nvec = tuple(int(n) for n in action_space.nvec)
+        return EnvSpec(action_kind="multi_discrete", action_nvec=nvec, action_shape=(len(nvec),), **common)
     if isinstance(action_space, gymnasium.spaces.Box) and len(action_space.shape) == 1:
         return EnvSpec(
             action_kind="continuous",
@@ -56,9 +122,48 @@ def spec_from_spaces(
             **common,
         )
     raise ValueError(
-        f"{env_id}: action space {action_space} is not supported (Discrete or a 1-D Box only); "
-        "wrap your env and plug it in with EnvConfig.factory"
+        f"{env_id}: action space {action_space} is not supported (Discrete, a 1-D MultiDiscrete or a 1-D Box); "
+        "for Tuple or Dict actions wrap your env so it takes one of those, and plug it in with EnvConfig.factory"
     )
+
+
+class ObsConverter:
+    """Env observations (a batch, leading axis B) -> the agent's: float Box -> float32, Dict -> flat float32."""
+
+    def __init__(self, observation_space: gymnasium.Space):
+        self._leaves = _leaves(observation_space) if isinstance(observation_space, gymnasium.spaces.Dict) else None
+        self._dtype = observation_dtype(observation_space)
+
+    def __call__(self, obs: Any) -> np.ndarray:
+        return self._convert(obs, batched=True)
+
+    def one(self, obs: Any) -> np.ndarray:
+        """One env's observation (no leading axis)."""
+        return self._convert(obs, batched=False)
+
+    def _convert(self, obs: Any, batched: bool) -> np.ndarray:
+        if self._leaves is None:
+            return np.asarray(obs, self._dtype)
+        parts = []
+        for key, space in self._leaves:
+            value = obs
+            for name in key.split("/"):
+                value = value[name]
+            value = np.asarray(value)
+            if isinstance(space, gymnasium.spaces.Discrete):
+                value = np.eye(int(space.n), dtype=np.float32)[value.astype(np.int64) - int(space.start)]
+            parts.append(value.reshape((value.shape[0] if batched else 1, -1)).astype(np.float32))
+        flat = np.concatenate(parts, axis=1)
+        return flat if batched else flat[0]
+
+
+def unflatten_obs(obs: Any, spec: EnvSpec) -> dict[str, Any]:
+    """A flattened Dict observation ``[..., D]`` -> ``{key: [..., size]}`` (numpy or jax), by ``spec.obs_keys``."""
+    out, start = {}, 0
+    for key, size in zip(spec.obs_keys, spec.obs_key_sizes):
+        out[key] = obs[..., start:start + size]
+        start += size
+    return out
 
 
 class ActionConverter:
@@ -70,7 +175,9 @@ class ActionConverter:
     """
 
     def __init__(self, action_space: gymnasium.Space):
-        self.discrete = isinstance(action_space, gymnasium.spaces.Discrete)
+        self.discrete = isinstance(action_space, (gymnasium.spaces.Discrete, gymnasium.spaces.MultiDiscrete))
+        self.scalar = isinstance(action_space, gymnasium.spaces.Discrete)
+        """one env's action is a plain int (``Discrete``), not an array."""
         if not self.discrete:
             self._low = np.asarray(action_space.low, np.float64)
             self._high = np.asarray(action_space.high, np.float64)

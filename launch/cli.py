@@ -50,7 +50,7 @@ def resolve(args: argparse.Namespace) -> Experiment:
     names = {"name": args.experiment or cfg.name, "trial": args.trial or run_dir.new_trial_name()}
     cfg = dataclasses.replace(cfg, **names)
     if bad:  # what else is wrong with the config as far as it could be applied; nothing about the run folder yet
-        raise ConfigError(bad + problems(cfg) + envs.problems(cfg.env))
+        raise ConfigError(bad + problems(cfg) + envs.problems(cfg.env, cfg.algo))
     resume = getattr(args, "resume", False)
     if resume and not args.trial:
         raise ConfigError(["--resume needs the trial to continue: add -f TRIAL"])
@@ -61,7 +61,7 @@ def resolve(args: argparse.Namespace) -> Experiment:
     cfg, notes = deterministic_inference(cfg)
     for note in notes:
         print(note, flush=True)
-    found, in_use = problems(cfg) + envs.problems(cfg.env), run_dir.problems(cfg, resume)
+    found, in_use = problems(cfg) + envs.problems(cfg.env, cfg.algo), run_dir.problems(cfg, resume)
     if found:
         raise ConfigError(found + in_use)
     if in_use:

@@ -211,7 +211,7 @@ def show_config(args: argparse.Namespace, prog: str, slurm: bool = False) -> int
         return 2
     cfg = dataclasses.replace(cfg, name=args.experiment or cfg.name, trial=args.trial or NEW_TRIAL)
     print(render(cfg, args.config, tuple(args.overrides), slurm), end="", flush=True)
-    found = problems(cfg) + envs.problems(cfg.env)
+    found = problems(cfg) + envs.problems(cfg.env, cfg.algo)
     if slurm:
         from launch.slurm.plan import slurm_problems
 

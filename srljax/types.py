@@ -13,11 +13,20 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-ActionKind = Literal["discrete", "continuous"]
+ActionKind = Literal["discrete", "continuous", "multi_discrete"]
 
 
 RETURN_ACC = "ret_acc"
 """The segment extra holding each row's running discounted return (``algos.base.Algorithm.return_gamma``)."""
+
+
+def channels_from_shape(shape: tuple[int, ...]) -> str:
+    """Which axis of an image observation ``shape`` (3-D) holds its channels, by shape alone: ``"first"`` when the
+    first axis is <= 4 and the last is not (envpool Atari ``4x84x84``), ``"last"`` for the reverse (envpool
+    Football ``72x96x4``), else ``""`` (ambiguous, or not an image)."""
+    if len(shape) != 3 or (shape[0] <= 4) == (shape[-1] <= 4):
+        return ""
+    return "first" if shape[0] <= 4 else "last"
 
 
 @dataclass(frozen=True)
@@ -29,12 +38,18 @@ class EnvSpec:
     obs_dtype: str  # numpy dtype name, e.g. "float32" or "uint8"
     action_kind: ActionKind
     num_actions: int = 0  # discrete only
-    action_shape: tuple[int, ...] = ()  # continuous: (action_dim,); discrete: ()
+    action_shape: tuple[int, ...] = ()  # continuous: (action_dim,); multi_discrete: (K,); discrete: ()
+    action_nvec: tuple[int, ...] = ()  # multi_discrete only: the number of choices of each of the K sub-actions
     action_low: tuple[float, ...] = ()  # continuous only
     action_high: tuple[float, ...] = ()
     num_envs: int = 1  # environments owned by one VecEnv
     batch_size: int = 1  # environments returned by one recv (== num_envs in sync mode)
     max_episode_steps: int = 0  # 0: unknown / none
+    image_channels: str = ""  # 3-D (image) observations: "first" (C, H, W) or "last" (H, W, C); "" otherwise
+    # A Dict observation flattened to one float32 vector (envs/spaces.py): its leaves' keys ("a/b" when nested)
+    # and sizes, in order; empty for an array observation.
+    obs_keys: tuple[str, ...] = ()
+    obs_key_sizes: tuple[int, ...] = ()
     # The agent axis (``envs/multi_agent.py``). With num_agents N > 1, obs is [B, N, F] float32, one packed
     # row per agent: [own view (agent_obs_size) | global state (state_size) | own reward (1 if agent_rewards)
     # | legal-action flags (num_actions if action_mask)], and action is [B, N] (action_shape (N,)).
@@ -46,8 +61,14 @@ class EnvSpec:
     action_mask: bool = False
 
     @property
+    def channels(self) -> str:
+        """``image_channels``, or for a hand-built spec that left it empty, what the image's shape says (the axis of
+        size <= 4 when only one end is, ``channels_from_shape``); ``""`` when that is ambiguous or not an image."""
+        return self.image_channels or channels_from_shape(self.obs_shape)
+
+    @property
     def action_dtype(self) -> str:
-        return "int32" if self.action_kind == "discrete" else "float32"
+        return "float32" if self.action_kind == "continuous" else "int32"
 
     def agent_row(self) -> dict[str, slice]:
         """Where the parts of a multi-agent obs row lie (see the fields above); absent parts are empty slices."""

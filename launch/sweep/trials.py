@@ -106,10 +106,10 @@ def resolve_trials(sweep: Sweep, *, check_env: bool = True) -> list[Planned]:
             except ConfigError as err:
                 bad += err.problems
         cfg = dataclasses.replace(cfg, name=sweep.name, trial=spec.name)
-        if check_env and cfg.env not in env_problems:
-            env_problems[cfg.env] = envs.problems(cfg.env)
+        if check_env and (cfg.env, cfg.algo) not in env_problems:
+            env_problems[cfg.env, cfg.algo] = envs.problems(cfg.env, cfg.algo)
         # the tree's arithmetic only makes sense once every override applied
-        for message in bad + env_problems.get(cfg.env, []) + ([] if bad else config_problems(cfg)):
+        for message in bad + env_problems.get((cfg.env, cfg.algo), []) + ([] if bad else config_problems(cfg)):
             problems.add(message, spec.name)
         if not bad:
             planned.append(Planned(spec, cfg, *trial_state(cfg)))

@@ -14,6 +14,7 @@ config key); a replay algorithm also has ``num_updates(cfg)`` and ``describe_bat
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any, Literal
 
 from srljax.config.errors import ConfigError
@@ -43,6 +44,12 @@ def algo_config_class(name: str, key: str = "algo") -> type:
     if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
         raise ConfigError([f"{key}={name!r} names {cls!r}, not an algo config dataclass"])
     return cls
+
+
+def hash_by_value(self: Any) -> int:
+    """``__hash__`` of a frozen algo config holding a dict (``network_options``): by its JSON form. jit's static
+    arguments and caches hash configs; a dataclass's generated hash would fail on the dict."""
+    return hash(json.dumps(dataclasses.asdict(self), sort_keys=True, default=str))
 
 
 def default_algo() -> Any:
@@ -78,9 +85,41 @@ def recurrent_problems(algo: Any, cfg: Any) -> list[str]:
     return []
 
 
+BUILTIN_NETWORKS = ("auto", "mlp", "cnn")
+
+
 def network_problems(algo: Any) -> list[str]:
-    """Errors in ``algo.hidden_sizes``: at least one hidden layer, each at least one unit wide."""
+    """Errors in ``algo.hidden_sizes`` (at least one hidden layer, each at least one unit wide) and ``algo.network``:
+    a built-in name, or a user's ``"package.module:Class"`` that imports, is a Flax module and takes every key of
+    ``algo.network_options`` (the module is imported, not run: a Flax module's fields are its keyword arguments)."""
+    out = []
     sizes = tuple(getattr(algo, "hidden_sizes", (1,)))
     if not sizes or min(sizes) < 1:
-        return [f"algo.hidden_sizes={sizes} needs at least one layer, each of width >= 1 (e.g. (64, 64))"]
-    return []
+        out.append(f"algo.hidden_sizes={sizes} needs at least one layer, each of width >= 1 (e.g. (64, 64))")
+    network, options = getattr(algo, "network", "auto"), dict(getattr(algo, "network_options", {}) or {})
+    if network in BUILTIN_NETWORKS:
+        if options:
+            out.append(f"algo.network_options={options} apply to a network of your own, and algo.network={network!r} "
+                       "is built in (it takes algo.hidden_sizes and algo.activation): drop them")
+        return out
+    if ":" not in network:
+        return out + [f"algo.network={network!r}: use auto, mlp, cnn, or a Flax module of your own as "
+                      "'package.module:Class' (examples/custom_torso.py)"]
+    try:
+        cls = load_object(network, "algo.network")
+    except ValueError as error:
+        return out + [str(error)]
+    # a flax.linen.Module subclass, told by its class names so this config check loads no JAX itself
+    if not (isinstance(cls, type) and any(c.__name__ == "Module" and c.__module__.startswith("flax.linen")
+                                          for c in cls.__mro__)):
+        return out + [f"algo.network={network!r} is {cls!r}, not a flax.linen.Module class"]
+    fields = {f.name for f in dataclasses.fields(cls)} - {"parent", "name"}
+    if unknown := sorted(set(options) - fields):
+        out.append(f"algo.network_options has {', '.join(unknown)}, which {network} does not take; its fields: "
+                   f"{', '.join(sorted(fields)) or 'none'}")
+    required = [f.name for f in dataclasses.fields(cls) if f.name in fields and f.default is dataclasses.MISSING
+                and f.default_factory is dataclasses.MISSING and f.name not in options]
+    if required:
+        out.append(f"algo.network={network!r} needs {', '.join(required)}: give them in algo.network_options "
+                   f"(e.g. algo.network_options.{required[0]}=...)")
+    return out

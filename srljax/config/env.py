@@ -25,6 +25,9 @@ class EnvConfig:
     factory: str = ""
     """user-defined env: ``"package.module:make_fn"``, called as ``make_fn(env_config, seed)``
     and returning an object with the VecEnv interface (see ``envs/base.py``)."""
+    image_channels: str = "auto"
+    """which axis of an image (3-D) observation holds its channels: ``first`` (C, H, W, envpool Atari), ``last``
+    (H, W, C, envpool Football) or ``auto``: from the shape (the axis of size <= 4), refused when it does not say."""
     obs_mask: tuple[int, ...] = ()
     """keep only these indices of the flattened observation (any env), e.g. ``(0, 2)``: CartPole without
     its velocities, a partially observable task; ``()`` keeps everything."""

@@ -145,6 +145,8 @@ def problems(cfg: Experiment) -> list[str]:
             "trainer.overlap_collection=True applies to the single-process loop only; a distributed layout "
             "already collects while it trains (bounded by trainer.max_policy_lag): drop the override"
         )
+    if e.image_channels not in ("auto", "first", "last"):
+        out.append(f"env.image_channels={e.image_channels!r}: use auto (from the shape), first (C, H, W) or last (H, W, C)")
     if e.batch_size < 0 or e.batch_size > e.num_envs:
         out.append(f"env.batch_size={e.batch_size} must be between 0 (sync) and env.num_envs={e.num_envs}")
     elif e.batch_size and e.num_envs % e.batch_size:
