@@ -22,7 +22,7 @@ observation with reward 0 and both flags False (see ``srljax.types.TimeStep``).
 A user-defined environment plugs in through ``EnvConfig(factory="my_package.my_module:make_env")``
 where ``make_env(env_config, seed)`` returns any object with this interface; the quickest way to
 write one is to subclass ``envs.python_loop.PythonLoopVecEnv`` or wrap a gymnasium env with
-``envs.gym_adapter.GymnasiumVecEnv``.
+``envs.gym_adapter.GymnasiumVecEnv`` (``SubprocGymnasiumVecEnv`` steps the copies in parallel processes).
 """
 
 from __future__ import annotations
