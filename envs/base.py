@@ -63,3 +63,13 @@ class VecEnv(Protocol):
     def close(self) -> None:
         """Release threads and resources."""
         ...
+
+
+def require_sync(spec: EnvSpec, method: str) -> None:
+    """RuntimeError unless ``spec`` is in sync mode (``batch_size == num_envs``): envpool's rule, kept by every
+    VecEnv here so code written against a probe runs on envpool."""
+    if spec.batch_size < spec.num_envs:
+        raise RuntimeError(
+            f"{method}() needs sync mode, but env.batch_size={spec.batch_size} < env.num_envs={spec.num_envs}; "
+            "use async_reset(), then recv() and send(action, env_id)"
+        )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from envs.base import require_sync
 from envs.episode_stats import EpisodeStats
 from srljax.types import TimeStep
 
@@ -28,7 +29,7 @@ class EnvpoolBatch:
         return self.spec.batch_size < self.spec.num_envs
 
     def reset(self) -> TimeStep:
-        self._require_sync("reset")
+        require_sync(self.spec, "reset")
         self._stats.begin()
         obs, info = self._env.reset()
         n = len(info["env_id"])
@@ -36,7 +37,7 @@ class EnvpoolBatch:
         return self._timestep(obs, np.zeros(n, np.float32), no_flags, no_flags, info)
 
     def step(self, action: np.ndarray, env_id: np.ndarray | None = None) -> TimeStep:
-        self._require_sync("step")
+        require_sync(self.spec, "step")
         ids = None if env_id is None else np.asarray(env_id, np.int32)
         return self._timestep(*self._env.step(self._to_env_action(action), ids))
 
@@ -52,13 +53,6 @@ class EnvpoolBatch:
 
     def close(self) -> None:
         self._env.close()
-
-    def _require_sync(self, method: str) -> None:
-        if self.is_async:
-            raise RuntimeError(
-                f"{method}() needs sync mode, but env.batch_size={self.spec.batch_size} < "
-                f"env.num_envs={self.spec.num_envs}; use async_reset(), then recv() and send(action, env_id)"
-            )
 
     def _to_env_action(self, action: np.ndarray) -> np.ndarray:
         raise NotImplementedError

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from envs.base import require_sync
 from envs.episode_stats import EpisodeStats
 from srljax.types import EnvSpec, TimeStep
 
@@ -62,13 +63,13 @@ class PythonLoopVecEnv:
         return self.spec.batch_size < self.spec.num_envs
 
     def reset(self) -> TimeStep:
-        self._require_sync("reset")
+        require_sync(self.spec, "reset")
         self._ready.clear()
         self._begin_all()
         return self._advance(np.arange(self.spec.num_envs, dtype=np.int32), None)
 
     def step(self, action: np.ndarray, env_id: np.ndarray | None = None) -> TimeStep:
-        self._require_sync("step")
+        require_sync(self.spec, "step")
         ids = np.arange(self.spec.num_envs, dtype=np.int32) if env_id is None else np.asarray(env_id, np.int32)
         return self._advance(ids, action)
 
@@ -91,14 +92,6 @@ class PythonLoopVecEnv:
         self._ready.clear()
 
     # -- internals ---------------------------------------------------------------------
-    def _require_sync(self, method: str) -> None:
-        # Same rule as envpool's wrapper, so code written against a probe runs on envpool.
-        if self.is_async:
-            raise RuntimeError(
-                f"{method}() needs sync mode, but batch_size={self.spec.batch_size} < num_envs={self.spec.num_envs}; "
-                "use async_reset(), then recv() and send(action, env_id)"
-            )
-
     def _begin_all(self) -> None:
         # Every env's next row is its reset row, whatever it was doing before.
         self._needs_reset[:] = True

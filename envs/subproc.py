@@ -62,6 +62,7 @@ from typing import Any
 
 import numpy as np
 
+from envs.base import require_sync
 from envs.episode_stats import EpisodeStats
 from envs.python_loop import PythonLoopVecEnv
 from envs.subproc_worker import CLOSE, ERROR, RESET, STEP, block_layout, block_views, work
@@ -141,12 +142,12 @@ class SubprocVecEnv:
         return len(self._procs)
 
     def reset(self) -> TimeStep:
-        self._require_sync("reset")
+        require_sync(self.spec, "reset")
         self._restart()
         return self._gather(self._all_ids())
 
     def step(self, action: np.ndarray, env_id: np.ndarray | None = None) -> TimeStep:
-        self._require_sync("step")
+        require_sync(self.spec, "step")
         ids = self._all_ids() if env_id is None else np.asarray(env_id, np.int32)
         self.send(action, ids)
         return self._gather(ids)
@@ -183,13 +184,6 @@ class SubprocVecEnv:
     # -- internals ---------------------------------------------------------------------
     def _all_ids(self) -> np.ndarray:
         return np.arange(self.spec.num_envs, dtype=np.int32)
-
-    def _require_sync(self, method: str) -> None:
-        if self.is_async:
-            raise RuntimeError(
-                f"{method}() needs sync mode, but batch_size={self.spec.batch_size} < num_envs={self.spec.num_envs}; "
-                "use async_reset(), then recv() and send(action, env_id)"
-            )
 
     def _check(self) -> None:
         if self._error is not None:

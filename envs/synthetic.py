@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from envs.base import require_sync
 from envs.episode_stats import EpisodeStats
 from envs.options import with_defaults
 from srljax.config import EnvConfig
@@ -133,12 +134,12 @@ class SyntheticVecEnv:
         return self.spec.batch_size < self.spec.num_envs
 
     def reset(self) -> TimeStep:
-        self._require_sync("reset")
+        require_sync(self.spec, "reset")
         self._begin_all()
         return self._wait(time.monotonic() + self.step_s, self._advance(self._all_ids(), None))
 
     def step(self, action: np.ndarray, env_id: np.ndarray | None = None) -> TimeStep:
-        self._require_sync("step")
+        require_sync(self.spec, "step")
         ids = self._all_ids() if env_id is None else np.asarray(env_id, np.int32)
         return self._wait(time.monotonic() + self.step_s, self._advance(ids, np.asarray(action)))
 
@@ -163,11 +164,6 @@ class SyntheticVecEnv:
     # -- internals ---------------------------------------------------------------------
     def _all_ids(self) -> np.ndarray:
         return np.arange(self.spec.num_envs, dtype=np.int32)
-
-    def _require_sync(self, method: str) -> None:
-        if self.is_async:
-            raise RuntimeError(f"{method}() needs sync mode, but batch_size={self.spec.batch_size} < "
-                               f"num_envs={self.spec.num_envs}; use async_reset(), then recv() and send()")
 
     def _begin_all(self) -> None:
         self._in_flight.clear()
