@@ -221,3 +221,20 @@ def test_custom_torso_in_the_distributed_layout_with_remote_inference(tmp_path):
     assert result.exit_code == 0 and result.reason == "done", result.message
     assert result.worker_metrics("policy", 0)[-1]["rows"] > 0
     assert result.metrics[-1]["update"] == cfg.num_updates and np.isfinite(result.metrics[-1]["loss"])
+
+
+@pytest.mark.parametrize("argv", [
+    ["configs/football_ppo.py"],
+    ["configs/football_ppo_distributed.py", "env.id=gfootball/academy_3_vs_1_with_keeper-v1"],
+    ["configs/football_ppo.py", "env.id=gfootball/academy_run_to_score_with_keeper-v1"],
+    ["configs/dmc_ppo.py"],
+    ["configs/dmc_ppo.py", "env.id=CheetahRun-v1"],
+    ["configs/dmc_ppo.py", "env.id=WalkerWalk-v1"],
+    ["configs/minigrid_ppo.py"],
+    ["examples/cartpole_custom_torso.py"],
+], ids=lambda argv: " ".join(a.split("/")[-1] for a in argv))
+def test_shipped_env_configs_pass_the_launchers_checks(argv, tmp_path):
+    from launch.cli import parse
+
+    cfg = parse([str(ROOT / argv[0]), *argv[1:], f"log.run_root={tmp_path}"])
+    assert cfg.env.id and cfg.total_env_steps > 0
