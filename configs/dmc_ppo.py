@@ -8,7 +8,7 @@ envpool's dm_control tasks (``envpool.mujoco.dmc``, 1,000 steps an episode, rewa
 observations (``position``, ``velocity``, ...); they arrive flattened into one float32 vector (``envs/spaces.py``).
 Settings: CleanRL's ``ppo_continuous_action.py`` optimiser (2,048 samples an update, 32 minibatches x 10
 epochs, lr 3e-4 annealed, 64x64 tanh MLPs, observation and reward normalisation) with a small entropy bonus
-(0.005), collected as 8 envs x 256 steps. dm_control episodes all last 1,000 steps, so envs started together stay
+(0.005) and the value loss unclipped, collected as 8 envs x 256 steps. dm_control episodes all last 1,000 steps, so envs started together stay
 in step: with 64 envs x 32 steps every batch is one 32-step slice of the same phase of every episode (all swinging
 up, or all balancing), and CartpoleSwingup's return rose to ~800 and fell back to 200-650 by 1M steps in 8 of 9
 tuning runs; 8 x 256 spans a quarter of an episode per batch. Tuned on CartpoleSwingup (bench/RESULTS.md, "dm_control,
@@ -23,7 +23,7 @@ def experiment() -> Experiment:
     return Experiment(
         total_env_steps=1_000_000,
         env=EnvConfig(id="CartpoleSwingup-v1", num_envs=8),
-        algo=PPOConfig(num_steps=256, gamma=0.99, gae_lambda=0.95, clip_coef=0.2, ent_coef=0.005, vf_coef=0.5,
-                       hidden_sizes=(64, 64), activation="tanh", normalize_obs=True, normalize_reward=True),
+        algo=PPOConfig(num_steps=256, gamma=0.99, gae_lambda=0.95, clip_coef=0.2, clip_vloss=False, ent_coef=0.005,
+                       vf_coef=0.5, hidden_sizes=(64, 64), activation="tanh", normalize_obs=True, normalize_reward=True),
         trainer=TrainerConfig(lr=3e-4, anneal_lr=True, num_minibatches=32, update_epochs=10, max_grad_norm=0.5),
     )

@@ -1,7 +1,7 @@
 """CartPole-v1 with PPO on a network of your own (``examples/custom_torso.py``'s ``ResidualTorso``).
 
     python -m launch.local examples/cartpole_custom_torso.py
-    python -m launch.local examples/cartpole_custom_torso.py algo.network_options.width=128
+    python -m launch.local examples/cartpole_custom_torso.py algo.network_options.blocks=2
 
 The same module under DQN is one override of the DQN config:
 
@@ -24,5 +24,5 @@ from srljax.config import Experiment
 def experiment() -> Experiment:
     cfg = cartpole_ppo()
     algo = dataclasses.replace(cfg.algo, network="examples.custom_torso:ResidualTorso",
-                               network_options={"width": 64, "blocks": 2})
+                               network_options={"width": 64, "blocks": 1})
     return dataclasses.replace(cfg, algo=algo)

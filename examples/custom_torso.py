@@ -20,7 +20,7 @@ class ResidualTorso(nn.Module):
     """A linear embedding, then ``blocks`` pre-norm residual blocks (LayerNorm, ReLU, Dense) of ``width`` units."""
 
     width: int = 64
-    blocks: int = 2
+    blocks: int = 1
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> jax.Array:
