@@ -112,3 +112,17 @@ def gaussian_mode(p: tuple[Array, Array]) -> Array:
 
 
 DIAG_GAUSSIAN = Distribution(gaussian_sample, gaussian_log_prob, gaussian_entropy, gaussian_mode)
+
+
+# -- tanh-squashed Gaussian (SAC) --------------------------------------------------------
+
+
+def squashed_gaussian_sample(rng: Array, mean: Array, log_std: Array, scale: Array,
+                             bias: Array) -> tuple[Array, Array]:
+    """``a = bias + scale * tanh(x)``, ``x ~ N(mean, exp(log_std))`` (all ``[B, A]``; scale, bias ``[A]``: the env's
+    half-range and centre) -> (action [B, A], log_prob [B]). The density of ``a`` by change of variables:
+    ``log N(x) - sum log(scale * (1 - tanh(x)^2))``, with ``log(1 - tanh(x)^2) = 2 (log 2 - x - softplus(-2x))``,
+    exact where CleanRL's ``log(scale * (1 - y^2) + 1e-6)`` saturates (|x| > ~4)."""
+    x = mean + jnp.exp(log_std) * jax.random.normal(rng, mean.shape, mean.dtype)
+    log_det = jnp.log(scale) + 2.0 * (math.log(2.0) - x - jax.nn.softplus(-2.0 * x))
+    return bias + scale * jnp.tanh(x), gaussian_log_prob((mean, log_std), x) - jnp.sum(log_det, axis=-1)

@@ -9,25 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from algos.replay_config import ReplayConfig, describe_replay_batch, num_replay_updates, replay_problems
 from srljax.config.algo import gamma_problems, hash_by_value, network_problems
 
-
-@dataclass(frozen=True)
-class ReplayConfig:
-    """The replay a replay algorithm samples from (``srljax/replay/buffer.py``): prioritized, uniform at ``alpha=0``."""
-
-    capacity: int = 1_000_000
-    """transitions held (split evenly over the env streams); the oldest are overwritten. Checked against
-    the machine's available memory before launch (Atari, ``srljax.layout.problems``) or when the replay is built."""
-    alpha: float = 0.0
-    """priority exponent: 0 samples uniformly; 0.6 is Schaul et al.'s and Ape-X's proportional choice."""
-    beta0: float = 0.4
-    """importance-sampling exponent at the start, annealed linearly to 1 over the run (used when alpha > 0)."""
-    priority_eps: float = 1e-6
-    """added to |TD error| so no sampleable transition has probability 0."""
-    dedup_frames: bool = False
-    """store each stacked-frame observation's newest frame only and restack at sampling time (Atari: 4x
-    less memory, 1M transitions of 84x84 frames = 7 GB instead of 28 GB)."""
+__all__ = ["DQNConfig", "ReplayConfig"]  # ReplayConfig lives in algos/replay_config.py, shared by replay algorithms
 
 
 @dataclass(frozen=True)
@@ -95,58 +80,20 @@ class DQNConfig:
 
     def num_updates(self, cfg: Any) -> int:
         """Gradient steps in the run: ``replay_ratio`` samples per env step after ``learning_starts``."""
-        owed = int(self.replay_ratio * max(0, cfg.total_env_steps - self.learning_starts)) // self.batch_size
-        chunk = max(self.updates_per_call, 1)
-        return max(chunk, owed - owed % chunk)
+        return num_replay_updates(self, cfg)
 
     def describe_batch(self, cfg: Any) -> str:
-        return (f"replay batch {self.batch_size} samples, replay ratio {self.replay_ratio:g} samples per env step "
-                f"(an update every {self.batch_size / self.replay_ratio:g} env steps) after {self.learning_starts:,} "
-                f"env steps, {cfg.num_updates:,} updates"
-                + (f" ({self.updates_per_call} per compiled call)" if self.updates_per_call > 1 else "")
-                + f"; {cfg.env.num_envs} envs, replay of "
-                f"{self.replay.capacity:,} transitions")
+        return describe_replay_batch(self, cfg)
 
     __hash__ = hash_by_value
 
     def problems(self, cfg: Any) -> list[str]:
-        out = gamma_problems(self) + network_problems(self)
-        t, r = cfg.trainer, self.replay
-        if self.learning_starts >= cfg.total_env_steps:
-            out.append(f"algo.learning_starts={self.learning_starts:,} env steps is not less than the run's "
-                       f"total_env_steps={cfg.total_env_steps:,}: no update would ever happen; lower "
-                       "algo.learning_starts or raise total_env_steps")
-        if self.replay_ratio <= 0:
-            out.append(f"algo.replay_ratio={self.replay_ratio} must be > 0 (samples trained per env step; CleanRL "
-                       f"CartPole: batch 128 every 10 steps = 12.8, Atari: 32 every 4 = 8)")
-        for key in ("batch_size", "n_step", "target_update_every", "num_steps", "updates_per_call"):
-            if getattr(self, key) < 1:
-                out.append(f"algo.{key}={getattr(self, key)} must be >= 1")
+        out = gamma_problems(self) + network_problems(self) + replay_problems(self, cfg)
+        if self.target_update_every < 1:
+            out.append(f"algo.target_update_every={self.target_update_every} must be >= 1")
         if not 0.0 < self.tau <= 1.0:
             out.append(f"algo.tau={self.tau} must be in (0, 1] (1: copy the online network)")
         if not (0.0 <= self.eps_end <= 1.0 and 0.0 <= self.eps_start <= 1.0 and 0.0 < self.exploration_fraction <= 1.0):
             out.append(f"algo.eps_start={self.eps_start} and algo.eps_end={self.eps_end} must be in [0, 1] and "
                        f"algo.exploration_fraction={self.exploration_fraction} in (0, 1]")
-        if r.alpha < 0 or not 0.0 <= r.beta0 <= 1.0 or r.priority_eps <= 0:
-            out.append(f"algo.replay.alpha={r.alpha} must be >= 0, algo.replay.beta0={r.beta0} in [0, 1] and "
-                       f"algo.replay.priority_eps={r.priority_eps} > 0")
-        # whether each env's share of the capacity holds an n-step window (with the frame stack of deduplicated
-        # frames, an env option) and the capacity a batch: srljax.layout.problems (srljax.replay.buffer.window_problems)
-        # whether the capacity fits in memory: srljax.layout.problems (srljax.replay.buffer.config_memory_problems)
-        if t.update_epochs != 1 or t.num_minibatches != 1:
-            out.append(f"trainer.update_epochs={t.update_epochs} and trainer.num_minibatches={t.num_minibatches} must "
-                       "be 1: DQN takes one gradient step per sampled batch (algo.replay_ratio sets how many)")
-        if t.overlap_collection:
-            out.append("trainer.overlap_collection=True is for segment algorithms; the replay loop trains between env "
-                       "steps: drop the override")
-        shards = t.devices * t.num_hosts
-        if shards > 1 and self.batch_size % shards:
-            out.append(f"algo.batch_size={self.batch_size} does not split across {shards} trainer devices "
-                       f"(trainer.devices x trainer.num_hosts); use a multiple of {shards}")
-        # a distributed (Ape-X) layout's own rules: srljax.layout.problems (srljax.replay.apex.apex_problems)
-        if cfg.layout.mode == "single" and (self.throttle, self.ratio_tolerance) != ("both", 0.1):
-            out.append(f"algo.throttle={self.throttle} / algo.ratio_tolerance={self.ratio_tolerance} apply to distributed "
-                       "(Ape-X) layouts; the single-process loop trains exactly the updates the replay ratio owes: "
-                       "drop the override")
         return out
-

@@ -17,6 +17,10 @@ from algos.mappo_config import MAPPOConfig
 from algos.multi_policy import make_multi_policy
 from algos.ppo import make_ppo
 from algos.ppo_config import PPOConfig
+from algos.sac import make_sac
+from algos.sac_config import SACConfig
+from algos.td3 import make_td3
+from algos.td3_config import TD3Config
 from srljax.config.experiment import Experiment
 from srljax.objects import load_object
 from srljax.types import EnvSpec
@@ -40,6 +44,10 @@ def make(cfg: Experiment, spec: EnvSpec) -> Algorithm:
             return make_impala(cfg, spec)
         case DQNConfig():
             return make_dqn(cfg, spec)
+        case SACConfig():
+            return make_sac(cfg, spec)
+        case TD3Config():
+            return make_td3(cfg, spec)
         case other:
             raise ValueError(f"unknown algorithm config {type(other).__name__}; known: PPOConfig, IMPALAConfig, "
-                             "DQNConfig, or a config with factory='package.module:make_fn'")
+                             "DQNConfig, SACConfig, TD3Config, or a config with factory='package.module:make_fn'")

@@ -11,6 +11,7 @@ Same semantics as envpool (lazy autoreset, sync and async); the seed is irreleva
 From a config (``max_episode_steps`` is the horizon / length)::
 
     EnvConfig(factory="envs.probe:make_constant_reward", max_episode_steps=10)
+    EnvConfig(factory="envs.probe:make_constant_reward_box", max_episode_steps=10)   # continuous actions
     EnvConfig(factory="envs.probe:make_terminal_reward", max_episode_steps=5)
     EnvConfig(factory="envs.probe:make_cue_memory", max_episode_steps=4)   # needs memory
     EnvConfig(factory="envs.probe:make_cue_choices")                        # MultiDiscrete actions
@@ -32,23 +33,25 @@ class ConstantRewardTimeLimit(PythonLoopVecEnv):
 
     The observation is constant, so a value function cannot tell how close the time limit is.
     Bootstrapping from ``V(obs)`` at truncation gives ``reward / (1 - gamma)``; treating
-    truncation as termination drags the estimate clearly below that. Actions (2 discrete)
-    are ignored.
+    truncation as termination drags the estimate clearly below that. Actions (2 discrete, or with
+    ``action_dim`` a continuous box ``[-1, 1]^action_dim``) are ignored.
     """
 
-    def __init__(self, num_envs: int, horizon: int, reward: float = 1.0, batch_size: int | None = None):
+    def __init__(self, num_envs: int, horizon: int, reward: float = 1.0, batch_size: int | None = None,
+                 action_dim: int = 0):
         if horizon < 1:
             raise ValueError(f"horizon={horizon} must be >= 1")
+        actions = (dict(action_kind="continuous", action_shape=(action_dim,), action_low=(-1.0,) * action_dim,
+                        action_high=(1.0,) * action_dim) if action_dim else dict(action_kind="discrete", num_actions=2))
         super().__init__(
             EnvSpec(
                 id="ConstantRewardTimeLimit",
                 obs_shape=(1,),
                 obs_dtype="float32",
-                action_kind="discrete",
-                num_actions=2,
                 num_envs=num_envs,
                 batch_size=batch_size or num_envs,
                 max_episode_steps=horizon,
+                **actions,
             )
         )
         self.horizon = horizon
@@ -193,6 +196,12 @@ def _steps_from(cfg: EnvConfig, what: str) -> int:
 def make_constant_reward(cfg: EnvConfig, seed: int) -> ConstantRewardTimeLimit:
     """Factory for ``EnvConfig(factory="envs.probe:make_constant_reward", max_episode_steps=H)``."""
     return ConstantRewardTimeLimit(cfg.num_envs, _steps_from(cfg, "horizon"), batch_size=cfg.envs_per_recv)
+
+
+def make_constant_reward_box(cfg: EnvConfig, seed: int) -> ConstantRewardTimeLimit:
+    """``make_constant_reward`` with one continuous action in ``[-1, 1]`` (SAC, TD3), ignored as the discrete one is."""
+    return ConstantRewardTimeLimit(cfg.num_envs, _steps_from(cfg, "horizon"), batch_size=cfg.envs_per_recv,
+                                   action_dim=1)
 
 
 def make_terminal_reward(cfg: EnvConfig, seed: int) -> TerminalReward:

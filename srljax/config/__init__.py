@@ -40,7 +40,8 @@ _EXPORTS = {  # name -> the module that defines it
     "from_dict": "srljax.config.tree", "write_json": "srljax.config.tree",
     # the built-in algorithms' configs, each beside its algorithm
     "PPOConfig": "algos.ppo_config", "IMPALAConfig": "algos.impala_config", "MAPPOConfig": "algos.mappo_config",
-    "DQNConfig": "algos.dqn_config", "ReplayConfig": "algos.dqn_config",
+    "DQNConfig": "algos.dqn_config", "ReplayConfig": "algos.replay_config",
+    "SACConfig": "algos.sac_config", "TD3Config": "algos.td3_config",
 }
 
 __getattr__ = lazy_exports(__name__, _EXPORTS)

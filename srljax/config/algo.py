@@ -25,6 +25,8 @@ BUILTIN_ALGOS: dict[str, str] = {
     "impala": "algos.impala_config:IMPALAConfig",
     "dqn": "algos.dqn_config:DQNConfig",
     "mappo": "algos.mappo_config:MAPPOConfig",
+    "sac": "algos.sac_config:SACConfig",
+    "td3": "algos.td3_config:TD3Config",
 }
 """``algo=NAME`` -> the config class, loaded on first use like a user's ``"package.module:Class"``."""
 
