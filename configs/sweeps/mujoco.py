@@ -19,7 +19,8 @@ return over its seeds; only the means are compared here:
 | Humanoid-v4 | 716.11 ± 49.08 |
 | Pusher-v4 | -40.38 ± 7.15 |
 
-The same table lists ``dm_control/*`` tasks, which envpool does not provide; they are left out.
+The same table lists ``dm_control/*`` tasks; envpool has them too (``CheetahRun-v1``, ``WalkerWalk-v1``, ...,
+Dict observations) and ``configs/dmc_ppo.py`` runs them, but this sweep keeps to the MuJoCo v4 rows.
 Every trial runs ``configs/mujoco_ppo_all_tasks.py`` (``configs/mujoco_ppo.py`` with the 32 x 10
 optimiser that Hopper needs; Humanoid with initial log std 0: see its docstring) through one file
 per task in ``configs/mujoco_tasks/``, since a sweep's grid applies to every config. The sweep and its figures are in bench/RESULTS.md
