@@ -15,6 +15,8 @@ def random_trajectory(spec: EnvSpec, t: int, b: int, seed: int = 0) -> Trajector
         obs = rng.normal(size=(t + 1, b, *spec.obs_shape)).astype(np.float32)
     if spec.action_kind == "discrete":
         action = rng.integers(0, spec.num_actions, (t + 1, b)).astype(np.int32)
+    elif spec.action_kind == "multi_discrete":
+        action = rng.integers(0, spec.action_nvec, (t + 1, b, len(spec.action_nvec))).astype(np.int32)
     else:
         action = rng.normal(size=(t + 1, b, *spec.action_shape)).astype(np.float32)
     return Trajectory(
