@@ -121,7 +121,10 @@ def _space_problems(e: EnvConfig, algo: Any) -> list[str]:
 
     with warnings.catch_warnings():  # envs.problems warns about options that do not apply
         warnings.simplefilter("ignore")
-        described = envpool.make_spec(e.id, **envpool_options(e, seed=0))
+        try:
+            described = envpool.make_spec(e.id, **envpool_options(e, seed=0))
+        except Exception:  # noqa: BLE001 - envpool refuses what the config checks name (e.g. env.num_envs=0)
+            return []
         spaces = described.gymnasium_observation_space, described.gymnasium_action_space
     try:
         spec = spec_from_spaces(e.id, *spaces,
