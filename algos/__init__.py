@@ -1,7 +1,8 @@
 """Algorithms: ``make(cfg, spec) -> Algorithm`` (``algos/factory.py``; ``algos/base.py`` for the seam).
 
-Each algorithm is a module of pure functions (``ppo.py``, ``impala.py``, ``dqn.py``, ``mappo.py``) with its
-config beside it (``ppo_config.py``, ...), which imports no JAX, so launchers read configs without it.
+Each algorithm is a module of pure functions (``ppo.py``, ``impala.py``, ``dqn.py``, ``sac.py``, ``td3.py``,
+``mappo.py``) with its config beside it (``ppo_config.py``, ...), which imports no JAX, so launchers read configs
+without it.
 
 A user's algorithm plugs in without touching this package: its config dataclass (in ``cfg.algo``)
 carries ``factory = "package.module:make_fn"`` and ``make`` calls ``make_fn(cfg, spec)``, which

@@ -67,8 +67,9 @@ class Algorithm:
     ``exploration(env_steps, actor, num_actors) -> {actor-state key: value}``: host side, the exploration
       values every env row of one actor acts with, written into its actor state before ``act`` (DQN:
       ``{"epsilon": e}``; a continuous algorithm: its noise scale). ``actor=None``: the single-process loop's
-      schedule over the run (``env_steps`` so far); ``actor=i`` of ``num_actors``: a distributed actor's own
-      (Ape-X: a constant per actor). Each value is also reported as a metric under its key. Default: none.
+      schedule over the run (``env_steps`` so far); ``actor=i`` of ``num_actors``: a distributed actor's own, with
+      ``env_steps`` the trial's as that actor reckons them (Ape-X's DQN: a constant per actor; SAC, TD3: random
+      actions until ``learning_starts``). Each value is also reported as a metric under its key. Default: none.
     ``initial_priorities(rows) -> [R - priority_lookahead]``: numpy, host side: an actor's priorities for
       rows ``[R]`` of one env stream, from the stored fields (``obs``, ``action``, ``reward``,
       ``terminated``, ``truncated`` and ``act``'s extras by name); row t may look ``priority_lookahead``

@@ -161,11 +161,11 @@ def critic_metrics(loss: Array, aux: dict[str, Array], y: Array, grads: Params) 
 
 
 def exploration_values(learning_starts: int, **rest: float) -> Any:
-    """``Algorithm.exploration``: ``random`` 1 for the single-process loop's first ``learning_starts`` env steps, else
-    0 (a distributed actor acts with its policy from the start: the replay fills with on-policy-ish rows), plus
-    ``rest`` (TD3's ``noise``) for every actor."""
+    """``Algorithm.exploration``: ``random`` 1 for the run's first ``learning_starts`` env steps (the single-process
+    loop's count; an Ape-X actor's reckoning of the trial's, ``srljax/system/apex_actor.py``), else 0, plus ``rest``
+    (TD3's ``noise``) for every actor."""
 
     def exploration(env_steps: int, actor: int | None, num_actors: int) -> dict[str, float]:
-        return {"random": float(actor is None and env_steps < learning_starts), **rest}
+        return {"random": float(env_steps < learning_starts), **rest}
 
     return exploration

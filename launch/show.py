@@ -147,8 +147,10 @@ def derived_lines(cfg: Experiment) -> list[str]:
 
 
 def replay_lines(cfg: Experiment) -> list[str]:
-    """``derived_lines`` for a replay algorithm (DQN / Ape-X): batches, replay ratio, replay, workers."""
+    """``derived_lines`` for a replay algorithm (DQN, SAC, TD3; distributed: the Ape-X layout): batches, replay ratio,
+    replay, workers."""
     from algos.dqn import apex_epsilon
+    from algos.dqn_config import DQNConfig
     from srljax.replay.apex import num_shards, shard_capacity, shard_streams
 
     a = cfg.algo
@@ -169,7 +171,9 @@ def replay_lines(cfg: Experiment) -> list[str]:
     n, shards = cfg.layout.num_actors, num_shards(cfg)
     if n >= 1:
         eps = ", ".join(f"{apex_epsilon(i, n):.3g}" for i in range(min(n, 8))) + (", ..." if n > 8 else "")
-        out.append(f"  each actor: {cfg.env.num_envs} envs, its own epsilon ({eps}), chunks of algo.num_steps="
+        explore = (f"its own epsilon ({eps})" if isinstance(a, DQNConfig) else
+                   f"random actions until algo.learning_starts={a.learning_starts:,} env steps")
+        out.append(f"  each actor: {cfg.env.num_envs} envs, {explore}, chunks of algo.num_steps="
                    f"{a.num_steps} rows per env to replay buffer worker i % {shards}")
         out.append(f"  each replay buffer worker: {shard_capacity(cfg):,} transitions in {shard_streams(cfg, 0)} env "
                    f"streams; replay ratio held within {a.ratio_tolerance:.0%} (algo.throttle={a.throttle})")

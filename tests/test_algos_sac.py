@@ -1,10 +1,11 @@
 """SAC and TD3: critic targets and the tanh-Gaussian log-prob against numpy, TD3's delayed actor and targets, the
 entropy temperature's direction, K updates in one call, config checks, truncation-aware values through the replay
-loop on a probe, and SAC learning Pendulum-v1."""
+loop on a probe, SAC learning Pendulum-v1, and both through Ape-X's distributed layout in threads."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 
 import jax
@@ -20,8 +21,10 @@ from algos.sac import make_sac, soft_target
 from algos.td3 import make_td3, smoothed_action, smoothed_target
 from algos.twin_q import action_bounds, make_networks
 from srljax.config import (
+    CheckpointConfig,
     EnvConfig,
     Experiment,
+    LayoutConfig,
     LogConfig,
     ReplayConfig,
     SACConfig,
@@ -300,3 +303,31 @@ def test_sac_learns_pendulum(tmp_path):
     )
     returns = [m["episode_return"] for m in train_replay(cfg).metrics if "episode_return" in m]
     assert returns[0] < -900 and returns[-1] > -400, returns
+
+
+@pytest.mark.parametrize("algo_cfg", [SACConfig(autotune=False, alpha=0.0), TD3Config()], ids=["sac", "td3"])
+def test_apex_layout_in_threads_learns_truncation_aware_values(tmp_path, algo_cfg):
+    """The distributed path (Ape-X's actors, replay buffer worker and trainer, as threads) with continuous actions:
+    actors act randomly until ``learning_starts`` by their reckoning, then with the policy; every update is made at
+    the replay ratio; the critics land on the probe's Q = 10."""
+    from launch.threads import run_threads
+
+    cfg = Experiment(
+        name="apex", trial=algo_cfg.name, seed=0, total_env_steps=4_000,
+        env=EnvConfig(factory="envs.probe:make_constant_reward_box", num_envs=2, max_episode_steps=10),
+        algo=dataclasses.replace(algo_cfg, gamma=0.9, batch_size=64, replay_ratio=32.0, learning_starts=400,
+                                 hidden_sizes=(16,), tau=0.2, replay=ReplayConfig(capacity=4_000), updates_per_call=8,
+                                 num_steps=8),
+        trainer=TRAINER, layout=LayoutConfig(mode="distributed", num_actors=2, num_buffer_workers=1),
+        log=dataclasses.replace(QUIET, run_root=str(tmp_path), log_every=40), checkpoint=CheckpointConfig(final=False),
+    )
+    assert problems(cfg) == []
+    result = run_threads(cfg)
+    assert result.exit_code == 0, result.message
+    last = result.metrics[-1]
+    assert last["update"] == cfg.num_updates and abs(last["q1_mean"] - 10.0) < 0.5, last
+    assert 32 / 1.1 - 2 <= last["samples_per_insert"] <= 32 * 1.1 + 2, last
+    lines = (tmp_path / "apex" / algo_cfg.name / "workers" / "actor-0.jsonl").read_text().splitlines()
+    actor = [json.loads(x) for x in lines]
+    seen = [line["random"] for line in actor if "random" in line]  # the actor's gauge, a line every second or so
+    assert seen[0] == 1.0 and seen[-1] == 0.0, seen

@@ -78,18 +78,20 @@ def samples_per_insert(cfg: Any, updates: int, inserted: int) -> float:
 
 
 def apex_problems(cfg: Any) -> list[str]:
-    """What a distributed DQN (Ape-X) layout needs, each naming the key and the fix."""
+    """What a distributed replay algorithm's (Ape-X) layout needs, each naming the key and the fix."""
     lay, a, out = cfg.layout, cfg.algo, []
+    name = getattr(a, "name", type(a).__name__)
     if lay.num_buffer_workers < 1:
-        out.append("algo=dqn with layout.mode=distributed samples from replay buffer workers: set "
+        out.append(f"algo={name} with layout.mode=distributed samples from replay buffer workers: set "
                    "layout.num_buffer_workers>=1 (each holds algo.replay.capacity / num_buffer_workers transitions)")
     elif lay.num_buffer_workers > lay.num_actors >= 1:
         out.append(f"layout.num_buffer_workers={lay.num_buffer_workers} > layout.num_actors={lay.num_actors}: actor i "
                    "feeds replay buffer worker i % num_buffer_workers, so some would stay empty; use at most "
                    f"{lay.num_actors}")
     if lay.inference != "inline":
-        out.append("algo=dqn with layout.inference=remote is not built: each Ape-X actor's epsilon is its own actor "
-                   "state, which policy workers do not keep per actor; set layout.inference=inline")
+        out.append(f"algo={name} with layout.inference=remote is not built: each Ape-X actor's exploration values "
+                   "(DQN's epsilon) are its own actor state, which policy workers do not keep per actor; set "
+                   "layout.inference=inline")
     if cfg.trainer.num_hosts != 1:
         out.append(f"trainer.num_hosts={cfg.trainer.num_hosts}: Ape-X trains in one trainer process (use "
                    "trainer.devices for several devices); set trainer.num_hosts=1")

@@ -5,8 +5,11 @@
 The ACTOR role's worker for a replay algorithm (``srljax.layout.REPLAY_WORKERS``). It steps its
 envpool ring like ``ActorWorker`` and acts inline (``srljax.learning.acting.Acting``, the single-process
 loop's acting code) with the newest params the trainer published, every env row with the
-algorithm's exploration values for actor i of N (``Algorithm.exploration(0, i, N)``, DQN: Ape-X's
-constant epsilon) held in its actor state (never in the params).
+algorithm's exploration values for actor i of N (``Algorithm.exploration(steps, i, N)``, DQN: Ape-X's
+constant epsilon; SAC and TD3: uniformly random actions until ``algo.learning_starts``) held in its actor state
+(never in the params). ``steps`` is the trial's env steps as this actor reckons them: its own times N, plus
+``algo.learning_starts`` when the trainer had updated before this actor's first params (a restarted or resumed
+actor does not start exploring from scratch).
 
 Rows are kept per env (``RowChunker``): once an env has ``T + n`` rows (``algo.num_steps`` and the
 algorithm's ``priority_lookahead``, DQN: ``algo.n_step``), its first ``T`` have whole windows, get
@@ -120,6 +123,7 @@ class ApexActorWorker(ActorWorker):
         self.algo = algos.make(cfg, self.spec)
         self.explore = self.algo.exploration(0, self.index, cfg.layout.num_actors)
         self.epsilon = self.explore.get("epsilon")  # reported to the replay buffer and trainer when there is one
+        self.env_steps = 0  # this actor's, the clock of its exploration values
         self.shard = shard_of(self.index, cfg)
         self.sender = SampleSender(None, self.trial, ctx=self.ctx, hwm=SEND_HWM)
         if not self.connect_peers(self.sender, BUFFER, SAMPLES, [self.shard]):  # follows a restarted shard
@@ -166,6 +170,7 @@ class ApexActorWorker(ActorWorker):
         self.escape.saw(self.follower.version)
         if self.start_version < 0:
             self.start_version = self.follower.version
+        self._follow_exploration()
         allowed = actor_allowance(self.cfg, self.follower.version, self.index, since=self.start_version)
         if self.throttle and self.rows_sent > allowed + self.bonus:
             if not self._escape():
@@ -184,6 +189,20 @@ class ApexActorWorker(ActorWorker):
         self.env.send(action, ts.env_id)
         self._record_rows(ts, action, extras)
 
+    def _follow_exploration(self) -> None:
+        """The exploration values for the trial's env steps so far (see the module docstring), into every env's actor
+        state when they change."""
+        n = self.cfg.layout.num_actors
+        steps = self.env_steps * n + (self.cfg.algo.learning_starts if self.start_version > 0 else 0)
+        explore = self.algo.exploration(steps, self.index, n)
+        if explore == self.explore:
+            return
+        self.explore = explore
+        self.epsilon = explore.get("epsilon")
+        for key, value in explore.items():
+            self.acting.actor_state[key][:] = value
+            self.stats.gauge(key, value)
+
     def _escape(self) -> bool:
         """The trainer has published nothing new for a while (``srljax/system/escape.py``): it may be starved (a
         restarted shard that lost the rows it would sample), so this actor may insert one more chunk."""
@@ -198,6 +217,7 @@ class ApexActorWorker(ActorWorker):
         self.returns += ts.episode_return[ended].tolist()
         self.lengths += ts.episode_length[ended].tolist()
         self.stats.add("env_steps", len(ts.env_id))
+        self.env_steps += len(ts.env_id)
         self.stats.add("episodes", int(ended.sum()))
         self.chunker.add(ts, action, extras)
         while self.chunker.ready(self.spec.num_envs):
