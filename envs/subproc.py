@@ -37,7 +37,8 @@ round trip costs more than the step (0.16x): keep those in-process.
 Data path: one shared memory block holds, per env, the observation (``spec.obs_dtype``), the action (int64
 or float64, so the worker converts exactly what the caller passed), the raw reward (float64) and the two
 flags. The parent writes actions, then sends each worker a few bytes (a command byte and int32 env ids);
-the worker steps those envs, writes their rows and answers with the ids. Nothing per step is pickled.
+the worker steps those envs, writes their rows and answers with the ids. Nothing on the pipes is pickled: the spec
+and the block's name travel once as JSON, error reports as text.
 
 Shutdown: ``close()`` (also run when the object is collected or at exit) asks the workers to stop, joins
 them (terminates any still running after 5 s) and frees the block. A worker exits by itself when its pipe
@@ -50,9 +51,9 @@ the exception (with the worker's traceback); the VecEnv is then unusable but sti
 from __future__ import annotations
 
 import dataclasses
+import json
 import multiprocessing
 import os
-import pickle
 import time
 import weakref
 from collections import deque
@@ -66,7 +67,7 @@ from envs.base import require_sync
 from envs.episode_stats import EpisodeStats
 from envs.python_loop import PythonLoopVecEnv
 from envs.subproc_worker import CLOSE, ERROR, RESET, STEP, block_layout, block_views, work
-from srljax.types import EnvSpec, TimeStep
+from srljax.types import EnvSpec, TimeStep, spec_from_wire, spec_to_wire
 
 IDLE, IN_FLIGHT, READY = 0, 1, 2  # an env, seen from the parent: returned to the caller / stepping / done
 START_METHOD = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
@@ -127,7 +128,7 @@ class SubprocVecEnv:
         self._block.append(shared_memory.SharedMemory(create=True, size=block_layout(self.spec)[1]))
         self._arrays = block_views(self.spec, self._block[0])
         for conn in self._conns:
-            conn.send_bytes(pickle.dumps((self._block[0].name, self.spec)))
+            conn.send_bytes(json.dumps([self._block[0].name, spec_to_wire(self.spec)]).encode())
         self._state = np.full(num_envs, IDLE, np.int8)
         self._ready: deque[int] = deque()  # READY env ids, in the order they finished
         self._stats = EpisodeStats(num_envs)
@@ -234,7 +235,7 @@ class SubprocVecEnv:
             while conn.poll():
                 message = conn.recv_bytes()
                 if message[:1] == ERROR:
-                    raise self._fail(pickle.loads(message[1:]))
+                    raise self._fail(message[1:].decode(errors="replace"))
                 ids = np.frombuffer(message, np.int32, offset=1)
                 self._state[ids] = READY
                 self._ready.extend(ids.tolist())
@@ -260,8 +261,8 @@ class SubprocVecEnv:
                                  f"{proc.exitcode} while building its envs")
         message = conn.recv_bytes()
         if message[:1] == ERROR:
-            raise self._fail(pickle.loads(message[1:]))
-        return pickle.loads(message[1:])
+            raise self._fail(message[1:].decode(errors="replace"))
+        return spec_from_wire(json.loads(message[1:]))
 
     def _timestep(self, ids: np.ndarray) -> TimeStep:
         self._state[ids] = IDLE

@@ -3,15 +3,15 @@
 The parent starts ``work`` (by forkserver or spawn) with its end of a pipe; the worker builds its block of
 envs, sends their spec, attaches the shared memory block the parent then creates, and serves commands: a
 command byte and int32 env ids in, the ids back once their rows (obs, reward, flags) are written to the
-block. Nothing per step is pickled; the spec, the block's name and error texts are, once each. It stops on
-``CLOSE``, when the pipe closes (the parent died, even by SIGKILL), or, from a watcher thread, when the
+block. Nothing on the pipe is pickled: the spec and the block's name go once as JSON, error reports as text.
+It stops on ``CLOSE``, when the pipe closes (the parent died, even by SIGKILL), or, from a watcher thread, when the
 parent's pid is gone (an env's step may hang).
 """
 
 from __future__ import annotations
 
+import json
 import os
-import pickle
 import signal
 import threading
 import time
@@ -22,7 +22,7 @@ from multiprocessing import connection, shared_memory
 import numpy as np
 
 from envs.python_loop import PythonLoopVecEnv
-from srljax.types import EnvSpec
+from srljax.types import EnvSpec, spec_from_wire, spec_to_wire
 
 STEP, RESET, CLOSE = b"S", b"R", b"C"  # parent -> worker: command byte + int32 env ids
 DONE, ERROR, SPEC = b"D", b"E", b"P"  # worker -> parent: ids done / one error text / the block's spec
@@ -63,14 +63,15 @@ def work(conn: connection.Connection, make_block: Callable[..., PythonLoopVecEnv
     except Exception as error:
         text = f"building envs {first}..{first + count - 1} raised {error!r}\n{traceback.format_exc()}"
         try:
-            conn.send_bytes(ERROR + pickle.dumps(text))
+            conn.send_bytes(ERROR + text.encode())
         except OSError:
             pass  # the parent is gone
         return
     block = None
     try:
-        conn.send_bytes(SPEC + pickle.dumps(copies.spec))
-        name, spec = pickle.loads(conn.recv_bytes())
+        conn.send_bytes(SPEC + json.dumps(spec_to_wire(copies.spec)).encode())
+        name, wire = json.loads(conn.recv_bytes())
+        spec = spec_from_wire(wire)
         block = shared_memory.SharedMemory(name=name)
         serve(conn, copies, block_views(spec, block), first, spec.id)
     except (EOFError, OSError):
@@ -112,8 +113,8 @@ def serve(conn: connection.Connection, copies: PythonLoopVecEnv, arrays: dict[st
                     obs, reward, terminated, truncated = copies._step_env(local, arrays["action"][i])
                 arrays["obs"][i] = obs
             except Exception as error:
-                conn.send_bytes(ERROR + pickle.dumps(f"env {i} ({env_name}) raised in {phase}: {error!r}\n"
-                                                     f"worker traceback:\n{traceback.format_exc()}"))
+                conn.send_bytes(ERROR + (f"env {i} ({env_name}) raised in {phase}: {error!r}\n"
+                                         f"worker traceback:\n{traceback.format_exc()}").encode())
                 return
             needs_reset[local] = terminated or truncated
             arrays["reward"][i], arrays["terminated"][i], arrays["truncated"][i] = reward, terminated, truncated

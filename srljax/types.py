@@ -8,6 +8,8 @@ can be jitted, sharded and sent over the wire codec without pickle.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -137,3 +139,18 @@ class ReplayBatch(NamedTuple):
     truncated: Any  # [N, n]
     next_obs: Any  # [N, *O]
     weight: Any  # [N] float32 importance weight (1 for uniform replay)
+
+
+def spec_to_wire(spec: EnvSpec) -> dict[str, Any]:
+    """An ``EnvSpec`` as a msgpack-able dict (the configure message, the subprocess env's pipe)."""
+    return {f.name: list(v) if isinstance(v := getattr(spec, f.name), tuple) else v for f in dataclasses.fields(spec)}
+
+
+def spec_from_wire(data: Mapping[str, Any]) -> EnvSpec:
+    """Inverse of ``spec_to_wire``; ValueError if it is not an env spec."""
+    try:
+        fields = {f.name: tuple(data[f.name]) if isinstance(data[f.name], list) else data[f.name]
+                  for f in dataclasses.fields(EnvSpec) if f.name in data}
+        return EnvSpec(**fields)
+    except (TypeError, KeyError) as error:
+        raise ValueError(f"not an env spec: {error}") from None

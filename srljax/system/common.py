@@ -23,7 +23,7 @@ import numpy as np
 from srljax.comm import worker_key
 from srljax.comm.hosts import bind_host
 from srljax.config import Experiment
-from srljax.types import EnvSpec, Trajectory
+from srljax.types import EnvSpec, Trajectory, spec_from_wire, spec_to_wire  # noqa: F401 - re-exported
 
 
 def trial_name(cfg: Experiment) -> str:
@@ -54,21 +54,6 @@ def env_spec(cfg: Experiment) -> EnvSpec:
     finally:
         probe.close()
     return dataclasses.replace(spec, num_envs=cfg.env.num_envs, batch_size=cfg.env.envs_per_recv)
-
-
-def spec_to_wire(spec: EnvSpec) -> dict[str, Any]:
-    """An ``EnvSpec`` as a msgpack-able dict (the configure message)."""
-    return {f.name: list(v) if isinstance(v := getattr(spec, f.name), tuple) else v for f in dataclasses.fields(spec)}
-
-
-def spec_from_wire(data: Mapping[str, Any]) -> EnvSpec:
-    """Inverse of ``spec_to_wire``; ValueError if it is not an env spec."""
-    try:
-        fields = {f.name: tuple(data[f.name]) if isinstance(data[f.name], list) else data[f.name]
-                  for f in dataclasses.fields(EnvSpec) if f.name in data}
-        return EnvSpec(**fields)
-    except (TypeError, KeyError) as error:
-        raise ValueError(f"not an env spec: {error}") from None
 
 
 def check_array(name: str, x: Any, shape: tuple[int, ...], dtype: str) -> np.ndarray:
