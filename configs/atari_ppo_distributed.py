@@ -17,15 +17,20 @@ NUM_ACTORS = 2
 
 
 def experiment() -> Experiment:
-    base = atari_ppo.experiment()
-    envs_per_actor = max(1, base.env.num_envs // NUM_ACTORS)
+    return worker_graph(atari_ppo.experiment(), "atari_ppo_distributed")
+
+
+def worker_graph(base: Experiment, name: str, num_actors: int = NUM_ACTORS) -> Experiment:
+    """A single-process PPO config as ``num_actors`` actors with env rings, one policy worker and one trainer, the
+    training batch unchanged (``configs/football_ppo_distributed.py`` uses it too)."""
+    envs_per_actor = max(1, base.env.num_envs // num_actors)
     return dataclasses.replace(
         base,
-        name="atari_ppo_distributed",
+        name=name,
         env=dataclasses.replace(base.env, num_envs=envs_per_actor, batch_size=0),
         # workers already collect while the trainer updates; this switch is the single-process loop's
         # the batch of the single-process config, whatever the number of actors
         trainer=dataclasses.replace(base.trainer, overlap_collection=False, batch_envs=base.env.num_envs),
-        layout=LayoutConfig(mode="distributed", num_actors=NUM_ACTORS, num_policy_workers=1, inference="remote",
+        layout=LayoutConfig(mode="distributed", num_actors=num_actors, num_policy_workers=1, inference="remote",
                             ring_size=2 if envs_per_actor % 2 == 0 else 1),
     )

@@ -10,23 +10,10 @@ envpool ring of ``layout.ring_size`` batches while the policy worker answers the
 the same size as there.
 """
 
-import dataclasses
-
 from configs import football_ppo
-from srljax.config import Experiment, LayoutConfig
-
-NUM_ACTORS = 2
+from configs.atari_ppo_distributed import worker_graph
+from srljax.config import Experiment
 
 
 def experiment() -> Experiment:
-    base = football_ppo.experiment()
-    envs_per_actor = max(1, base.env.num_envs // NUM_ACTORS)
-    return dataclasses.replace(
-        base,
-        name="football_ppo_distributed",
-        env=dataclasses.replace(base.env, num_envs=envs_per_actor, batch_size=0),
-        # workers already collect while the trainer updates; that switch is the single-process loop's
-        trainer=dataclasses.replace(base.trainer, overlap_collection=False, batch_envs=base.env.num_envs),
-        layout=LayoutConfig(mode="distributed", num_actors=NUM_ACTORS, num_policy_workers=1, inference="remote",
-                            ring_size=2 if envs_per_actor % 2 == 0 else 1),
-    )
+    return worker_graph(football_ppo.experiment(), "football_ppo_distributed")
