@@ -111,26 +111,58 @@ def dqn_loss(online: Params, target: Params, apply_fn: ApplyFn, batch: ReplayBat
     return value, {"td": lax.stop_gradient(td), "q_mean": jnp.mean(lax.stop_gradient(q_sa)), "target_mean": jnp.mean(y)}
 
 
+def q_optimizer(cfg: Experiment) -> tuple[optax.GradientTransformation, optax.Schedule]:
+    """Adam with ``trainer.lr`` (annealed to 0 over the run if ``trainer.anneal_lr``), clipped to ``max_grad_norm``."""
+    t = cfg.trainer
+    schedule = optax.linear_schedule(t.lr, 0.0, cfg.num_updates) if t.anneal_lr else optax.constant_schedule(t.lr)
+    adam = optax.adam(schedule, eps=t.adam_eps)
+    return (optax.chain(optax.clip_by_global_norm(t.max_grad_norm), adam) if t.max_grad_norm > 0 else adam), schedule
+
+
+def epsilon_exploration(cfg: Experiment) -> Callable[[int, int | None, int], dict[str, float]]:
+    """``Algorithm.exploration`` of an epsilon-greedy config: one process, epsilon linear over the run's first
+    ``exploration_fraction``; Ape-X actor i of N: its constant ``apex_epsilon``."""
+    a = cfg.algo
+    decay_steps = a.exploration_fraction * cfg.total_env_steps
+
+    def exploration(env_steps: int, actor: int | None, num_actors: int) -> dict[str, float]:
+        if actor is None:
+            return {"epsilon": linear_epsilon(env_steps, a.eps_start, a.eps_end, decay_steps)}
+        return {"epsilon": apex_epsilon(actor, num_actors)}
+
+    return exploration
+
+
+def epsilon_greedy(q: Array, epsilon: Array, rng: Array) -> Array:
+    """Actions [B] int32: greedy in ``q`` [B, A], uniformly random where a draw falls below ``epsilon`` [B]."""
+    greedy = jnp.argmax(q, axis=-1).astype(jnp.int32)
+    k_action, k_explore = jax.random.split(rng)
+    random = jax.random.randint(k_action, greedy.shape, 0, q.shape[-1], jnp.int32)
+    return jnp.where(jax.random.uniform(k_explore, greedy.shape) < epsilon, random, greedy)
+
+
+def apply_q_gradients(state: TrainState, grads: Params, tx: optax.GradientTransformation, every: int,
+                      tau: float) -> TrainState:
+    """One optimiser step on the online network, then the target refresh every ``every`` steps (Polyak ``tau``)."""
+    online, target = state.params["online"], state.params["target"]
+    updates, opt_state = tx.update(grads, state.opt_state, online)
+    online = optax.apply_updates(online, updates)
+    step = state.step + 1
+    refresh = (step % every) == 0
+    target = jax.tree.map(lambda o, g: jnp.where(refresh, tau * o + (1.0 - tau) * g, g), online, target)
+    return TrainState(params={"online": online, "target": target}, opt_state=opt_state, norm=state.norm,
+                      step=step, rng=state.rng)
+
+
 def make_dqn(cfg: Experiment, spec: EnvSpec, bootstrap: Bootstrap | None = None) -> Algorithm:
     """Build DQN for ``spec`` (discrete actions) from ``cfg.algo`` (a ``DQNConfig``) and ``cfg.trainer``;
     ``bootstrap``: a variant's own targets instead of ``q_target`` (``examples/expected_sarsa.py``)."""
     bootstrap = bootstrap or q_target
-    a, t = cfg.algo, cfg.trainer
+    a = cfg.algo
     assert isinstance(a, DQNConfig)
     net = make_q_network(a, spec)
-    num_actions, gamma, double_q, loss_kind = spec.num_actions, a.gamma, a.double_q, a.loss
-    every, tau = a.target_update_every, a.tau
-    schedule = optax.linear_schedule(t.lr, 0.0, cfg.num_updates) if t.anneal_lr else optax.constant_schedule(t.lr)
-    adam = optax.adam(schedule, eps=t.adam_eps)
-    tx = optax.chain(optax.clip_by_global_norm(t.max_grad_norm), adam) if t.max_grad_norm > 0 else adam
-
-    n_step, decay_steps = a.n_step, a.exploration_fraction * cfg.total_env_steps
-
-    def exploration(env_steps: int, actor: int | None, num_actors: int) -> dict[str, float]:
-        """One process: epsilon linear over the run's first ``exploration_fraction``; Ape-X actor i: its constant."""
-        if actor is None:
-            return {"epsilon": linear_epsilon(env_steps, a.eps_start, a.eps_end, decay_steps)}
-        return {"epsilon": apex_epsilon(actor, num_actors)}
+    gamma, double_q, loss_kind, n_step = a.gamma, a.double_q, a.loss, a.n_step
+    tx, schedule = q_optimizer(cfg)
 
     def init(rng: Array) -> TrainState:
         rng, key = jax.random.split(rng)
@@ -140,11 +172,7 @@ def make_dqn(cfg: Experiment, spec: EnvSpec, bootstrap: Bootstrap | None = None)
 
     def act(pp: Params, obs: Array, actor_state: Any, first: Array | None, rng: Array) -> tuple[Array, dict, Any]:
         q = net.apply(pp["params"], obs)
-        greedy = jnp.argmax(q, axis=-1).astype(jnp.int32)
-        k_action, k_explore = jax.random.split(rng)
-        random = jax.random.randint(k_action, greedy.shape, 0, num_actions, jnp.int32)
-        explore = jax.random.uniform(k_explore, greedy.shape) < actor_state["epsilon"]
-        action = jnp.where(explore, random, greedy)
+        action = epsilon_greedy(q, actor_state["epsilon"], rng)
         # what an Ape-X actor needs for its initial priorities (``initial_priorities``)
         extras = {"q_taken": jnp.take_along_axis(q, action[:, None], axis=-1)[:, 0].astype(jnp.float32),
                   "q_max": jnp.max(q, axis=-1).astype(jnp.float32)}
@@ -156,18 +184,11 @@ def make_dqn(cfg: Experiment, spec: EnvSpec, bootstrap: Bootstrap | None = None)
         has_aux=True)
 
     def update(state: TrainState, batch: ReplayBatch) -> tuple[TrainState, Metrics, dict[str, Array]]:
-        online, target = state.params["online"], state.params["target"]
-        (loss, aux), grads = grad_fn(online, target, batch)
-        updates, opt_state = tx.update(grads, state.opt_state, online)
-        online = optax.apply_updates(online, updates)
-        step = state.step + 1
-        refresh = (step % every) == 0
-        target = jax.tree.map(lambda o, g: jnp.where(refresh, tau * o + (1.0 - tau) * g, g), online, target)
+        (loss, aux), grads = grad_fn(state.params["online"], state.params["target"], batch)
+        new_state = apply_q_gradients(state, grads, tx, a.target_update_every, a.tau)
         metrics = {"loss": loss, "q_mean": aux["q_mean"], "target_mean": aux["target_mean"],
                    "td_abs_mean": jnp.mean(jnp.abs(aux["td"])), "grad_norm": optax.tree.norm(grads),
                    "lr": jnp.asarray(schedule(state.step), jnp.float32)}
-        new_state = TrainState(params={"online": online, "target": target}, opt_state=opt_state, norm=state.norm,
-                               step=step, rng=state.rng)
         return new_state, metrics, {"priority": jnp.abs(aux["td"])}
 
     return Algorithm(
@@ -179,7 +200,7 @@ def make_dqn(cfg: Experiment, spec: EnvSpec, bootstrap: Bootstrap | None = None)
         update=update,
         extras_spec=Q_EXTRAS,
         consumes="replay",
-        exploration=exploration,
+        exploration=epsilon_exploration(cfg),
         initial_priorities=lambda rows: initial_priorities(rows["q_taken"], rows["q_max"], rows["reward"],
                                                            rows["terminated"], rows["truncated"], n_step, gamma),
         priority_lookahead=n_step,

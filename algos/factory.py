@@ -17,6 +17,8 @@ from algos.mappo_config import MAPPOConfig
 from algos.multi_policy import make_multi_policy
 from algos.ppo import make_ppo
 from algos.ppo_config import PPOConfig
+from algos.r2d2 import make_r2d2
+from algos.r2d2_config import R2D2Config
 from algos.sac import make_sac
 from algos.sac_config import SACConfig
 from algos.td3 import make_td3
@@ -42,6 +44,8 @@ def make(cfg: Experiment, spec: EnvSpec) -> Algorithm:
             return make_ppo(cfg, spec)
         case IMPALAConfig():
             return make_impala(cfg, spec)
+        case R2D2Config():  # before DQNConfig, its base class
+            return make_r2d2(cfg, spec)
         case DQNConfig():
             return make_dqn(cfg, spec)
         case SACConfig():
@@ -50,4 +54,4 @@ def make(cfg: Experiment, spec: EnvSpec) -> Algorithm:
             return make_td3(cfg, spec)
         case other:
             raise ValueError(f"unknown algorithm config {type(other).__name__}; known: PPOConfig, IMPALAConfig, "
-                             "DQNConfig, SACConfig, TD3Config, or a config with factory='package.module:make_fn'")
+                             "DQNConfig, R2D2Config, SACConfig, TD3Config, or a config with factory='package.module:make_fn'")

@@ -270,11 +270,45 @@ class QNetwork(nn.Module):
     def __call__(self, obs: Array) -> Array:
         h = apply_torso(self.torso, self.torso_options, obs, self.obs_ndim, name="torso", pixel_scale=self.pixel_scale,
                         channels_last=self.channels_last, hidden_sizes=self.hidden_sizes, activation=self.activation)
-        if not self.dueling:
-            return _dense(self.num_actions, 1.0, name="q_head")(h)
-        value = _dense(1, 1.0, name="value_head")(h)
-        advantage = _dense(self.num_actions, 1.0, name="advantage_head")(h)
-        return value + advantage - jnp.mean(advantage, axis=-1, keepdims=True)
+        return _q_head(h, self.num_actions, self.dueling)
+
+
+def _q_head(h: Array, num_actions: int, dueling: bool) -> Array:
+    """Q-values from features: one linear head, or dueling ``V + A - mean(A)``."""
+    if not dueling:
+        return _dense(num_actions, 1.0, name="q_head")(h)
+    value = _dense(1, 1.0, name="value_head")(h)
+    advantage = _dense(num_actions, 1.0, name="advantage_head")(h)
+    return value + advantage - jnp.mean(advantage, axis=-1, keepdims=True)
+
+
+class RecurrentQNetwork(nn.Module):
+    """``(carry, obs [T, B, *O], first [T, B]) -> (carry, Q-values [T, B, A])`` (R2D2): ``QNetwork``'s torso, an
+    LSTM of ``lstm_size`` unrolled as ``RecurrentActorCritic``'s (carry zeroed before rows whose ``first`` is set),
+    then ``QNetwork``'s head."""
+
+    num_actions: int
+    obs_ndim: int
+    lstm_size: int = 128
+    torso: str = "mlp"
+    torso_options: tuple[tuple[str, Any], ...] = ()
+    hidden_sizes: tuple[int, ...] = (64,)
+    activation: Literal["tanh", "relu"] = "relu"
+    dueling: bool = True
+    pixel_scale: float = 1.0 / 255.0
+    channels_last: bool = False
+
+    def initial_carry(self, batch: int) -> tuple[Array, Array]:
+        zeros = jnp.zeros((batch, self.lstm_size), jnp.float32)
+        return zeros, zeros
+
+    @nn.compact
+    def __call__(self, carry: Any, obs: Array, first: Array) -> tuple[Any, Array]:
+        x = apply_torso(self.torso, self.torso_options, obs, self.obs_ndim, name="torso", pixel_scale=self.pixel_scale,
+                        channels_last=self.channels_last, hidden_sizes=self.hidden_sizes, activation=self.activation)
+        scan = nn.scan(_ResetLSTMStep, variable_broadcast="params", split_rngs={"params": False}, in_axes=0, out_axes=0)
+        carry, h = scan(self.lstm_size, name="lstm")(carry, (x, first))
+        return carry, _q_head(h, self.num_actions, self.dueling)
 
 
 def make_q_network(cfg: Any, spec: Any) -> QNetwork:
@@ -284,3 +318,12 @@ def make_q_network(cfg: Any, spec: Any) -> QNetwork:
     return QNetwork(num_actions=spec.num_actions, obs_ndim=len(spec.obs_shape), torso=torso_name(cfg, spec),
                     torso_options=torso_options(cfg), channels_last=spec.channels == "last",
                     hidden_sizes=tuple(cfg.hidden_sizes), activation=cfg.activation, dueling=cfg.dueling)
+
+
+def make_recurrent_q_network(cfg: Any, spec: Any) -> RecurrentQNetwork:
+    """The ``RecurrentQNetwork`` an R2D2 config (``make_q_network``'s keys and ``lstm_size``) asks for."""
+    check_fit(cfg, spec)
+    return RecurrentQNetwork(num_actions=spec.num_actions, obs_ndim=len(spec.obs_shape), lstm_size=cfg.lstm_size,
+                             torso=torso_name(cfg, spec), torso_options=torso_options(cfg),
+                             channels_last=spec.channels == "last", hidden_sizes=tuple(cfg.hidden_sizes),
+                             activation=cfg.activation, dueling=cfg.dueling)

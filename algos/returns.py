@@ -159,3 +159,14 @@ def n_step_return(
     steps = jnp.sum(alive, axis=0)  # k + 1
     not_term = 1.0 - jnp.sum(alive * terminated_t.astype(jnp.float32), axis=0)
     return rewards + gamma**steps * not_term * v_bootstrap.astype(jnp.float32)
+
+
+def signed_hyperbolic(x: Array, eps: float = 1e-3) -> Array:
+    """R2D2's value rescaling ``h(x) = sign(x) (sqrt(|x| + 1) - 1) + eps x`` (Pohlen et al. 2018)."""
+    return jnp.sign(x) * (jnp.sqrt(jnp.abs(x) + 1.0) - 1.0) + eps * x
+
+
+def signed_parabolic(x: Array, eps: float = 1e-3) -> Array:
+    """The inverse of ``signed_hyperbolic``: ``sign(x) (((sqrt(1 + 4 eps (|x| + 1 + eps)) - 1) / (2 eps))^2 - 1)``."""
+    z = jnp.sqrt(1.0 + 4.0 * eps * (jnp.abs(x) + 1.0 + eps))
+    return jnp.sign(x) * (jnp.square((z - 1.0) / (2.0 * eps)) - 1.0)

@@ -141,6 +141,26 @@ class ReplayBatch(NamedTuple):
     weight: Any  # [N] float32 importance weight (1 for uniform replay)
 
 
+class SequenceBatch(NamedTuple):
+    """``N`` sequences of ``L`` consecutive rows of one env stream each, sampled from a sequence replay (R2D2).
+
+    Rows are ``TimeStep`` rows with the action taken there: row 0 is the sampled start row, ``reward``,
+    ``terminated`` and ``truncated`` of row t led to it from row t-1 (row 0's are from before the
+    sequence). Episodes may end inside a sequence: a row after a done row starts a new episode (envpool's
+    reset row), where a recurrent unroll resets its state (``algos.recurrent.episode_starts``). ``state``
+    holds what the actor stored with the start row (R2D2: the LSTM carry it acted with, ``lstm_c`` and
+    ``lstm_h`` ``[N, H]``). Every leaf is split on its first axis when sharded.
+    """
+
+    obs: Any  # [N, L, *O]
+    action: Any  # [N, L, *A]
+    reward: Any  # [N, L]
+    terminated: Any  # [N, L]
+    truncated: Any  # [N, L]
+    state: Any  # {name: [N, ...]} stored at row 0
+    weight: Any  # [N] float32 importance weight
+
+
 def spec_to_wire(spec: EnvSpec) -> dict[str, Any]:
     """An ``EnvSpec`` as a msgpack-able dict (the configure message, the subprocess env's pipe)."""
     return {f.name: list(v) if isinstance(v := getattr(spec, f.name), tuple) else v for f in dataclasses.fields(spec)}

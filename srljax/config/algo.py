@@ -27,6 +27,7 @@ BUILTIN_ALGOS: dict[str, str] = {
     "mappo": "algos.mappo_config:MAPPOConfig",
     "sac": "algos.sac_config:SACConfig",
     "td3": "algos.td3_config:TD3Config",
+    "r2d2": "algos.r2d2_config:R2D2Config",
 }
 """``algo=NAME`` -> the config class, loaded on first use like a user's ``"package.module:Class"``."""
 

@@ -44,7 +44,7 @@ from srljax.learning.acting import Acting
 from srljax.learning.learner import Learner
 from srljax.loops.result import PHASES, TrainResult
 from srljax.loops.signals import held
-from srljax.replay.buffer import Replay, SampleKeys, memory_problem
+from srljax.replay.buffer import Replay, SampleKeys, config_replay, extras_bytes, memory_problem, replay_extras
 from srljax.storage.run_dir import claim, resume_problems
 from srljax.storage.steps import read_meta
 from srljax.telemetry.metrics import EpisodeWindow, MetricsLogger, UpdateRecords
@@ -56,12 +56,11 @@ REPLAY_PHASES = (*PHASES, "time_sample")
 def make_replay(cfg: Experiment, spec: EnvSpec) -> Replay:
     """The replay ``cfg.algo.replay`` describes, one stream per env of ``spec``; raises ``ConfigError`` if it
     does not fit in memory (checked with the env's real observation shape, before the run folder is claimed)."""
-    a, r = cfg.algo, cfg.algo.replay
+    r = cfg.algo.replay
     sizes = (r.capacity, spec.num_envs, spec.obs_shape, spec.obs_dtype, spec.action_shape, spec.action_dtype)
-    if problem := memory_problem(*sizes, dedup_frames=r.dedup_frames):
+    if problem := memory_problem(*sizes, dedup_frames=r.dedup_frames, extra_row_bytes=extras_bytes(replay_extras(cfg.algo))):
         raise ConfigError([problem])
-    return Replay(*sizes, n_step=a.n_step, alpha=r.alpha, priority_eps=r.priority_eps, dedup_frames=r.dedup_frames,
-                  check_memory=False)
+    return config_replay(cfg, spec, r.capacity, spec.num_envs, check_memory=False)
 
 
 def train_replay(cfg: Experiment, resume: bool = False) -> TrainResult:
@@ -136,6 +135,7 @@ class _ReplayLoop:
         self.phases = dict.fromkeys(REPLAY_PHASES, 0.0)
         self.exploration = learner.algo.exploration  # e.g. DQN's {"epsilon": ...} (algos/base.py)
         self.explore = self.exploration(self.env_steps, None, 1)
+        self.stored = list(replay_extras(cfg.algo))  # act's extras kept with each row (R2D2: the carry)
         self.beta = self.algo.replay.beta0
         learner.run_state = self._run_state
 
@@ -188,15 +188,22 @@ class _ReplayLoop:
         ts = self.env.recv()
         t1 = clock()
         self.explore = self.exploration(self.env_steps, None, 1)
-        # Every row has this step's values, so the per-env actor state Acting.act would gather and store
-        # back (~0.2 ms a call on this CPU, as long as CartPole's whole act) is built here instead.
-        state = {k: np.full(len(ts.env_id), v, np.float32) for k, v in self.explore.items()}
-        action, _, _, self.acting.key = self.acting.jitted(params, ts.obs, state, None, self.acting.key)
-        action = np.asarray(action)
+        stored = None
+        if self.stored:  # a recurrent policy: Acting keeps each env's carry (and resets it where episodes start)
+            for k, v in self.explore.items():
+                self.acting.actor_state[k][:] = v
+            action, extras = self.acting.act(params, ts)
+            stored = {k: extras[k] for k in self.stored}
+        else:
+            # Every row has this step's values, so the per-env actor state Acting.act would gather and store
+            # back (~0.2 ms a call on this CPU, as long as CartPole's whole act) is built here instead.
+            state = {k: np.full(len(ts.env_id), v, np.float32) for k, v in self.explore.items()}
+            action, _, _, self.acting.key = self.acting.jitted(params, ts.obs, state, None, self.acting.key)
+            action = np.asarray(action)
         t2 = clock()
         self.env.send(action, ts.env_id)
         t3 = clock()
-        self.replay.add(ts.obs, action, ts.reward, ts.terminated, ts.truncated, ts.env_id)
+        self.replay.add(ts.obs, action, ts.reward, ts.terminated, ts.truncated, ts.env_id, extras=stored)
         self.episodes.add(ts.episode_return, ts.episode_length)
         self.env_steps += len(ts.env_id)
         self.phases["time_env"] += (t1 - t0) + (t3 - t2)

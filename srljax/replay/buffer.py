@@ -30,6 +30,12 @@ stack runs on), checked against the observation at insert, so ``sample`` restack
 the env returned: 4x less memory for S = 4. Rows whose stack history has been overwritten are not
 sampled.
 
+**Sequences** (``sequence_length=L``, R2D2): a sample is L consecutive rows of one stream from a sampled start
+row (``SequenceBatch``), the start row sampleable once its L - 1 following rows are written (the window),
+unless it is a done row; a sequence may cross episode ends (the learner's unroll resets there). Per-row
+``extras`` (R2D2: the LSTM carry each row was acted with) are stored beside the rows, and a sample
+carries the start row's as its ``state``. A priority belongs to the sequence's start row.
+
 **Memory** is checked when the replay is built (``memory_problem``; ``config_memory_problems``
 estimates it from the config for Atari before launch): ``replay_bytes`` against MemAvailable.
 """
@@ -44,7 +50,7 @@ import numpy as np
 
 from envs.atari import atari_options
 from srljax.replay.sum_tree import SumTree
-from srljax.types import ReplayBatch
+from srljax.types import ReplayBatch, SequenceBatch
 
 MEMORY_HEADROOM = 0.9
 """the replay may take this share of MemAvailable; the rest is for the process, JAX and the envs."""
@@ -53,6 +59,11 @@ GB = 1e9
 
 ROW_ARRAYS = ("obs", "stack_start", "action", "reward", "terminated", "truncated", "written", "initial")
 """the per-slot arrays a checkpoint of the replay holds (``Replay.state``)."""
+
+
+def map_arrays(fn: Any, tree: Any) -> Any:
+    """``fn`` on every array of ``tree`` (an array or a dict of arrays: a ``SequenceBatch``'s ``state``)."""
+    return {k: fn(v) for k, v in tree.items()} if isinstance(tree, dict) else fn(tree)
 
 
 class SampleKeys(NamedTuple):
@@ -67,12 +78,14 @@ class ReplayMemoryError(ValueError):
 
 
 def replay_bytes(capacity: int, num_streams: int, obs_shape: tuple[int, ...], obs_dtype: str,
-                 action_shape: tuple[int, ...] = (), action_dtype: str = "int32", dedup_frames: bool = False) -> int:
-    """Bytes a ``Replay`` of these sizes allocates once full (storage, flags and sum-tree)."""
+                 action_shape: tuple[int, ...] = (), action_dtype: str = "int32", dedup_frames: bool = False,
+                 extra_row_bytes: int = 0) -> int:
+    """Bytes a ``Replay`` of these sizes allocates once full (storage, flags, stored extras and sum-tree)."""
     rows = (capacity // max(num_streams, 1)) * max(num_streams, 1)
     stored = obs_shape[1:] if dedup_frames else obs_shape
     per_row = math.prod(stored) * np.dtype(obs_dtype).itemsize
     per_row += math.prod(action_shape) * np.dtype(action_dtype).itemsize + 4 + 3 + 8 + 4  # reward, 3 flags, written, initial
+    per_row += extra_row_bytes
     tree = 2 * (1 << max(1, math.ceil(math.log2(max(rows, 2))))) * 8
     return rows * per_row + tree
 
@@ -90,16 +103,18 @@ def available_memory_bytes() -> int | None:
 
 def memory_problem(capacity: int, num_streams: int, obs_shape: tuple[int, ...], obs_dtype: str,
                    action_shape: tuple[int, ...] = (), action_dtype: str = "int32", dedup_frames: bool = False,
-                   available: int | None = None, key: str = "algo.replay") -> str | None:
+                   available: int | None = None, key: str = "algo.replay", extra_row_bytes: int = 0) -> str | None:
     """None if the replay fits in ``MEMORY_HEADROOM`` of ``available`` (default: MemAvailable), else the message."""
     available = available_memory_bytes() if available is None else available
-    need = replay_bytes(capacity, num_streams, obs_shape, obs_dtype, action_shape, action_dtype, dedup_frames)
+    need = replay_bytes(capacity, num_streams, obs_shape, obs_dtype, action_shape, action_dtype, dedup_frames,
+                        extra_row_bytes)
     if available is None or need <= MEMORY_HEADROOM * available:
         return None
     shape = "x".join(map(str, obs_shape))
     fixes = []
     if not dedup_frames and len(obs_shape) == 3:
-        deduped = replay_bytes(capacity, num_streams, obs_shape, obs_dtype, action_shape, action_dtype, True)
+        deduped = replay_bytes(capacity, num_streams, obs_shape, obs_dtype, action_shape, action_dtype, True,
+                               extra_row_bytes)
         fixes.append(f"set {key}.dedup_frames=true (stores single {'x'.join(map(str, obs_shape[1:]))} frames "
                      f"and restacks them when sampled: {deduped / GB:.1f} GB)")
     per_row = max(need / max(capacity, 1), 1.0)
@@ -122,7 +137,7 @@ def config_memory_problems(cfg: Any) -> list[str]:
         return []
     o = atari_options(e)
     problem = memory_problem(replay.capacity, e.num_envs, (o["stack_num"], o["img_height"], o["img_width"]), "uint8",
-                             dedup_frames=replay.dedup_frames)
+                             dedup_frames=replay.dedup_frames, extra_row_bytes=extras_bytes(replay_extras(cfg.algo)))
     return [problem] if problem else []
 
 
@@ -131,18 +146,51 @@ def frame_stack(cfg: Any) -> int:
     return atari_options(cfg.env)["stack_num"] if cfg.algo.replay.dedup_frames else 1
 
 
+def sequence_rows(algo: Any) -> int:
+    """Rows per sampled sequence of a sequence replay (R2D2's ``sequence_rows()``); 0: transitions (DQN, SAC, TD3)."""
+    rows = getattr(algo, "sequence_rows", None)
+    return int(rows()) if callable(rows) else 0
+
+
+def replay_window(algo: Any) -> int:
+    """Rows after a stored row that must be written before it can be sampled: the n-step window, or the rest of
+    the sequence it starts."""
+    return sequence_rows(algo) - 1 if sequence_rows(algo) else algo.n_step
+
+
+def replay_extras(algo: Any) -> dict[str, tuple[tuple[int, ...], str]]:
+    """``{name: (per-row shape, dtype)}``: act's extras the replay stores with each row (R2D2: the LSTM carry)."""
+    extras = getattr(algo, "replay_extras", None)
+    return dict(extras()) if callable(extras) else {}
+
+
+def extras_bytes(extras: dict[str, tuple[tuple[int, ...], str]]) -> int:
+    """Bytes per row of stored extras ``{name: (shape, dtype)}``."""
+    return sum(math.prod(shape) * np.dtype(dtype).itemsize for shape, dtype in extras.values())
+
+
 def window_problems(cfg: Any) -> list[str]:
     """Whether each env's share of ``algo.replay.capacity`` holds an n-step window (plus the frame stack), and the
     capacity one batch."""
-    r, e, n_step = cfg.algo.replay, cfg.env, cfg.algo.n_step
+    r, e, n_step = cfg.algo.replay, cfg.env, replay_window(cfg.algo)
     per_env, stack = r.capacity // max(e.num_envs, 1), frame_stack(cfg)
     if per_env <= n_step + stack:
+        window = "a sequence" if n_step != cfg.algo.n_step else "an n-step window"
         return [f"algo.replay.capacity={r.capacity:,} leaves {per_env} rows for each of env.num_envs={e.num_envs} "
-                f"envs, fewer than an n-step window needs (> algo.n_step + frame stack = {n_step + stack}); raise "
+                f"envs, fewer than {window} needs (> {n_step} + frame stack {stack} = {n_step + stack}); raise "
                 "the capacity"]
     if r.capacity < cfg.algo.batch_size:
         return [f"algo.replay.capacity={r.capacity:,} is smaller than one batch of algo.batch_size={cfg.algo.batch_size}"]
     return []
+
+
+def config_replay(cfg: Any, spec: Any, capacity: int, num_streams: int, check_memory: bool = True) -> Replay:
+    """The replay ``cfg.algo`` asks for (``algo.replay``, n-step window or sequences, stored extras), ``capacity``
+    transitions in ``num_streams`` streams of observations as ``spec`` (an ``EnvSpec``) describes."""
+    a, r = cfg.algo, cfg.algo.replay
+    return Replay(capacity, num_streams, spec.obs_shape, spec.obs_dtype, spec.action_shape, spec.action_dtype,
+                  n_step=a.n_step, alpha=r.alpha, priority_eps=r.priority_eps, dedup_frames=r.dedup_frames,
+                  check_memory=check_memory, sequence_length=sequence_rows(a), extras=replay_extras(a))
 
 
 class Replay:
@@ -151,8 +199,12 @@ class Replay:
     def __init__(self, capacity: int, num_streams: int, obs_shape: tuple[int, ...], obs_dtype: str,
                  action_shape: tuple[int, ...] = (), action_dtype: str = "int32", *, n_step: int = 1,
                  alpha: float = 0.6, priority_eps: float = 1e-6, dedup_frames: bool = False,
-                 check_memory: bool = True):
+                 check_memory: bool = True, sequence_length: int = 0,
+                 extras: dict[str, tuple[tuple[int, ...], str]] | None = None):
         obs_shape, action_shape = tuple(obs_shape), tuple(action_shape)
+        self.sequence_length = sequence_length
+        if sequence_length > 0:  # a start row needs its sequence's other rows written: that is its window
+            n_step = sequence_length - 1
         self.stack = obs_shape[0] if dedup_frames and len(obs_shape) == 3 else 1
         length = capacity // max(num_streams, 1)
         problems = []
@@ -168,7 +220,8 @@ class Replay:
         if problems:
             raise ValueError("; ".join(problems))
         if check_memory and (problem := memory_problem(capacity, num_streams, obs_shape, obs_dtype, action_shape,
-                                                       action_dtype, dedup_frames, key="replay")):
+                                                       action_dtype, dedup_frames, key="replay",
+                                                       extra_row_bytes=extras_bytes(extras or {}))):
             raise ReplayMemoryError(problem)
         self.num_streams, self.length, self.n_step = num_streams, length, n_step
         self.obs_shape, self.action_shape = obs_shape, action_shape
@@ -184,6 +237,8 @@ class Replay:
         self.truncated = np.zeros(rows, bool)
         self.written = np.full(rows, -1, np.int64)  # the stream's row count when this slot was written
         self.initial = np.full(rows, np.nan, np.float32)  # a priority given at insert (Ape-X actors), NaN: none
+        self.extras = {name: np.zeros((rows, *shape), dtype) for name, (shape, dtype) in (extras or {}).items()}
+        self.row_arrays = ROW_ARRAYS + tuple(f"extras/{name}" for name in self.extras)
         self.count = np.zeros(num_streams, np.int64)  # rows written per stream, ever
         self.last_obs = np.zeros((num_streams, *obs_shape), obs_dtype) if dedup_frames else None
         self.tree = SumTree(rows)
@@ -192,10 +247,12 @@ class Replay:
         self.inserted = 0
 
     def add(self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray, terminated: np.ndarray,
-            truncated: np.ndarray, stream: np.ndarray, priority: np.ndarray | None = None) -> None:
+            truncated: np.ndarray, stream: np.ndarray, priority: np.ndarray | None = None,
+            extras: dict[str, np.ndarray] | None = None) -> None:
         """Append one row to each of the streams ``stream`` ([B] distinct ints): a ``TimeStep``'s rows and the
         actions taken there. ``priority`` [B]: each row's initial priority (an Ape-X actor's ``|TD error|``),
-        used once its window is written; without it a row starts at the largest priority seen."""
+        used once its window is written; without it a row starts at the largest priority seen. ``extras``:
+        ``{name: [B, ...]}`` for every extra this replay stores (R2D2's carry)."""
         stream = np.asarray(stream, np.int64)
         obs = np.asarray(obs)
         b = stream.shape[0]
@@ -205,8 +262,12 @@ class Replay:
         if b and (stream.min() < 0 or stream.max() >= self.num_streams or np.unique(stream).size != b):
             raise ValueError(f"Replay.add: stream ids {stream.tolist()} must be distinct and in "
                              f"[0, {self.num_streams})")
+        if set(extras or {}) != set(self.extras):
+            raise ValueError(f"Replay.add: extras {sorted(extras or {})} must be the stored ones {sorted(self.extras)}")
         count = self.count[stream]
         slot = stream * self.length + count % self.length
+        for name, store in self.extras.items():
+            store[slot] = extras[name]
         if self.dedup:
             self.obs[slot], self.stack_start[slot] = obs[:, -1], self._stack_starts(obs, stream)
         else:
@@ -253,8 +314,8 @@ class Replay:
         """The contents as numpy arrays, only the rows written so far (``[E, filled, ...]``): for a
         checkpoint. ``load_state`` of a replay built with the same sizes restores it exactly."""
         filled = int(min(self.count.max(initial=0), self.length))
-        per_stream = {name: getattr(self, name).reshape(self.num_streams, self.length, *getattr(self, name).shape[1:])
-                      for name in ROW_ARRAYS}
+        per_stream = {name: self._rows(name).reshape(self.num_streams, self.length, *self._rows(name).shape[1:])
+                      for name in self.row_arrays}
         out = {f"rows/{name}": np.ascontiguousarray(v[:, :filled]) for name, v in per_stream.items()}
         out |= {"count": self.count.copy(), "tree": self.tree.get(np.arange(self.capacity)).reshape(
             self.num_streams, self.length)[:, :filled].copy(),
@@ -266,8 +327,8 @@ class Replay:
     def state_like(self, filled: int) -> dict[str, np.ndarray]:
         """Arrays shaped like a ``state()`` of ``filled`` rows per stream (what a checkpoint restore needs)."""
         e = self.num_streams
-        out = {f"rows/{name}": np.empty((e, filled, *getattr(self, name).shape[1:]), getattr(self, name).dtype)
-               for name in ROW_ARRAYS}
+        out = {f"rows/{name}": np.empty((e, filled, *self._rows(name).shape[1:]), self._rows(name).dtype)
+               for name in self.row_arrays}
         out |= {"count": np.empty(e, np.int64), "tree": np.empty((e, filled), np.float64),
                 "scalars": np.empty(2, np.float64)}
         if self.dedup:
@@ -285,8 +346,8 @@ class Replay:
             raise ValueError(f"replay state of {state['count'].shape[0]} streams x {state['tree'].shape[1]} rows does "
                              f"not fit this replay of {self.num_streams} streams x {self.length} rows: restore it with "
                              "the config it was saved with")
-        for name in ROW_ARRAYS:
-            store = getattr(self, name)
+        for name in self.row_arrays:
+            store = self._rows(name)
             store.reshape(self.num_streams, self.length, *store.shape[1:])[:, :filled] = state[f"rows/{name}"]
         self.count[...] = state["count"]
         slots = (np.arange(self.num_streams)[:, None] * self.length + np.arange(filled)).reshape(-1)
@@ -295,14 +356,19 @@ class Replay:
         if self.dedup:
             self.last_obs[...] = state["last_obs"]
 
+    def _rows(self, name: str) -> np.ndarray:
+        """The per-slot array ``name`` of ``row_arrays`` (``extras/<name>``: a stored extra)."""
+        return self.extras[name.removeprefix("extras/")] if name.startswith("extras/") else getattr(self, name)
+
     def sample(self, batch_size: int, beta: float, rng: np.random.Generator,
-               batches: int = 0) -> tuple[ReplayBatch, SampleKeys]:
+               batches: int = 0) -> tuple[ReplayBatch | SequenceBatch, SampleKeys]:
         """``batch_size`` transitions drawn in proportion to their priorities (stratified over the total),
         with importance weights for exponent ``beta``; raises if nothing is sampleable yet.
 
         ``batches=K`` draws K batches at once, stacked ``[K, batch_size, ...]`` (keys too): the K x
         ``batch_size`` strata are shuffled before they are dealt into batches, so each batch spans the
-        whole replay, and each batch's weights are divided by its own largest, as K calls would."""
+        whole replay, and each batch's weights are divided by its own largest, as K calls would. A sequence
+        replay (``sequence_length``) returns a ``SequenceBatch`` instead."""
         if self.size == 0:
             raise ValueError(f"Replay.sample: no sampleable transition yet ({self.inserted} rows inserted; a row "
                              f"needs its {self.n_step}-step window written)")
@@ -316,11 +382,12 @@ class Replay:
         prob = self.tree.get(slot) / total
         weight = ((self.size * prob) ** -beta).reshape(k, batch_size)
         weight = (weight / weight.max(axis=1, keepdims=True)).astype(np.float32).reshape(-1)
-        batch, keys = self._gather(slot, weight), SampleKeys(slot, self.written[slot])
+        gather = self._gather_sequences if self.sequence_length else self._gather
+        batch, keys = gather(slot, weight), SampleKeys(slot, self.written[slot])
         if not batches:
             return batch, keys
-        return (ReplayBatch(*(x.reshape(k, batch_size, *x.shape[1:]) for x in batch)),  # views, no copy
-                SampleKeys(*(x.reshape(k, batch_size) for x in keys)))
+        return (type(batch)(*(map_arrays(lambda x: x.reshape(k, batch_size, *x.shape[1:]), x) for x in batch)),
+                SampleKeys(*(x.reshape(k, batch_size) for x in keys)))  # views, no copy
 
     def _gather(self, slot: np.ndarray, weight: np.ndarray) -> ReplayBatch:
         """The transitions starting at rows ``slot`` [N] with their n-step windows and bootstrap rows."""
@@ -333,6 +400,16 @@ class Replay:
         both = self._obs(np.concatenate([slot, bootstrap]))  # one gather for obs and next_obs
         return ReplayBatch(obs=both[: slot.size], action=self.action[slot], reward=self.reward[window],
                            terminated=terminated, truncated=truncated, next_obs=both[slot.size:], weight=weight)
+
+    def _gather_sequences(self, slot: np.ndarray, weight: np.ndarray) -> SequenceBatch:
+        """The sequences of ``sequence_length`` rows starting at rows ``slot`` [N], with the start rows' extras."""
+        base, pos = (slot // self.length) * self.length, slot % self.length
+        rows = base[:, None] + (pos[:, None] + np.arange(self.sequence_length)) % self.length  # [N, L]
+        obs = self._obs(rows.reshape(-1))
+        return SequenceBatch(obs=obs.reshape(*rows.shape, *obs.shape[1:]), action=self.action[rows],
+                             reward=self.reward[rows], terminated=self.terminated[rows],
+                             truncated=self.truncated[rows],
+                             state={name: store[slot] for name, store in self.extras.items()}, weight=weight)
 
     def update_priorities(self, keys: SampleKeys, priorities: np.ndarray) -> int:
         """Set new priorities (e.g. ``|td error|``, [N]) for a sampled batch; returns how many were applied

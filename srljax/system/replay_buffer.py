@@ -37,7 +37,7 @@ from srljax.comm.priorities import KIND_GRANT, KIND_SAVE
 from srljax.layout import ACTOR, BUFFER, PRIORITIES, SAMPLES, TRAINER
 from srljax.replay import snapshots as replay_snapshots
 from srljax.replay.apex import num_shards, shard_actors, shard_capacity, shard_streams, stream_base
-from srljax.replay.buffer import Replay, SampleKeys
+from srljax.replay.buffer import SampleKeys, config_replay
 from srljax.system.bounds import FLOOR, HEADROOM
 from srljax.system.common import bind_address, check_array, episode_meta, episodes_from_meta
 from srljax.system.worker import Worker
@@ -56,10 +56,7 @@ class ReplayBufferWorker(Worker):
         cfg, spec, a = self.cfg, self.spec, self.cfg.algo
         if spec is None:
             raise RuntimeError("the configure message carried no env spec")
-        r = a.replay
-        self.replay = Replay(shard_capacity(cfg), shard_streams(cfg, self.index), spec.obs_shape, spec.obs_dtype,
-                             spec.action_shape, spec.action_dtype, n_step=a.n_step, alpha=r.alpha,
-                             priority_eps=r.priority_eps, dedup_frames=r.dedup_frames)
+        self.replay = config_replay(cfg, spec, shard_capacity(cfg), shard_streams(cfg, self.index))
         self.rng = np.random.default_rng([cfg.seed, 7919, self.index])
         self.shard_incarnation = uuid.uuid4().hex[:8]  # in every batch: priorities for another one are dropped
         self.receiver = SampleReceiver(bind_address(cfg), self.trial, ctx=self.ctx, hwm=4)
