@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from srljax.replay.buffer import frame_stack
+from srljax.replay.buffer import frame_stack, replay_window, sequence_rows
 
 
 def num_shards(cfg: Any) -> int:
@@ -61,7 +61,7 @@ def actor_allowance(cfg: Any, version: int, actor: int = 0, since: int = 0) -> f
     updates = max(0, version) - max(0, min(since, version))
     steps = a.learning_starts + updates * a.batch_size / a.replay_ratio * (1.0 + a.ratio_tolerance)
     feeders = max(1, len(shard_actors(cfg, shard_of(actor, cfg))))
-    refill = 1.5 * a.batch_size / feeders + (a.n_step + 1) * cfg.env.num_envs  # done rows are not sampleable
+    refill = 1.5 * a.batch_size / feeders + (replay_window(a) + 1) * cfg.env.num_envs  # done rows are not sampleable
     slack = max(a.num_steps * cfg.env.num_envs, a.updates_per_call * a.batch_size / a.replay_ratio, refill)
     return steps / max(1, cfg.layout.num_actors) + slack
 
@@ -100,9 +100,11 @@ def apex_problems(cfg: Any) -> list[str]:
     if lay.num_buffer_workers >= 1 and lay.num_actors >= 1:
         per_stream = shard_capacity(cfg) // max(1, shard_streams(cfg, 0))
         stack = frame_stack(cfg)
-        if per_stream <= a.n_step + stack:
-            need = (a.n_step + stack + 1) * shard_streams(cfg, 0) * num_shards(cfg)
+        window = replay_window(a)
+        if per_stream <= window + stack:
+            need = (window + stack + 1) * shard_streams(cfg, 0) * num_shards(cfg)
+            what = "a sequence" if sequence_rows(a) else "an n-step window"
             out.append(f"algo.replay.capacity={a.replay.capacity:,} split over {num_shards(cfg)} replay buffer workers "
                        f"and {shard_streams(cfg, 0)} env streams each leaves {per_stream} rows per stream, fewer than "
-                       f"an n-step window needs; raise it to at least {need:,}")
+                       f"{what} needs; raise it to at least {need:,}")
     return out

@@ -169,6 +169,30 @@ def extras_bytes(extras: dict[str, tuple[tuple[int, ...], str]]) -> int:
     return sum(math.prod(shape) * np.dtype(dtype).itemsize for shape, dtype in extras.values())
 
 
+def batch_fields(cfg: Any, spec: Any) -> dict[str, Any]:
+    """What one sampled batch of ``cfg.algo`` holds: ``{field: (shape, dtype)}`` of a ``ReplayBatch`` or, for a
+    sequence replay, a ``SequenceBatch`` (its ``state`` as ``{name: (shape, dtype)}``); what a trainer checks a
+    shard's batch against and compiles for."""
+    a, n = cfg.algo, cfg.algo.batch_size
+    obs, action = (spec.obs_shape, spec.obs_dtype), (spec.action_shape, spec.action_dtype)
+    rows = sequence_rows(a)
+    if rows:
+        lead = (n, rows)
+        return {"obs": ((*lead, *obs[0]), obs[1]), "action": ((*lead, *action[0]), action[1]),
+                "reward": (lead, "float32"), "terminated": (lead, "bool"), "truncated": (lead, "bool"),
+                "state": {k: ((n, *shape), dtype) for k, (shape, dtype) in replay_extras(a).items()},
+                "weight": ((n,), "float32")}
+    k = a.n_step
+    return {"obs": ((n, *obs[0]), obs[1]), "action": ((n, *action[0]), action[1]), "reward": ((n, k), "float32"),
+            "terminated": ((n, k), "bool"), "truncated": ((n, k), "bool"), "next_obs": ((n, *obs[0]), obs[1]),
+            "weight": ((n,), "float32")}
+
+
+def batch_of(cfg: Any, fields: dict[str, Any]) -> ReplayBatch | SequenceBatch:
+    """The batch type of ``cfg.algo`` from its fields (``batch_fields``' keys, arrays as values)."""
+    return SequenceBatch(**fields) if sequence_rows(cfg.algo) else ReplayBatch(**fields)
+
+
 def window_problems(cfg: Any) -> list[str]:
     """Whether each env's share of ``algo.replay.capacity`` holds an n-step window (plus the frame stack), and the
     capacity one batch."""

@@ -42,6 +42,7 @@ from srljax.comm import SampleSender
 from srljax.layout import ACTOR, BUFFER, PARAMS, SAMPLES, TRAINER, actor_envs_per_recv
 from srljax.learning.acting import Acting
 from srljax.replay.apex import actor_allowance, shard_of
+from srljax.replay.buffer import replay_extras
 from srljax.system.actor import ActorWorker
 from srljax.system.common import episode_meta
 from srljax.system.escape import StarvationEscape
@@ -62,8 +63,9 @@ class RowChunker:
             chunk = chunker.pop()                # {obs [T, k, *O], ..., priority [T, k], env_id [k]}
     """
 
-    def __init__(self, spec: EnvSpec, num_steps: int, algo: Any):
+    def __init__(self, spec: EnvSpec, num_steps: int, algo: Any, stored: tuple[str, ...] = ()):
         self.num_steps, self.n_step, self.priorities = num_steps, algo.priority_lookahead, algo.initial_priorities
+        self.stored = stored  # act's extras the replay keeps with each row (R2D2: the carry), sent in the chunk
         rows, n = num_steps + self.n_step, spec.num_envs
         self.store = {"obs": np.zeros((rows, n, *spec.obs_shape), spec.obs_dtype),
                       "action": np.zeros((rows, n, *spec.action_shape), spec.action_dtype),
@@ -86,7 +88,7 @@ class RowChunker:
 
     def _finish(self, env: int) -> None:
         t, s = self.num_steps, {k: v[:, env] for k, v in self.store.items()}
-        chunk = {k: s[k][:t].copy() for k in ("obs", "action", "reward", "terminated", "truncated")}
+        chunk = {k: s[k][:t].copy() for k in ("obs", "action", "reward", "terminated", "truncated", *self.stored)}
         chunk["priority"] = (np.ones(t, np.float32) if self.priorities is None
                              else np.asarray(self.priorities(s), np.float32))
         self.ready_chunks.setdefault(env, deque()).append(chunk)
@@ -136,7 +138,7 @@ class ApexActorWorker(ActorWorker):
         self.acting.warm_up(codec.zeros(), self.spec)
         self.follower = ParamsFollower(self.trial, self.peers_of(TRAINER, PARAMS), codec, self.stats, self.ctx)
         self.follow_peers(self.follower.sub, TRAINER, PARAMS)
-        self.chunker = RowChunker(self.spec, cfg.algo.num_steps, self.algo)
+        self.chunker = RowChunker(self.spec, cfg.algo.num_steps, self.algo, tuple(replay_extras(cfg.algo)))
         self.outgoing: deque[tuple[dict[str, np.ndarray], dict[str, Any]]] = deque()
         self.returns: list[float] = []
         self.lengths: list[int] = []

@@ -37,7 +37,7 @@ from srljax.comm.priorities import KIND_GRANT, KIND_SAVE
 from srljax.layout import ACTOR, BUFFER, PRIORITIES, SAMPLES, TRAINER
 from srljax.replay import snapshots as replay_snapshots
 from srljax.replay.apex import num_shards, shard_actors, shard_capacity, shard_streams, stream_base
-from srljax.replay.buffer import SampleKeys, config_replay
+from srljax.replay.buffer import SampleKeys, config_replay, replay_extras
 from srljax.system.bounds import FLOOR, HEADROOM
 from srljax.system.common import bind_address, check_array, episode_meta, episodes_from_meta
 from srljax.system.worker import Worker
@@ -145,7 +145,8 @@ class ReplayBufferWorker(Worker):
                 keep = self._continues(rows["obs"][t], streams)
                 self.replay.add(rows["obs"][t][keep], rows["action"][t][keep], rows["reward"][t][keep],
                                 rows["terminated"][t][keep], rows["truncated"][t][keep], streams[keep],
-                                priority=rows["priority"][t][keep])
+                                priority=rows["priority"][t][keep],
+                                extras={k: rows[k][t][keep] for k in self.replay.extras})
         except ValueError:  # a stack that cannot be deduplicated: counted, the rest of the chunk dropped
             self.stats.add("samples_invalid")
             return
@@ -170,8 +171,9 @@ class ReplayBufferWorker(Worker):
 
     def _checked_rows(self, tree: Any) -> dict[str, np.ndarray]:
         spec = self.spec
+        extras = replay_extras(self.cfg.algo)
         if not isinstance(tree, dict) or set(tree) != {"obs", "action", "reward", "terminated", "truncated",
-                                                       "priority", "env_id"}:
+                                                       "priority", "env_id", *extras}:
             raise ValueError("not a chunk of replay rows")
         reward = tree["reward"]
         if not isinstance(reward, np.ndarray) or reward.ndim != 2 or 0 in reward.shape:
@@ -185,7 +187,8 @@ class ReplayBufferWorker(Worker):
                 "reward": check_array("reward", reward, (t, k), "float32"),
                 "terminated": check_array("terminated", tree["terminated"], (t, k), "bool"),
                 "truncated": check_array("truncated", tree["truncated"], (t, k), "bool"),
-                "priority": check_array("priority", tree["priority"], (t, k), "float32"), "env_id": env_id}
+                "priority": check_array("priority", tree["priority"], (t, k), "float32"), "env_id": env_id,
+                **{name: check_array(name, tree[name], (t, k, *shape), dtype) for name, (shape, dtype) in extras.items()}}
 
     def _send_batch(self) -> None:
         a = self.cfg.algo

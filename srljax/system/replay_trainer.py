@@ -47,11 +47,12 @@ from srljax.comm import Message, PrioritySender, PriorityUpdate
 from srljax.layout import BUFFER, PRIORITIES
 from srljax.replay import snapshots as replay_snapshots
 from srljax.replay.apex import num_shards, samples_per_insert, trainer_allowance
+from srljax.replay.buffer import batch_fields, batch_of
 from srljax.system.bounds import FLOOR, HEADROOM
 from srljax.system.common import check_array, episodes_from_meta
 from srljax.system.trainer import DRAIN_MAX, IDLE_POLL_MS, TrainerWorker
 from srljax.telemetry.metrics import UpdateRecords
-from srljax.types import ReplayBatch
+from srljax.types import ReplayBatch, SequenceBatch
 
 PREFETCH = 2  # batches one shard may have in flight towards the trainer
 QUEUE = 2  # batches held here, ready to be put on the devices
@@ -63,17 +64,15 @@ class ReplayTrainerWorker(TrainerWorker):
     placement = TrainerWorker.placement
     serves = TrainerWorker.serves
 
-    def example_batch(self) -> ReplayBatch:
-        spec, a = self.spec, self.cfg.algo
-        n, k = a.batch_size, a.n_step
-        obs = np.zeros((n, *spec.obs_shape), spec.obs_dtype)
-        return ReplayBatch(obs=obs, action=np.zeros((n, *spec.action_shape), spec.action_dtype),
-                           reward=np.zeros((n, k), np.float32), terminated=np.zeros((n, k), bool),
-                           truncated=np.zeros((n, k), bool), next_obs=obs.copy(), weight=np.ones(n, np.float32))
+    def example_batch(self) -> ReplayBatch | SequenceBatch:
+        zeros = lambda f: np.zeros(*f) if isinstance(f, tuple) else {k: np.zeros(*v) for k, v in f.items()}  # noqa: E731
+        return batch_of(self.cfg, {name: zeros(f) for name, f in batch_fields(self.cfg, self.spec).items()})
 
     def samples_limit(self) -> int:
-        row = int(np.prod(self.spec.obs_shape)) * np.dtype(self.spec.obs_dtype).itemsize
-        return max(super().samples_limit(), FLOOR + HEADROOM * self.cfg.algo.batch_size * max(row, 8 * self.cfg.algo.n_step))
+        leaves = [f for f in batch_fields(self.cfg, self.spec).values() if isinstance(f, tuple)]
+        leaves += [v for f in batch_fields(self.cfg, self.spec).values() if isinstance(f, dict) for v in f.values()]
+        size = sum(int(np.prod(shape)) * np.dtype(dtype).itemsize for shape, dtype in leaves)
+        return max(super().samples_limit(), FLOOR + HEADROOM * (size + 16 * self.cfg.algo.batch_size))
 
     def setup(self) -> None:
         self.resumed_step = -1  # --resume: the checkpoint step restored, which every shard's replay must match
@@ -139,7 +138,7 @@ class ReplayTrainerWorker(TrainerWorker):
             if k == 1:
                 self.placed = self.learner.put(taken[0][0])  # the copy overlaps the running update
             else:  # stacked [k, N, ...]: Learner.steps places them
-                self.placed = ReplayBatch(*(np.stack(leaves) for leaves in zip(*(b for b, *_ in taken))))
+                self.placed = jax.tree.map(lambda *leaves: np.stack(leaves), *(b for b, *_ in taken))
         if self.running is None and self.placed is not None and self._ahead():
             self.stats.add("waits_replay_ratio")
         elif self.running is None and self.placed is not None:
@@ -236,20 +235,20 @@ class ReplayTrainerWorker(TrainerWorker):
         self.stats.add("samples")
         self.batches.append((batch, shard, incarnation, slot, written))
 
-    def _checked_batch(self, tree: Any) -> tuple[ReplayBatch, np.ndarray, np.ndarray]:
-        spec, a = self.spec, self.cfg.algo
-        n, k = a.batch_size, a.n_step
-        if not isinstance(tree, dict) or set(tree) != {*ReplayBatch._fields, "slot", "written"}:
+    def _checked_batch(self, tree: Any) -> tuple[ReplayBatch | SequenceBatch, np.ndarray, np.ndarray]:
+        fields, n = batch_fields(self.cfg, self.spec), self.cfg.algo.batch_size
+        if not isinstance(tree, dict) or set(tree) != {*fields, "slot", "written"}:
             raise ValueError("not a replay batch")
-        batch = ReplayBatch(
-            obs=check_array("obs", tree["obs"], (n, *spec.obs_shape), spec.obs_dtype),
-            action=check_array("action", tree["action"], (n, *spec.action_shape), spec.action_dtype),
-            reward=check_array("reward", tree["reward"], (n, k), "float32"),
-            terminated=check_array("terminated", tree["terminated"], (n, k), "bool"),
-            truncated=check_array("truncated", tree["truncated"], (n, k), "bool"),
-            next_obs=check_array("next_obs", tree["next_obs"], (n, *spec.obs_shape), spec.obs_dtype),
-            weight=check_array("weight", tree["weight"], (n,), "float32"))
-        return batch, check_array("slot", tree["slot"], (n,), "int64"), check_array("written", tree["written"], (n,), "int64")
+        checked = {}
+        for name, f in fields.items():
+            if isinstance(f, dict):  # a sequence's stored state
+                if not isinstance(tree[name], dict) or set(tree[name]) != set(f):
+                    raise ValueError(f"{name} must hold {sorted(f)}")
+                checked[name] = {k: check_array(f"{name}/{k}", tree[name][k], *v) for k, v in f.items()}
+            else:
+                checked[name] = check_array(name, tree[name], *f)
+        return (batch_of(self.cfg, checked), check_array("slot", tree["slot"], (n,), "int64"),
+                check_array("written", tree["written"], (n,), "int64"))
 
     def _finish_update(self, final: bool = False) -> None:
         """The dispatched update (or ``algo.updates_per_call`` of them, stacked) ended: priorities back, params
