@@ -69,7 +69,14 @@ class ActorCriticPolicy:
         return {"params": state.params, "obs_norm": state.norm.obs}
 
     def prep(self, obs: Array, obs_norm: Any) -> Array:
-        return normalize(obs, obs_norm, self.obs_clip) if self.norm_obs else obs
+        """Observations as the network takes them: normalised (``normalize_obs``), except the legal-action flags,
+        which the network reads as they came (``algos.networks.mask_illegal``)."""
+        if not self.norm_obs:
+            return obs
+        out = normalize(obs, obs_norm, self.obs_clip)
+        if legal := self.spec.legal_actions:
+            out = out.at[..., legal[0]: legal[1]].set(obs[..., legal[0]: legal[1]].astype(out.dtype))
+        return out
 
     def initial_actor_state(self, batch: int) -> Any:
         return () if self.rec is None else self.rec.initial_state(batch)

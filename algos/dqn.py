@@ -30,7 +30,7 @@ import optax
 from jax import lax
 
 from algos.base import Algorithm, Metrics, Params, TrainState
-from algos.networks import make_q_network
+from algos.networks import MASKED, make_q_network
 from algos.returns import n_step_return
 from srljax.config import DQNConfig, Experiment
 from srljax.types import EnvSpec, ReplayBatch
@@ -133,11 +133,15 @@ def epsilon_exploration(cfg: Experiment) -> Callable[[int, int | None, int], dic
     return exploration
 
 
-def epsilon_greedy(q: Array, epsilon: Array, rng: Array) -> Array:
-    """Actions [B] int32: greedy in ``q`` [B, A], uniformly random where a draw falls below ``epsilon`` [B]."""
+def epsilon_greedy(q: Array, epsilon: Array, rng: Array, masked: bool = False) -> Array:
+    """Actions [B] int32: greedy in ``q`` [B, A], uniformly random where a draw falls below ``epsilon`` [B]; with
+    ``masked`` (the network masks illegal actions, ``algos.networks.MASKED``) random among the legal ones."""
     greedy = jnp.argmax(q, axis=-1).astype(jnp.int32)
     k_action, k_explore = jax.random.split(rng)
-    random = jax.random.randint(k_action, greedy.shape, 0, q.shape[-1], jnp.int32)
+    if masked:
+        random = jax.random.categorical(k_action, jnp.where(q > MASKED / 2, 0.0, -jnp.inf)).astype(jnp.int32)
+    else:
+        random = jax.random.randint(k_action, greedy.shape, 0, q.shape[-1], jnp.int32)
     return jnp.where(jax.random.uniform(k_explore, greedy.shape) < epsilon, random, greedy)
 
 
@@ -172,7 +176,7 @@ def make_dqn(cfg: Experiment, spec: EnvSpec, bootstrap: Bootstrap | None = None)
 
     def act(pp: Params, obs: Array, actor_state: Any, first: Array | None, rng: Array) -> tuple[Array, dict, Any]:
         q = net.apply(pp["params"], obs)
-        action = epsilon_greedy(q, actor_state["epsilon"], rng)
+        action = epsilon_greedy(q, actor_state["epsilon"], rng, masked=bool(net.legal))
         # what an Ape-X actor needs for its initial priorities (``initial_priorities``)
         extras = {"q_taken": jnp.take_along_axis(q, action[:, None], axis=-1)[:, 0].astype(jnp.float32),
                   "q_max": jnp.max(q, axis=-1).astype(jnp.float32)}

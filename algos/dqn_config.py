@@ -31,6 +31,8 @@ class DQNConfig:
     action_kinds: ClassVar[tuple[str, ...]] = ("discrete",)
     """the action spaces it takes (``algos/fit.py``); ``dict_obs``: whether it takes a Dict observation."""
     dict_obs: ClassVar[bool] = True
+    action_masks: ClassVar[bool] = True
+    """whether it applies a Dict observation's legal-action flags (``action_mask``, ``algos/fit.py``)."""
     num_steps: int = 1
     """env steps per env collected between training rounds (the single-process loop then trains the
     updates the replay ratio owes); distributed (Ape-X): rows per env in one chunk an actor sends."""

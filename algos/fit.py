@@ -2,9 +2,10 @@
 
     spec_problems(cfg.algo, spec)    # [] or one message per misfit, each naming the fix
 
-An algorithm config states what it takes with two class attributes (not config keys): ``action_kinds``
-(``discrete``, ``multi_discrete``, ``continuous``) and ``dict_obs`` (whether it takes a Dict observation,
-which ``envs/spaces.py`` flattens into one vector). A user's config without them is not checked. The network
+An algorithm config states what it takes with class attributes (not config keys): ``action_kinds``
+(``discrete``, ``multi_discrete``, ``continuous``), ``dict_obs`` (whether it takes a Dict observation,
+which ``envs/spaces.py`` flattens into one vector) and ``action_masks`` (whether it applies the legal-action
+flags of a Dict observation's ``action_mask`` key, ``EnvSpec.legal_actions``). A user's config without them is not checked. The network
 (``algo.network``) must fit the observation: no zero-width input, and the Nature CNN only on images it fits.
 ``envs.fit_problems`` runs this before launch on the spec envpool describes; ``algos.networks`` runs it again
 when it builds the network (a user's ``env.factory`` env is only known then).
@@ -45,6 +46,9 @@ def spec_problems(algo: Any, spec: EnvSpec) -> list[str]:
     if spec.obs_keys and not getattr(algo, "dict_obs", True):
         out.append(f"algo={name} does not take Dict observations, and {spec.id}'s is a Dict ({', '.join(spec.obs_keys)}); "
                    "use algo=ppo, impala or dqn (they see it flattened, envs/spaces.py) or flatten it in your env")
+    if spec.legal_actions and getattr(algo, "action_masks", None) is False:
+        out.append(f"algo={name} does not apply action masks, and {spec.id}'s observation flags its legal actions "
+                   "(its 'action_mask' key): use algo=ppo, impala, dqn or r2d2, which never pick an illegal action")
     if math.prod(spec.obs_shape) == 0:
         out.append(f"{spec.id}'s observation {spec.obs_shape} has zero features: a network on it would learn nothing; "
                    "check env.obs_mask and your env's observation space")

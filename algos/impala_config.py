@@ -27,6 +27,8 @@ class IMPALAConfig:
     action_kinds: ClassVar[tuple[str, ...]] = ("discrete", "multi_discrete", "continuous")
     """the action spaces it takes (``algos/fit.py``); ``dict_obs``: whether it takes a Dict observation."""
     dict_obs: ClassVar[bool] = True
+    action_masks: ClassVar[bool] = True
+    """whether it applies a Dict observation's legal-action flags (``action_mask``, ``algos/fit.py``)."""
     num_steps: int = 20
     """segment length T per env column (Cleanba: 20)."""
     gamma: float = 0.99

@@ -25,6 +25,8 @@ class MAPPOConfig(PPOConfig):
     name: Literal["mappo"] = "mappo"  # type: ignore[assignment]
     action_kinds: ClassVar[tuple[str, ...]] = ("discrete",)
     dict_obs: ClassVar[bool] = False
+    action_masks: ClassVar[bool] = False
+    """whether it applies a Dict observation's legal-action flags (``action_mask``, ``algos/fit.py``)."""
     """its observations are the agents' packed rows (``envs/multi_agent.py``)."""
     critic: Literal["central", "local"] = "central"
     """``central`` (MAPPO): the value of each agent from the env's global state, or, when the env gives none,

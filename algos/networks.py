@@ -104,6 +104,21 @@ def apply_torso(torso: str, options: tuple[tuple[str, Any], ...], obs: Array, ob
     return h.reshape((*lead, h.shape[-1]))
 
 
+MASKED = -1e9
+"""The logit / Q-value an illegal action gets: probability 0, never the argmax."""
+
+
+def mask_illegal(x: Array, obs: Array, legal: tuple[int, ...]) -> Array:
+    """``x [..., A]`` (logits or Q-values) with the actions ``obs``'s legal-action flags (``obs[..., start:stop]``,
+    ``EnvSpec.legal_actions``) mark illegal set to ``MASKED``; ``legal=()``: unchanged. A row with no legal action
+    (an episode's final observation) is left unmasked, so a bootstrap from it stays finite."""
+    if not legal:
+        return x
+    flags = obs[..., legal[0]: legal[1]] > 0.5
+    flags = flags | ~jnp.any(flags, axis=-1, keepdims=True)
+    return jnp.where(flags, x, MASKED)
+
+
 class ActorCritic(nn.Module):
     """obs [B, *O] -> (policy params, value [B]).
 
@@ -129,6 +144,8 @@ class ActorCritic(nn.Module):
     pixel_scale: float = 1.0 / 255.0
     channels_last: bool = False
     init_log_std: float = 0.0
+    legal: tuple[int, ...] = ()
+    """``(start, stop)`` of the observation's legal-action flags (``EnvSpec.legal_actions``); ``()``: none."""
 
     def features(self, obs: Array, name: str) -> Array:
         return apply_torso(self.torso, self.torso_options, obs, self.obs_ndim, name=name, pixel_scale=self.pixel_scale,
@@ -142,10 +159,15 @@ class ActorCritic(nn.Module):
             pi_h = v_h = self.features(obs, "torso")
         value = _dense(1, 1.0, name="value_head")(v_h)[..., 0]
         if self.action_kind == "discrete":
-            return _dense(self.action_dim, 0.01, name="policy_head")(pi_h), value
+            return mask_illegal(_dense(self.action_dim, 0.01, name="policy_head")(pi_h), obs, self.legal), value
         mean = _dense(self.action_dim, 0.01, name="policy_head")(pi_h)
         log_std = self.param("log_std", nn.initializers.constant(self.init_log_std), (self.action_dim,))
         return (mean, jnp.broadcast_to(log_std, mean.shape)), value
+
+
+def legal_slice(spec: Any) -> tuple[int, ...]:
+    """``spec.legal_actions`` as a network field: ``(start, stop)``, or ``()`` for an env without action masks."""
+    return tuple(getattr(spec, "legal_actions", None) or ())
 
 
 def torso_name(cfg: Any, spec: Any) -> str:
@@ -189,6 +211,7 @@ def make_actor_critic(cfg: Any, spec: Any) -> ActorCritic:
         hidden_sizes=tuple(cfg.hidden_sizes),
         activation=cfg.activation,
         init_log_std=cfg.init_log_std,
+        legal=legal_slice(spec),
         # normalised observations are already unit-scale; raw frames are bytes
         pixel_scale=1.0 if cfg.normalize_obs else 1.0 / 255.0,
     )
@@ -231,6 +254,7 @@ class RecurrentActorCritic(nn.Module):
     pixel_scale: float = 1.0 / 255.0
     channels_last: bool = False
     init_log_std: float = 0.0
+    legal: tuple[int, ...] = ()
 
     def initial_carry(self, batch: int) -> tuple[Array, Array]:
         """Zeros ``(c, h)``, each ``[batch, lstm_size]`` float32 (callable unbound)."""
@@ -245,7 +269,7 @@ class RecurrentActorCritic(nn.Module):
         carry, h = scan(self.lstm_size, name="lstm")(carry, (x, first))
         value = _dense(1, 1.0, name="value_head")(h)[..., 0]
         if self.action_kind == "discrete":
-            return carry, (_dense(self.action_dim, 0.01, name="policy_head")(h), value)
+            return carry, (mask_illegal(_dense(self.action_dim, 0.01, name="policy_head")(h), obs, self.legal), value)
         mean = _dense(self.action_dim, 0.01, name="policy_head")(h)
         log_std = self.param("log_std", nn.initializers.constant(self.init_log_std), (self.action_dim,))
         return carry, ((mean, jnp.broadcast_to(log_std, mean.shape)), value)
@@ -265,12 +289,14 @@ class QNetwork(nn.Module):
     dueling: bool = False
     pixel_scale: float = 1.0 / 255.0
     channels_last: bool = False
+    legal: tuple[int, ...] = ()
+    """``(start, stop)`` of the observation's legal-action flags: illegal actions' Q is ``MASKED``."""
 
     @nn.compact
     def __call__(self, obs: Array) -> Array:
         h = apply_torso(self.torso, self.torso_options, obs, self.obs_ndim, name="torso", pixel_scale=self.pixel_scale,
                         channels_last=self.channels_last, hidden_sizes=self.hidden_sizes, activation=self.activation)
-        return _q_head(h, self.num_actions, self.dueling)
+        return mask_illegal(_q_head(h, self.num_actions, self.dueling), obs, self.legal)
 
 
 def _q_head(h: Array, num_actions: int, dueling: bool) -> Array:
@@ -297,6 +323,7 @@ class RecurrentQNetwork(nn.Module):
     dueling: bool = True
     pixel_scale: float = 1.0 / 255.0
     channels_last: bool = False
+    legal: tuple[int, ...] = ()
 
     def initial_carry(self, batch: int) -> tuple[Array, Array]:
         zeros = jnp.zeros((batch, self.lstm_size), jnp.float32)
@@ -308,7 +335,7 @@ class RecurrentQNetwork(nn.Module):
                         channels_last=self.channels_last, hidden_sizes=self.hidden_sizes, activation=self.activation)
         scan = nn.scan(_ResetLSTMStep, variable_broadcast="params", split_rngs={"params": False}, in_axes=0, out_axes=0)
         carry, h = scan(self.lstm_size, name="lstm")(carry, (x, first))
-        return carry, _q_head(h, self.num_actions, self.dueling)
+        return carry, mask_illegal(_q_head(h, self.num_actions, self.dueling), obs, self.legal)
 
 
 def make_q_network(cfg: Any, spec: Any) -> QNetwork:
@@ -317,7 +344,8 @@ def make_q_network(cfg: Any, spec: Any) -> QNetwork:
     check_fit(cfg, spec)
     return QNetwork(num_actions=spec.num_actions, obs_ndim=len(spec.obs_shape), torso=torso_name(cfg, spec),
                     torso_options=torso_options(cfg), channels_last=spec.channels == "last",
-                    hidden_sizes=tuple(cfg.hidden_sizes), activation=cfg.activation, dueling=cfg.dueling)
+                    hidden_sizes=tuple(cfg.hidden_sizes), activation=cfg.activation, dueling=cfg.dueling,
+                    legal=legal_slice(spec))
 
 
 def make_recurrent_q_network(cfg: Any, spec: Any) -> RecurrentQNetwork:
@@ -326,4 +354,4 @@ def make_recurrent_q_network(cfg: Any, spec: Any) -> RecurrentQNetwork:
     return RecurrentQNetwork(num_actions=spec.num_actions, obs_ndim=len(spec.obs_shape), lstm_size=cfg.lstm_size,
                              torso=torso_name(cfg, spec), torso_options=torso_options(cfg),
                              channels_last=spec.channels == "last", hidden_sizes=tuple(cfg.hidden_sizes),
-                             activation=cfg.activation, dueling=cfg.dueling)
+                             activation=cfg.activation, dueling=cfg.dueling, legal=legal_slice(spec))

@@ -22,6 +22,8 @@ class PPOConfig:
     action_kinds: ClassVar[tuple[str, ...]] = ("discrete", "multi_discrete", "continuous")
     """the action spaces it takes (``algos/fit.py``); ``dict_obs``: whether it takes a Dict observation."""
     dict_obs: ClassVar[bool] = True
+    action_masks: ClassVar[bool] = True
+    """whether it applies a Dict observation's legal-action flags (``action_mask``, ``algos/fit.py``)."""
     num_steps: int = 128
     """rollout length T per environment per update."""
     gamma: float = 0.99

@@ -141,7 +141,7 @@ def make_r2d2(cfg: Experiment, spec: EnvSpec) -> Algorithm:
         if first is not None:
             carry = reset_carry(carry, first)
         carry_out, q = net.apply(pp["params"], carry, obs[None], jnp.zeros((1, obs.shape[0]), bool))
-        action = epsilon_greedy(q[0], actor_state["epsilon"], rng)
+        action = epsilon_greedy(q[0], actor_state["epsilon"], rng, masked=bool(net.legal))
         extras = {"lstm_c": carry[0], "lstm_h": carry[1]}  # the carry this row was acted with: stored in the replay
         return action, extras, {"epsilon": actor_state["epsilon"], "lstm_c": carry_out[0], "lstm_h": carry_out[1]}
 

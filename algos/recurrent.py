@@ -72,6 +72,7 @@ class Recurrent:
             action_kind=net.action_kind, action_dim=net.action_dim, obs_ndim=net.obs_ndim, lstm_size=lstm_size,
             torso=net.torso, torso_options=net.torso_options, hidden_sizes=net.hidden_sizes, activation=net.activation,
             pixel_scale=net.pixel_scale, channels_last=net.channels_last, init_log_std=net.init_log_std,
+            legal=net.legal,
         ))
 
     @property

@@ -30,6 +30,8 @@ class TwinQConfig:
     action_kinds: ClassVar[tuple[str, ...]] = ("continuous",)
     """the action spaces it takes (``algos/fit.py``); ``dict_obs``: whether it takes a Dict observation."""
     dict_obs: ClassVar[bool] = True
+    action_masks: ClassVar[bool] = False
+    """whether it applies a Dict observation's legal-action flags (``action_mask``, ``algos/fit.py``)."""
     name: str = ""
     num_steps: int = 1
     """env steps per env collected between training rounds (the single-process loop then trains the

@@ -15,6 +15,7 @@ From a config (``max_episode_steps`` is the horizon / length)::
     EnvConfig(factory="envs.probe:make_terminal_reward", max_episode_steps=5)
     EnvConfig(factory="envs.probe:make_cue_memory", max_episode_steps=4)   # needs memory
     EnvConfig(factory="envs.probe:make_cue_choices")                        # MultiDiscrete actions
+    EnvConfig(factory="envs.probe:make_masked_choices", max_episode_steps=8) # legal-action masks
 """
 
 from __future__ import annotations
@@ -187,6 +188,49 @@ class CueChoices(PythonLoopVecEnv):
         return np.zeros(self.choices * self.options, np.float32), reward, True, False
 
 
+class MaskedChoices(PythonLoopVecEnv):
+    """Legal-action masks: a Dict observation ``{"action_mask": [A] flags}`` (flattened, ``EnvSpec.legal_actions``).
+
+    Every step a random 2..A-1 of the ``A`` actions are legal; the highest legal one earns 1, any other legal one
+    0, and an illegal action raises ``ValueError`` (the run fails), so an algorithm that ever picks one is caught.
+    Episodes end by a time limit of ``length`` steps. Random legal play earns about ``length x 0.3``; a policy that
+    prefers higher actions among the legal ones earns ``length``.
+    """
+
+    def __init__(self, num_envs: int, length: int, actions: int = 6, seed: int = 0, batch_size: int | None = None):
+        if actions < 3:
+            raise ValueError(f"actions={actions} must be >= 3")
+        super().__init__(
+            EnvSpec(id="MaskedChoices", obs_shape=(actions,), obs_dtype="float32", action_kind="discrete",
+                    num_actions=actions, num_envs=num_envs, batch_size=batch_size or num_envs,
+                    max_episode_steps=length, obs_keys=("action_mask",), obs_key_sizes=(actions,), action_mask=True)
+        )
+        self.length, self.actions = length, actions
+        self._rng = np.random.default_rng(seed)
+        self.legal = np.zeros((num_envs, actions), bool)
+        self._elapsed = np.zeros(num_envs, np.int64)
+        self.illegal_taken = 0
+
+    def _draw(self, index: int) -> np.ndarray:
+        k = int(self._rng.integers(2, self.actions))
+        self.legal[index] = False
+        self.legal[index, self._rng.choice(self.actions, size=k, replace=False)] = True
+        return self.legal[index].astype(np.float32)
+
+    def _reset_env(self, index: int) -> np.ndarray:
+        self._elapsed[index] = 0
+        return self._draw(index)
+
+    def _step_env(self, index: int, action: Any) -> tuple[np.ndarray, float, bool, bool]:
+        a = int(action)
+        if not self.legal[index, a]:
+            self.illegal_taken += 1
+            raise ValueError(f"MaskedChoices: action {a} is illegal here (legal: {np.flatnonzero(self.legal[index])})")
+        reward = float(a == np.flatnonzero(self.legal[index]).max())
+        self._elapsed[index] += 1
+        return self._draw(index), reward, False, bool(self._elapsed[index] >= self.length)
+
+
 def _steps_from(cfg: EnvConfig, what: str) -> int:
     if cfg.max_episode_steps < 1:
         raise ValueError(f"this probe env reads its {what} from env.max_episode_steps; set it >= 1 (e.g. 10)")
@@ -217,3 +261,8 @@ def make_cue_memory(cfg: EnvConfig, seed: int) -> CueMemory:
 def make_cue_choices(cfg: EnvConfig, seed: int) -> CueChoices:
     """Factory for ``EnvConfig(factory="envs.probe:make_cue_choices")``: 3 sub-actions of 4 values."""
     return CueChoices(cfg.num_envs, seed=seed, batch_size=cfg.envs_per_recv)
+
+
+def make_masked_choices(cfg: EnvConfig, seed: int) -> MaskedChoices:
+    """Factory for ``EnvConfig(factory="envs.probe:make_masked_choices", max_episode_steps=L)``: 6 actions."""
+    return MaskedChoices(cfg.num_envs, _steps_from(cfg, "length"), seed=seed, batch_size=cfg.envs_per_recv)

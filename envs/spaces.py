@@ -17,7 +17,10 @@ Observations:
   with ``env.image_channels=first|last``; an image whose shape says neither is refused until it is declared.
 * ``Dict`` (and nested ``Dict``) observations arrive flattened: one float32 vector, the leaves in the space's
   key order, each leaf flattened (a ``Discrete`` leaf one-hot), so every built-in network takes them
-  (dm_control's ``position``/``velocity``, MiniGrid's ``image``/``direction``/``mission``).
+  (dm_control's ``position``/``velocity``, MiniGrid's ``image``/``direction``/``mission``). A leaf named
+  ``action_mask`` (a ``MultiBinary`` or ``Box`` of one flag per action of a ``Discrete`` action space) flags the
+  legal actions: ``EnvSpec.legal_actions`` says where it lies, and the built-in networks give illegal actions
+  a logit / Q-value of ``algos.networks.MASKED``, so PPO, IMPALA, DQN and R2D2 never pick one.
   ``EnvSpec.obs_keys`` and ``obs_key_sizes`` record where each leaf lies, for a network of your own that wants
   the parts back (``unflatten_obs``).
 
@@ -32,7 +35,7 @@ from typing import Any, Literal
 import gymnasium
 import numpy as np
 
-from srljax.types import EnvSpec, channels_from_shape
+from srljax.types import ACTION_MASK_KEY, EnvSpec, channels_from_shape
 
 ImageChannels = Literal["auto", "first", "last"]
 
@@ -55,10 +58,11 @@ def _leaves(space: gymnasium.Space, prefix: str = "") -> list[tuple[str, gymnasi
 def _leaf_size(env_id: str, key: str, space: gymnasium.Space) -> int:
     if isinstance(space, gymnasium.spaces.Discrete):
         return int(space.n)
-    if isinstance(space, gymnasium.spaces.Box):
+    if isinstance(space, (gymnasium.spaces.Box, gymnasium.spaces.MultiBinary)):
         return int(np.prod(space.shape, dtype=np.int64))
     raise ValueError(f"{env_id}: observation key {key!r} is a {type(space).__name__} space; a Dict observation's "
-                     "leaves must be Box or Discrete arrays (flatten the rest in your own env, EnvConfig.factory)")
+                     "leaves must be Box, MultiBinary or Discrete arrays (flatten the rest in your own env, "
+                     "EnvConfig.factory)")
 
 
 def image_channels(env_id: str, obs_shape: tuple[int, ...], declared: ImageChannels = "auto") -> str:
@@ -104,6 +108,13 @@ def spec_from_spaces(
         max_episode_steps=max(0, int(max_episode_steps or 0)),
         **obs,
     )
+    if ACTION_MASK_KEY in obs.get("obs_keys", ()):  # legal-action flags: the algorithms mask illegal actions out
+        size = obs["obs_key_sizes"][obs["obs_keys"].index(ACTION_MASK_KEY)]
+        if not isinstance(action_space, gymnasium.spaces.Discrete) or int(action_space.n) != size:
+            raise ValueError(f"{env_id}: observation key {ACTION_MASK_KEY!r} ({size} flags) is read as the legal "
+                             f"actions, which needs a Discrete action space of {size} actions; the actions are "
+                             f"{action_space}: rename the key or match the action space")
+        common["action_mask"] = True
     if isinstance(action_space, gymnasium.spaces.Discrete):
         if int(action_space.start) != 0:
             raise ValueError(f"{env_id}: Discrete action space starting at {action_space.start} is not supported")

@@ -72,6 +72,16 @@ class EnvSpec:
     def action_dtype(self) -> str:
         return "float32" if self.action_kind == "continuous" else "int32"
 
+    @property
+    def legal_actions(self) -> tuple[int, int] | None:
+        """A single-agent Dict observation's ``action_mask`` leaf (``envs/spaces.py``): where its legal-action flags
+        lie in the flattened observation, ``(start, stop)``; None when the env has no mask."""
+        if self.num_agents != 1 or not self.action_mask or ACTION_MASK_KEY not in self.obs_keys:
+            return None
+        i = self.obs_keys.index(ACTION_MASK_KEY)
+        start = sum(self.obs_key_sizes[:i])
+        return start, start + self.obs_key_sizes[i]
+
     def agent_row(self) -> dict[str, slice]:
         """Where the parts of a multi-agent obs row lie (see the fields above); absent parts are empty slices."""
         sizes = {"view": self.agent_obs_size, "state": self.state_size, "reward": int(self.agent_rewards),
@@ -81,6 +91,11 @@ class EnvSpec:
             out[name] = slice(start, start + size)
             start += size
         return out
+
+
+ACTION_MASK_KEY = "action_mask"
+"""The Dict observation key whose leaf flags the legal actions (1 legal, 0 not), as PettingZoo's and OpenSpiel's
+wrappers name it; ``EnvSpec.legal_actions`` says where it lies once flattened."""
 
 
 class TimeStep(NamedTuple):
