@@ -5,7 +5,7 @@ Floors (``docs/architecture.md``, "Folder map"), lowest first:
 0. ground: ``srljax.types``, ``srljax.objects``, ``srljax.config.*`` and each algorithm's config beside it
    (``algos/*_config.py``): plain dataclasses and checks, no JAX, no env, no disk.
 1. parts: ``algos.*`` (pure JAX functions) and ``envs.*`` (the env seam).
-2. machinery: the rooms of ``srljax`` the loops and workers share (``comm``, ``learning``, ``replay``,
+2. machinery: the rooms of ``srljax`` the loops and workers share (``comm``, ``learning``, ``replay``, ``selfplay``,
    ``parallel``, ``telemetry``, ``storage``, ``evaluation``) and ``srljax.layout``.
 3. loops: ``srljax.loops.*``, the single-process training loops.
 4. workers: ``srljax.system.*``.
@@ -28,7 +28,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 TOP = ("srljax", "algos", "envs", "launch", "configs", "examples", "bench")
-MACHINERY = ("comm", "learning", "replay", "parallel", "telemetry", "storage", "evaluation", "layout")
+MACHINERY = ("comm", "learning", "replay", "parallel", "telemetry", "storage", "evaluation", "selfplay", "layout")
 
 
 def floor(module: str) -> int | None:

@@ -41,6 +41,7 @@ _EXPORTS = {  # name -> the module that defines it
     # the built-in algorithms' configs, each beside its algorithm
     "PPOConfig": "algos.ppo_config", "IMPALAConfig": "algos.impala_config", "MAPPOConfig": "algos.mappo_config",
     "DQNConfig": "algos.dqn_config", "ReplayConfig": "algos.replay_config",
+    "SelfPlayConfig": "srljax.config.selfplay",
     "SACConfig": "algos.sac_config", "TD3Config": "algos.td3_config", "R2D2Config": "algos.r2d2_config",
 }
 

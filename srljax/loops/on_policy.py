@@ -200,6 +200,11 @@ def train_on_policy(cfg: Experiment, resume: bool = False) -> TrainResult:
     env = envs.make(cfg.env, seed=cfg.seed)
     learner = Learner(cfg, env.spec)
     collector = Collector(cfg, env, learner.algo)
+    selfplay = None
+    if cfg.selfplay.enabled:  # the env's opponent: snapshots of this learner (srljax/selfplay/opponents.py)
+        from srljax.selfplay.opponents import SelfPlay
+
+        selfplay = SelfPlay(cfg, env, learner.algo, learner.policy_params())
     overlap = cfg.trainer.overlap_collection
     meta: dict[str, Any] = {}
     if resume:
@@ -249,9 +254,10 @@ def train_on_policy(cfg: Experiment, resume: bool = False) -> TrainResult:
                 phases["time_update"] += time.perf_counter() - t0
                 result.env_steps = batch.env_steps
                 updates = learner.version
+                extra = selfplay.after_update(updates, params, batch.env_steps) if selfplay is not None else {}
                 if updates % cfg.log.log_every == 0 or updates == cfg.num_updates:
-                    record = records.record(updates, batch.env_steps, batch.episodes, jax.device_get(train_metrics),
-                                            **phases)
+                    record = records.record(updates, batch.env_steps, batch.episodes,
+                                            {**jax.device_get(train_metrics), **extra}, **phases)
                     phases = dict.fromkeys(PHASES, 0.0)
                     logger.write(record)
                     result.metrics.append(record)
@@ -266,6 +272,8 @@ def train_on_policy(cfg: Experiment, resume: bool = False) -> TrainResult:
         learner.close()
         if evals is not None:  # the final evaluation only after a run that did not fail
             evals.finish(learner.version, params, result.env_steps, evaluate=finished)
+        if selfplay is not None:
+            selfplay.finish(learner.version, params, result.env_steps, evaluate=finished)
         logger.close()
     result.state = learner.state
     return result

@@ -1,0 +1,173 @@
+"""The single-process loop's self-play: the env's opponent, the pool of snapshots, Elo ratings and bot evaluations.
+
+    selfplay = SelfPlay(cfg, env, algo, params)    # env: envs.openspiel.OpenSpielVecEnv; sets env.opponent
+    ...                                             # the env asks selfplay.begin / act / end as games go
+    metrics = selfplay.after_update(version, params, env_steps)   # snapshots, ratings, bot evaluations when due
+    selfplay.finish(version, params, env_steps)     # the last bot evaluation and the ratings plot
+
+Each game draws its opponent when it starts (``OpponentPool.sample``: a snapshot, or the current policy); the
+opponents act by the algorithm's own ``act`` (sampling) with their params, one padded, jitted call per distinct
+opponent and env step. Every finished game updates the pool's scores (PFSP) and, against a snapshot, the Elo of
+the main agent (``main``) and of that snapshot. Every ``selfplay.snapshot_every`` updates the current params join
+the pool at the main agent's rating (and ``RUN_DIR/pool/v<version>.msgpack``; a snapshot dropped from the pool
+leaves its file too) and a line goes to ``RUN_DIR/ratings.jsonl``: the version, env steps, the main agent's Elo,
+every snapshot's Elo and the main agent's recent score per opponent. At the end ``ratings.png`` plots the main
+agent's Elo over env steps. Bot evaluations (``srljax.selfplay.bots``) write one ``eval.jsonl`` row per bot.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import flax.serialization
+import jax
+import numpy as np
+
+from srljax.selfplay.bots import play_bots
+from srljax.selfplay.elo import Elo
+from srljax.selfplay.pool import LATEST, OpponentPool
+
+MAIN = "main"
+RECENT = 500  # games in the recent-score window of the metrics
+
+
+class SelfPlay:
+    def __init__(self, cfg: Any, env: Any, algo: Any, params: Any):
+        s = self.settings = cfg.selfplay
+        self.cfg, self.env, self.run_dir = cfg, env, Path(cfg.run_dir)
+        self.pool = OpponentPool(s.pool_size, s.sampling, s.pfsp_power, s.latest_share)
+        self.elo = Elo(s.elo_k)
+        self.elo.add(MAIN)
+        self.rng = np.random.default_rng([cfg.seed, 4099])
+        self.key = jax.random.PRNGKey(cfg.seed + 4099)
+        self.num_envs, self.obs_shape = env.spec.num_envs, env.spec.obs_shape
+        self._act = jax.jit(algo.act)
+        self._greedy = jax.jit(algo.act_deterministic or algo.act)
+        self.current = params
+        self.assigned = [LATEST] * env.spec.num_envs
+        self.retired: dict[str, Any] = {}  # dropped from the pool while a game against it goes on: its params
+        self.recent: deque[tuple[str, float]] = deque(maxlen=RECENT)
+        self.games = 0
+        (self.run_dir / "pool").mkdir(parents=True, exist_ok=True)
+        self.snapshot(0, params)
+        env.opponent = self
+
+    # -- the env's opponent ------------------------------------------------------------------------------
+    def begin(self, index: int) -> None:
+        self.assigned[index] = self.pool.sample(self.rng)
+
+    def act(self, obs: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        names = [self.assigned[i] for i in ids.tolist()]
+        out = np.zeros(len(names), np.int32)
+        for name in sorted(set(names)):
+            rows = np.flatnonzero(np.array(names) == name)
+            padded = np.zeros((self.num_envs, *self.obs_shape), np.float32)  # one compiled size for any batch
+            padded[: rows.size] = obs[rows]
+            params = (self.current if name == LATEST else self.pool.params(name) if name in self.pool.snapshots
+                      else self.retired[name])
+            self.key, key = jax.random.split(self.key)
+            action, _, _ = self._act(params, padded, (), None, key)
+            out[rows] = np.asarray(action)[: rows.size]
+        return out
+
+    def end(self, index: int, score: float) -> None:
+        name = self.assigned[index]
+        self.pool.record(name, score)
+        if name != LATEST:
+            self.elo.update(MAIN, name, score)
+        self.recent.append((name, score))
+        self.games += 1
+
+    # -- the loop's hooks ------------------------------------------------------------------------------------
+    def snapshot(self, version: int, params: Any) -> None:
+        host = jax.device_get(params)
+        dropped = self.pool.add(version, host)
+        name = f"v{version}"
+        self.elo.ratings[name] = self.elo.rating(MAIN)  # a snapshot starts at its source's rating
+        path = self.run_dir / "pool" / f"{name}.msgpack"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(flax.serialization.msgpack_serialize(jax.tree.map(np.asarray, host)))
+        os.replace(tmp, path)
+        playing = set(self.assigned)
+        self.retired = {n: p for n, p in self.retired.items() if n in playing}
+        for old in dropped:
+            if old.name in playing:
+                self.retired[old.name] = old.params
+            (self.run_dir / "pool" / f"{old.name}.msgpack").unlink(missing_ok=True)
+
+    def metrics(self) -> dict[str, float]:
+        scores = [s for _, s in self.recent]
+        vs_pool = [s for n, s in self.recent if n != LATEST]
+        return {"elo_main": round(self.elo.rating(MAIN), 2), "pool_size": len(self.pool.snapshots),
+                "selfplay_games": self.games, "score_recent": float(np.mean(scores)) if scores else float("nan"),
+                "score_vs_pool": float(np.mean(vs_pool)) if vs_pool else float("nan")}
+
+    def after_update(self, version: int, params: Any, env_steps: int) -> dict[str, float]:
+        self.current = params
+        s = self.settings
+        if version % s.snapshot_every == 0:
+            self.snapshot(version, params)
+            self._write("ratings.jsonl", {
+                "version": version, "env_steps": env_steps, "elo_main": self.elo.rating(MAIN),
+                "elo": {k: round(v, 2) for k, v in self.elo.ratings.items()},
+                "pool": sorted(self.pool.snapshots, key=lambda n: int(n[1:])),
+                "main_score": {n: round(p.main_score, 3) for n, p in self.pool.snapshots.items()},
+                "sampling": {k: round(v, 4) for k, v in self.pool.weights().items()}})
+        if s.bot_every_updates and version % s.bot_every_updates == 0:
+            self.evaluate(version, params, env_steps)
+        return self.metrics()
+
+    def evaluate(self, version: int, params: Any, env_steps: int) -> list[dict[str, Any]]:
+        """The main agent (greedy) against every bot of ``selfplay.bots``: one ``eval.jsonl`` row each."""
+        s = self.settings
+        if not s.bots or not s.bot_games:
+            return []
+        key = jax.random.PRNGKey(0)
+
+        def policy(obs: np.ndarray) -> np.ndarray:
+            return np.asarray(self._greedy(params, obs.astype(np.float32), (), None, key)[0])
+
+        rows = play_bots(self.env.game, policy, tuple(s.bots), s.bot_games, seed=self.cfg.eval.seed)
+        for row in rows:
+            row.update(version=version, env_steps=env_steps, elo_main=round(self.elo.rating(MAIN), 2))
+            self._write("eval.jsonl", row)
+            print(f"[{self.cfg.name}/{self.cfg.trial}] update {version}: vs {row['opponent']} over {row['games']} "
+                  f"games: win {row['win_rate']:.1%}, draw {row['draw_rate']:.1%}, loss {row['loss_rate']:.1%}",
+                  flush=True)
+        return rows
+
+    def finish(self, version: int, params: Any, env_steps: int, evaluate: bool = True) -> None:
+        if evaluate and not (self.settings.bot_every_updates and version % self.settings.bot_every_updates == 0):
+            self.evaluate(version, params, env_steps)
+        self.plot()
+
+    def plot(self) -> Path | None:
+        """``ratings.png``: the main agent's Elo over env steps, from ``ratings.jsonl``."""
+        path = self.run_dir / "ratings.jsonl"
+        if not path.exists():
+            return None
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        ax.plot([r["env_steps"] for r in rows], [r["elo_main"] for r in rows], label="main agent")
+        ax.set_xlabel("env steps")
+        ax.set_ylabel("Elo (vs its own snapshots)")
+        ax.set_title(f"{self.cfg.name}/{self.cfg.trial}: {self.settings.sampling} self-play")
+        ax.grid(alpha=0.3)
+        out = self.run_dir / "ratings.png"
+        fig.tight_layout()
+        fig.savefig(out, dpi=100)
+        plt.close(fig)
+        return out
+
+    def _write(self, name: str, row: dict[str, Any]) -> None:
+        with open(self.run_dir / name, "a") as f:
+            f.write(json.dumps(row) + "\n")
