@@ -16,23 +16,17 @@ above trains), and a replay ratio of 0.02 sequences per env step (each row train
 per sequence). Checkpoints hold the replay (``checkpoint.replay``), so ``--resume`` refills it.
 """
 
-from srljax.config import (
-    CheckpointConfig,
-    EnvConfig,
-    Experiment,
-    LayoutConfig,
-    LogConfig,
-    R2D2Config,
-    ReplayConfig,
-    TrainerConfig,
-)
+import dataclasses
+
+from configs import atari_apex_distributed
+from srljax.config import CheckpointConfig, Experiment, LogConfig, R2D2Config, ReplayConfig, TrainerConfig
 
 
 def experiment() -> Experiment:
-    return Experiment(
-        total_env_steps=50_000_000,
-        env=EnvConfig(id="Pong-v5", num_envs=8,
-                      options={"episodic_life": True, "reward_clip": True, "repeat_action_probability": 0.0}),
+    base = atari_apex_distributed.experiment()  # its env (Pong, envpool's Atari options) and layout
+    return dataclasses.replace(
+        base,
+        name="atari_r2d2_distributed",
         algo=R2D2Config(
             num_steps=40, gamma=0.997, n_step=5, batch_size=64, replay_ratio=0.02, learning_starts=10_000,
             sequence_length=80, burn_in=40, lstm_size=512, network="cnn", dueling=True, double_q=True, loss="mse",
@@ -42,7 +36,7 @@ def experiment() -> Experiment:
         ),
         trainer=TrainerConfig(lr=1e-4, anneal_lr=False, adam_eps=1e-3, max_grad_norm=40.0, num_minibatches=1,
                               update_epochs=1),
-        layout=LayoutConfig(mode="distributed", num_actors=2, num_buffer_workers=1, inference="inline"),
+        layout=dataclasses.replace(base.layout, num_actors=2, num_buffer_workers=1),
         log=LogConfig(log_every=1),
         checkpoint=CheckpointConfig(every_updates=10_000, replay=True),
     )
