@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from envs.openspiel import OpenSpielVecEnv, load_game
+from srljax.config import apply_overrides, load_file, problems
 from srljax.selfplay.bots import play_bots
 from srljax.selfplay.elo import Elo, expected
 from srljax.selfplay.pool import LATEST, OpponentPool
@@ -101,14 +102,15 @@ def launch(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
                           cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.mark.parametrize("overrides, text", [
-    (["env.options.game=2048"], "2048' is a 1-player general_sum game"),
-    (["selfplay.pool_size=0"], "selfplay.pool_size=0 must be >= 1"),
-    (["env.factory=", "env.id=CartPole-v1"], "selfplay.enabled=true needs a two-player game"),
-])
-def test_bad_selfplay_configs_exit_2_with_one_message(overrides, text):
-    out = launch("--show", *overrides, timeout=120)
-    assert out.returncode == 2 and text in out.stderr and out.stderr.count("\n  - ") == 1, out.stderr
+def test_bad_selfplay_configs_exit_2_with_one_message():
+    cfg = load_file(str(ROOT / "configs/connect_four_selfplay.py"))
+    for overrides, text in ((["selfplay.pool_size=0"], "selfplay.pool_size=0 must be >= 1"),
+                            (["env.factory=", "env.id=CartPole-v1"], "selfplay.enabled=true needs a two-player game")):
+        (found,) = problems(apply_overrides(cfg, overrides))
+        assert text in found, found
+    out = launch("--show", "env.options.game=2048", timeout=120)  # found from the game, before launch
+    assert out.returncode == 2 and "2048' is a 1-player general_sum game" in out.stderr, out.stderr
+    assert out.stderr.count("\n  - ") == 1, out.stderr
 
 
 def test_selfplay_run_learns_tic_tac_toe_and_writes_ratings(tmp_path):
