@@ -55,6 +55,10 @@ def test_overrides_parse_types_and_report_unknown_keys_together():
     )
     assert (cfg.total_env_steps, cfg.trainer.lr, cfg.env.id) == (50_000, 1e-4, "Pong-v5")
     assert cfg.algo.hidden_sizes == (32, 32) and cfg.algo.norm_adv is False
+    free = apply_overrides(Experiment(), ["algo.network_options.channels=[32, 64]", "env.options.game=connect_four",
+                                          "env.options.size=[]", "env.options.scale=0.5"])  # free-form: by their text
+    assert free.algo.network_options == {"channels": [32, 64]}
+    assert free.env.options == {"game": "connect_four", "size": [], "scale": 0.5}
     with pytest.raises(ConfigError) as err:
         apply_overrides(Experiment(), ["trainer.lrr=1", "env.num_envs=many", "layout.mode=cluster", "nokey"])
     text = str(err.value)

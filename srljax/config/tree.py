@@ -78,7 +78,10 @@ def _split(item: str) -> tuple[str, str]:
 
 
 def _literal(text: str) -> Any:
-    """A free-form option's value: a boolean, an integer, a number, else the text itself."""
+    """A free-form option's value: a boolean, an integer, a number, a list of those (``[32,32]``), else the text."""
+    if text.startswith("[") and text.endswith("]"):
+        inner = text[1:-1].strip()
+        return [_literal(item.strip()) for item in inner.split(",")] if inner else []
     low = text.lower()
     if low in ("true", "false"):
         return low == "true"
