@@ -113,18 +113,25 @@ def test_bad_selfplay_configs_exit_2_with_one_message():
     assert out.stderr.count("\n  - ") == 1, out.stderr
 
 
-def test_selfplay_run_learns_tic_tac_toe_and_writes_ratings(tmp_path):
-    """Tic-tac-toe, 100k env steps (~30 s on 2 cores): the greedy policy beats the random bot in >= 65% of 100
-    games (seed 1: 80%; a random player wins ~44% of its games, 58% from the first seat and 29% from the second);
-    the main agent's Elo rises over its snapshots; the pool on disk stays within its size."""
-    out = launch("env.options.game=tic_tac_toe", "total_env_steps=100000", "env.num_envs=16", "trainer.lr=1e-3",
-                 "trainer.anneal_lr=false", "selfplay.snapshot_every=10", "selfplay.pool_size=4", "selfplay.bots=[random]",
-                 "selfplay.bot_games=100", "log.wandb=disabled", "log.progress=lines", f"log.run_root={tmp_path}",
-                 "-f", "ttt")
-    assert out.returncode == 0, out.stderr[-3000:]
+def test_selfplay_run_learns_tic_tac_toe_writes_ratings_and_resumes(tmp_path):
+    """Tic-tac-toe, 100k env steps in two launches (~40 s on 2 cores; the second ``--resume``s the first at 60k):
+    the greedy policy beats the random bot in >= 65% of 100 games (seed 1: 80%; a random player wins ~44% of its
+    games, 58% from the first seat and 29% from the second); the main agent's Elo rises over its snapshots; the
+    resumed run plays on against the pool and ratings it left; the pool on disk stays within its size."""
+    common = ["env.options.game=tic_tac_toe", "env.num_envs=16", "trainer.lr=1e-3", "trainer.anneal_lr=false",
+              "selfplay.snapshot_every=10", "selfplay.pool_size=4", "selfplay.bots=[random]", "selfplay.bot_games=100",
+              "checkpoint.every_updates=10", "log.wandb=disabled", "log.progress=lines", f"log.run_root={tmp_path}",
+              "-f", "ttt"]
+    first = launch("total_env_steps=60000", *common)
+    assert first.returncode == 0, first.stderr[-3000:]
     run = tmp_path / "connect_four_selfplay" / "ttt"
-    (row,) = [json.loads(line) for line in (run / "eval.jsonl").read_text().splitlines()]
-    assert row["opponent"] == "random" and row["games"] == 100 and row["win_rate"] >= 0.65, row
+    before = [json.loads(line) for line in (run / "ratings.jsonl").read_text().splitlines()]
+    second = launch("total_env_steps=100000", "--resume", *common)
+    assert second.returncode == 0, second.stderr[-3000:]
     ratings = [json.loads(line) for line in (run / "ratings.jsonl").read_text().splitlines()]
+    after = ratings[len(before)]
+    assert after["version"] > before[-1]["version"] and set(before[-1]["pool"]) & set(after["elo"]), after
+    row = [json.loads(line) for line in (run / "eval.jsonl").read_text().splitlines()][-1]
+    assert row["opponent"] == "random" and row["games"] == 100 and row["win_rate"] >= 0.65, row
     assert ratings[-1]["elo_main"] > ratings[0]["elo_main"] + 50, [r["elo_main"] for r in ratings]
     assert len(list((run / "pool").glob("*.msgpack"))) <= 4 and (run / "ratings.png").exists()

@@ -200,11 +200,6 @@ def train_on_policy(cfg: Experiment, resume: bool = False) -> TrainResult:
     env = envs.make(cfg.env, seed=cfg.seed)
     learner = Learner(cfg, env.spec)
     collector = Collector(cfg, env, learner.algo)
-    selfplay = None
-    if cfg.selfplay.enabled:  # the env's opponent: snapshots of this learner (srljax/selfplay/opponents.py)
-        from srljax.selfplay.opponents import SelfPlay
-
-        selfplay = SelfPlay(cfg, env, learner.algo, learner.policy_params())
     overlap = cfg.trainer.overlap_collection
     meta: dict[str, Any] = {}
     if resume:
@@ -212,6 +207,11 @@ def train_on_policy(cfg: Experiment, resume: bool = False) -> TrainResult:
         collector.load_state(shell, meta)
     elif cfg.policies.enabled:  # several policies: each one's ``load`` checkpoint into its part of the state
         restore_policies(learner, cfg, env.spec)
+    selfplay = None
+    if cfg.selfplay.enabled:  # the env's opponent: snapshots of this learner (srljax/selfplay/opponents.py)
+        from srljax.selfplay.opponents import SelfPlay
+
+        selfplay = SelfPlay(cfg, env, learner.algo, learner.policy_params(), resume=resume)
     logger = MetricsLogger(cfg, total=cfg.total_env_steps, elapsed=float(meta.get("elapsed_s", 0.0)),
                            wandb_id=meta.get("wandb_id"))
     result = TrainResult(config=cfg, env_steps=collector.env_steps)

@@ -1,6 +1,7 @@
 """The single-process loop's self-play: the env's opponent, the pool of snapshots, Elo ratings and bot evaluations.
 
     selfplay = SelfPlay(cfg, env, algo, params)    # env: envs.openspiel.OpenSpielVecEnv; sets env.opponent
+    selfplay = SelfPlay(cfg, env, algo, params, resume=True)   # --resume: the pool and ratings as last written
     ...                                             # the env asks selfplay.begin / act / end as games go
     metrics = selfplay.after_update(version, params, env_steps)   # snapshots, ratings, bot evaluations when due
     selfplay.finish(version, params, env_steps)     # the last bot evaluation and the ratings plot
@@ -13,6 +14,8 @@ the pool at the main agent's rating (and ``RUN_DIR/pool/v<version>.msgpack``; a 
 leaves its file too) and a line goes to ``RUN_DIR/ratings.jsonl``: the version, env steps, the main agent's Elo,
 every snapshot's Elo and the main agent's recent score per opponent. At the end ``ratings.png`` plots the main
 agent's Elo over env steps. Bot evaluations (``srljax.selfplay.bots``) write one ``eval.jsonl`` row per bot.
+A resumed trial restores the pool (its snapshots' files), their scores and the ratings from the last
+``ratings.jsonl`` line; games since that line are not counted again.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ RECENT = 500  # games in the recent-score window of the metrics
 
 
 class SelfPlay:
-    def __init__(self, cfg: Any, env: Any, algo: Any, params: Any):
+    def __init__(self, cfg: Any, env: Any, algo: Any, params: Any, resume: bool = False):
         s = self.settings = cfg.selfplay
         self.cfg, self.env, self.run_dir = cfg, env, Path(cfg.run_dir)
         self.pool = OpponentPool(s.pool_size, s.sampling, s.pfsp_power, s.latest_share)
@@ -53,8 +56,25 @@ class SelfPlay:
         self.recent: deque[tuple[str, float]] = deque(maxlen=RECENT)
         self.games = 0
         (self.run_dir / "pool").mkdir(parents=True, exist_ok=True)
-        self.snapshot(0, params)
+        if not (resume and self._restore(params)):
+            self.snapshot(0, params)
         env.opponent = self
+
+    def _restore(self, template: Any) -> bool:
+        """The pool and ratings of the last ``ratings.jsonl`` line (``template``: params of the same structure)."""
+        path = self.run_dir / "ratings.jsonl"
+        lines = path.read_text().splitlines() if path.exists() else []
+        if not lines:
+            return False
+        last = json.loads(lines[-1])
+        host = jax.device_get(template)
+        for name in last["pool"]:
+            data = (self.run_dir / "pool" / f"{name}.msgpack").read_bytes()
+            self.pool.add(int(name[1:]), flax.serialization.from_bytes(host, data))
+            score = last["main_score"].get(name, 0.5)
+            self.pool.snapshots[name].wins, self.pool.snapshots[name].games = score * 2.0, 2.0
+        self.elo.ratings.update(last["elo"])
+        return True
 
     # -- the env's opponent ------------------------------------------------------------------------------
     def begin(self, index: int) -> None:
@@ -90,7 +110,7 @@ class SelfPlay:
         self.elo.ratings[name] = self.elo.rating(MAIN)  # a snapshot starts at its source's rating
         path = self.run_dir / "pool" / f"{name}.msgpack"
         tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(flax.serialization.msgpack_serialize(jax.tree.map(np.asarray, host)))
+        tmp.write_bytes(flax.serialization.to_bytes(host))
         os.replace(tmp, path)
         playing = set(self.assigned)
         self.retired = {n: p for n, p in self.retired.items() if n in playing}
