@@ -128,6 +128,13 @@ def derived_lines(cfg: Experiment) -> list[str]:
            "gradient steps per update",
            f"  env steps trained: {cfg.num_updates:,} updates x {batch:,} = {cfg.num_updates * batch:,} "
            f"(total_env_steps={cfg.total_env_steps:,})"]
+    if cfg.selfplay.enabled:
+        sp = cfg.selfplay
+        rule = ("only the current policy (plain self-play)" if sp.sampling == "latest" else
+                f"{sp.sampling} over the pool, {sp.latest_share:.0%} of games against the current policy")
+        out.append(f"  self-play: a snapshot every {sp.snapshot_every} updates into a pool of {sp.pool_size}; opponents: "
+                   f"{rule}; {sp.bot_games} games against each of {', '.join(sp.bots) or 'no bots'} "
+                   + (f"every {sp.bot_every_updates} updates and " if sp.bot_every_updates else "") + "at the end")
     if cfg.layout.mode != "distributed":
         out.append("  workers: none; the single-process loop acts and trains in the launching process")
     else:
