@@ -135,3 +135,19 @@ def test_selfplay_run_learns_tic_tac_toe_writes_ratings_and_resumes(tmp_path):
     assert row["opponent"] == "random" and row["games"] == 100 and row["win_rate"] >= 0.65, row
     assert ratings[-1]["elo_main"] > ratings[0]["elo_main"] + 50, [r["elo_main"] for r in ratings]
     assert len(list((run / "pool").glob("*.msgpack"))) <= 4 and (run / "ratings.png").exists()
+
+
+def test_each_row_is_acted_by_its_own_opponent():
+    import jax
+    import jax.numpy as jnp
+
+    from srljax.selfplay.opponents import act_stacked
+
+    def act(params, obs, state, first, key):  # an "opponent" that always plays its own number
+        return jnp.full(obs.shape[0], params["a"], jnp.int32), {}, state
+
+    stacked = {"a": np.array([5, 7, 9], np.int32)}
+    which = np.array([2, 0, 1, 0], np.int32)
+    out = jax.jit(lambda s, o, w, k: act_stacked(act, s, o, w, k))(stacked, np.zeros((4, 3)), which,
+                                                                    jax.random.PRNGKey(0))
+    assert np.asarray(out).tolist() == [9, 5, 7, 5]

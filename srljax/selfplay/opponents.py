@@ -7,8 +7,9 @@
     selfplay.finish(version, params, env_steps)     # the last bot evaluation and the ratings plot
 
 Each game draws its opponent when it starts (``OpponentPool.sample``: a snapshot, or the current policy); the
-opponents act by the algorithm's own ``act`` (sampling) with their params, one padded, jitted call per distinct
-opponent and env step. Every finished game updates the pool's scores (PFSP) and, against a snapshot, the Elo of
+opponents act by the algorithm's own ``act`` (sampling) with their params: every opponent's params are stacked on a
+leading axis (rebuilt when the pool or the current params change) and one padded, jitted call per env step
+``vmap``s ``act`` over them and keeps each row's own opponent's action. Every finished game updates the pool's scores (PFSP) and, against a snapshot, the Elo of
 the main agent (``main``) and of that snapshot. Every ``selfplay.snapshot_every`` updates the current params join
 the pool at the main agent's rating (and ``RUN_DIR/pool/v<version>.msgpack``; a snapshot dropped from the pool
 leaves its file too) and a line goes to ``RUN_DIR/ratings.jsonl``: the version, env steps, the main agent's Elo,
@@ -20,6 +21,7 @@ A resumed trial restores the pool (its snapshots' files), their scores and the r
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections import deque
@@ -28,6 +30,7 @@ from typing import Any
 
 import flax.serialization
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from srljax.selfplay.bots import play_bots
@@ -36,6 +39,14 @@ from srljax.selfplay.pool import LATEST, OpponentPool
 
 MAIN = "main"
 RECENT = 500  # games in the recent-score window of the metrics
+
+
+def act_stacked(act: Any, stacked: Any, obs: Any, which: Any, key: Any) -> Any:
+    """Actions ``[B]``: row b acted by opponent ``which[b]``, whose params are ``stacked``'s entry ``which[b]``
+    (every opponent acts on every row, ``vmap``; a small network's extra rows cost less than a call each)."""
+    keys = jax.random.split(key, jax.tree.leaves(stacked)[0].shape[0])
+    actions = jax.vmap(lambda p, k: act(p, obs, (), None, k)[0])(stacked, keys)  # [P, B]
+    return jnp.take_along_axis(actions, which[None, :], axis=0)[0]
 
 
 class SelfPlay:
@@ -48,7 +59,9 @@ class SelfPlay:
         self.rng = np.random.default_rng([cfg.seed, 4099])
         self.key = jax.random.PRNGKey(cfg.seed + 4099)
         self.num_envs, self.obs_shape = env.spec.num_envs, env.spec.obs_shape
-        self._act = jax.jit(algo.act)
+        self._act = jax.jit(functools.partial(act_stacked, algo.act))
+        self._stack_names: dict[str, int] = {}
+        self._stacked: Any = None
         self._greedy = jax.jit(algo.act_deterministic or algo.act)
         self.current = params
         self.assigned = [LATEST] * env.spec.num_envs
@@ -81,18 +94,22 @@ class SelfPlay:
         self.assigned[index] = self.pool.sample(self.rng)
 
     def act(self, obs: np.ndarray, ids: np.ndarray) -> np.ndarray:
-        names = [self.assigned[i] for i in ids.tolist()]
-        out = np.zeros(len(names), np.int32)
-        for name in sorted(set(names)):
-            rows = np.flatnonzero(np.array(names) == name)
-            padded = np.zeros((self.num_envs, *self.obs_shape), np.float32)  # one compiled size for any batch
-            padded[: rows.size] = obs[rows]
-            params = (self.current if name == LATEST else self.pool.params(name) if name in self.pool.snapshots
-                      else self.retired[name])
-            self.key, key = jax.random.split(self.key)
-            action, _, _ = self._act(params, padded, (), None, key)
-            out[rows] = np.asarray(action)[: rows.size]
-        return out
+        if self._stacked is None:
+            self._restack()
+        n = len(ids)
+        padded = np.zeros((self.num_envs, *self.obs_shape), np.float32)  # one compiled size for any batch
+        padded[:n] = obs
+        which = np.zeros(self.num_envs, np.int32)
+        which[:n] = [self._stack_names[self.assigned[i]] for i in ids.tolist()]
+        self.key, key = jax.random.split(self.key)
+        return np.asarray(self._act(self._stacked, padded, which, key))[:n]
+
+    def _restack(self) -> None:
+        """Every opponent's params (current, pool, retired) stacked on a leading axis, and each one's row there."""
+        named = {LATEST: self.current, **{n: s.params for n, s in self.pool.snapshots.items()}, **self.retired}
+        self._stack_names = {name: i for i, name in enumerate(named)}
+        host = [jax.device_get(p) for p in named.values()]
+        self._stacked = jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *host)
 
     def end(self, index: int, score: float) -> None:
         name = self.assigned[index]
@@ -118,6 +135,7 @@ class SelfPlay:
             if old.name in playing:
                 self.retired[old.name] = old.params
             (self.run_dir / "pool" / f"{old.name}.msgpack").unlink(missing_ok=True)
+        self._stacked = None
 
     def metrics(self) -> dict[str, float]:
         scores = [s for _, s in self.recent]
@@ -128,6 +146,7 @@ class SelfPlay:
 
     def after_update(self, version: int, params: Any, env_steps: int) -> dict[str, float]:
         self.current = params
+        self._stacked = None  # restacked at the next opponent move
         s = self.settings
         if version % s.snapshot_every == 0:
             self.snapshot(version, params)
