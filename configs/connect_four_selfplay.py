@@ -13,6 +13,9 @@ for a win, -1 for a loss, 0 for a draw at the end. A snapshot of the policy join
 ``ratings.png`` hold the Elo ratings; at the end the greedy policy plays 200 games against each of OpenSpiel's
 random bot and its MCTS bot with 100 simulations per move (seats alternated, fixed seeds): ``eval.jsonl``.
 Budget: the run is sized for about an hour of a 2-core CPU; bench/RESULTS.md ("Self-play") has its figures.
+A small CNN on the board planes instead of the MLP (~50x slower per env step on a CPU; for an accelerator):
+
+    python -m launch.local configs/connect_four_selfplay.py algo.network=algos.board_torso:BoardCNN
 """
 
 from srljax.config import EnvConfig, Experiment, LogConfig, PPOConfig, SelfPlayConfig, TrainerConfig

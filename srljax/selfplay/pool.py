@@ -93,9 +93,6 @@ class OpponentPool:
         names = list(weights)
         return names[int(rng.choice(len(names), p=np.array(list(weights.values()))))]
 
-    def params(self, name: str) -> Any:
-        return self.snapshots[name].params
-
     def record(self, name: str, score: float) -> None:
         """The main agent scored ``score`` (1 win, 0.5 draw, 0 loss) in a game against ``name``."""
         if name in self.snapshots:

@@ -69,8 +69,8 @@ class ReplayTrainerWorker(TrainerWorker):
         return batch_of(self.cfg, {name: zeros(f) for name, f in batch_fields(self.cfg, self.spec).items()})
 
     def samples_limit(self) -> int:
-        leaves = [f for f in batch_fields(self.cfg, self.spec).values() if isinstance(f, tuple)]
-        leaves += [v for f in batch_fields(self.cfg, self.spec).values() if isinstance(f, dict) for v in f.values()]
+        fields = batch_fields(self.cfg, self.spec).values()
+        leaves = [v for f in fields for v in (f.values() if isinstance(f, dict) else [f])]
         size = sum(int(np.prod(shape)) * np.dtype(dtype).itemsize for shape, dtype in leaves)
         return max(super().samples_limit(), FLOOR + HEADROOM * (size + 16 * self.cfg.algo.batch_size))
 
