@@ -17,6 +17,7 @@ from typing import Any
 
 from envs.atari import atari_option_problems
 from envs.base import VecEnv
+from envs.football import football_option_problems, is_football
 from envs.multi_agent import is_multi_agent_envpool, num_agents_before_launch
 from envs.options import option_problems
 from envs.probe import ConstantRewardTimeLimit, TerminalReward
@@ -81,7 +82,8 @@ def problems(cfg: EnvConfig, algo: Any = None) -> list[str]:
     problem = unknown_id_problem(cfg.id)
     if problem:
         return [problem]
-    out = atari_option_problems(cfg) if is_atari(cfg.id) else []
+    out = (atari_option_problems(cfg) if is_atari(cfg.id) else
+           football_option_problems(cfg) if is_football(cfg.id) else [])
     # a multi-agent algorithm checks the spec of the agents' rows itself (``fit_problems`` refuses a one-agent task)
     if not out and algo is not None and not is_multi_agent_envpool(cfg.id) and not getattr(algo, "multi_agent", False):
         out += _space_problems(cfg, algo)

@@ -30,6 +30,7 @@ import numpy as np
 from envs.atari import atari_options
 from envs.envpool_batch import EnvpoolBatch
 from envs.episode_stats import EpisodeStats
+from envs.football import CheckpointReward, football_options, is_football
 from envs.spaces import ActionConverter, ObsConverter, spec_from_spaces
 from srljax.config import EnvConfig
 from srljax.types import TimeStep
@@ -80,6 +81,8 @@ def envpool_options(cfg: EnvConfig, seed: int) -> dict:
         options["max_episode_steps"] = cfg.max_episode_steps
     if is_atari(cfg.id):
         options.update(atari_options(cfg))
+    elif is_football(cfg.id):
+        pass  # Football's options are applied here (envs/football.py), not by envpool
     elif cfg.options:
         # envpool rejects Atari keywords for other tasks, so they are dropped; say so, since the user
         # evidently expected them to do something.
@@ -112,6 +115,8 @@ class EnvpoolVecEnv(EnvpoolBatch):
         self._to_agent_obs = ObsConverter(self._env.observation_space)
         self._to_env_action = ActionConverter(self._env.action_space)
         self._stats = EpisodeStats(cfg.num_envs)
+        shaped = is_football(cfg.id) and football_options(cfg)["reward"] == "checkpoints"
+        self._checkpoints = CheckpointReward(cfg.num_envs) if shaped else None
 
     def _timestep(
         self, obs: np.ndarray, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray, info: dict
@@ -125,10 +130,17 @@ class EnvpoolVecEnv(EnvpoolBatch):
         episode_return, episode_length = self._stats.update(env_id, raw_reward, terminated | truncated, game_over)
         return TimeStep(
             obs=self._to_agent_obs(obs),
-            reward=np.asarray(reward, np.float32),
+            reward=self._learning_reward(obs, reward, terminated | truncated, env_id, info),
             terminated=terminated,
             truncated=truncated,
             env_id=env_id,
             episode_return=episode_return,
             episode_length=episode_length,
         )
+
+    def _learning_reward(self, obs, reward, done: np.ndarray, env_id: np.ndarray, info: dict) -> np.ndarray:
+        """envpool's reward, or with Football's ``reward=checkpoints`` the shaped one (statistics keep the score)."""
+        if self._checkpoints is None:
+            return np.asarray(reward, np.float32)
+        return self._checkpoints(obs, np.asarray(reward, np.float32), np.asarray(info["ball_owned_team"]), done,
+                                 env_id)
