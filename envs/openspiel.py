@@ -30,7 +30,7 @@ from envs.python_loop import PythonLoopVecEnv
 from srljax.config import EnvConfig
 from srljax.types import EnvSpec
 
-OPTIONS = {"game": "connect_four"}
+OPTIONS = {"game": "connect_four", "egocentric": False}
 
 
 class Opponent(Protocol):
@@ -83,13 +83,40 @@ def observation_size(game: Any) -> int:
     return int(np.prod(shape))
 
 
-def observe(game: Any, state: Any, player: int) -> np.ndarray:
+def seat_planes(game: Any) -> tuple[int, int] | None:
+    """For a board game whose observation tensor is the same from both seats with one plane per player's pieces
+    (connect four, tic-tac-toe: ``[3, rows, cols]``): (player 0's plane, player 1's), found by playing one move
+    each from the start; None for any other game."""
+    if not game.get_type().provides_observation_tensor or len(game.observation_tensor_shape()) < 2:
+        return None
+    if game.observation_tensor_shape()[0] != 3:  # empty, one player's, the other's: no other per-player planes
+        return None
+    shape, state, planes = game.observation_tensor_shape(), game.new_initial_state(), []
+    for player in (0, 1):
+        if state.is_terminal() or state.current_player() != player:
+            return None
+        before = np.asarray(state.observation_tensor(0), np.float32).reshape(shape)
+        state.apply_action(state.legal_actions()[0])
+        after = np.asarray(state.observation_tensor(0), np.float32).reshape(shape)
+        grew = np.flatnonzero((after - before).reshape(shape[0], -1).sum(axis=1) > 0)
+        if len(grew) != 1 or state.observation_tensor(0) != state.observation_tensor(1):
+            return None
+        planes.append(int(grew[0]))
+    return (planes[0], planes[1]) if planes[0] != planes[1] else None
+
+
+def observe(game: Any, state: Any, player: int, planes: tuple[int, int] | None = None) -> np.ndarray:
     """``state`` as ``player`` sees it, flattened as the env's observation: the game's observation tensor (or its
-    information-state tensor), the seat one-hot, the legal-action flags (none once the game is over)."""
+    information-state tensor), the seat one-hot, the legal-action flags (none once the game is over). With
+    ``planes`` (``seat_planes``, the ``egocentric`` option) seat 1 sees the two players' planes swapped: the first
+    always holds the viewer's own pieces."""
     size, num_actions = observation_size(game), game.num_distinct_actions()
     out = np.zeros(size + 2 + num_actions, np.float32)
     out[:size] = (state.observation_tensor(player) if game.get_type().provides_observation_tensor
                   else state.information_state_tensor(player))
+    if planes is not None and player == 1:
+        board = out[:size].reshape(game.observation_tensor_shape())
+        board[[planes[0], planes[1]]] = board[[planes[1], planes[0]]]
     out[size + player] = 1.0
     if not state.is_terminal():
         out[size + 2 + np.asarray(state.legal_actions(player), np.int64)] = 1.0
@@ -106,8 +133,12 @@ def play_chance(state: Any, rng: np.random.Generator) -> None:
 class OpenSpielVecEnv(PythonLoopVecEnv):
     """``num_envs`` games of ``game`` (see the module docstring)."""
 
-    def __init__(self, game: str, num_envs: int, seed: int = 0, batch_size: int | None = None):
+    def __init__(self, game: str, num_envs: int, seed: int = 0, batch_size: int | None = None,
+                 egocentric: bool = False):
         self.game = load_game(game)
+        self.planes = seat_planes(self.game) if egocentric else None  # checked by openspiel_problems
+        if egocentric and self.planes is None:
+            raise ValueError(egocentric_problem(game))
         self.num_actions = self.game.num_distinct_actions()
         size = observation_size(self.game)
         super().__init__(EnvSpec(
@@ -123,7 +154,7 @@ class OpenSpielVecEnv(PythonLoopVecEnv):
 
     def observe(self, index: int, player: int) -> np.ndarray:
         """Game ``index`` as ``player`` sees it (``observe``)."""
-        return observe(self.game, self.states[index], player)
+        return observe(self.game, self.states[index], player, self.planes)
 
     def _advance(self, ids: np.ndarray, action: np.ndarray | None) -> Any:
         for row, index in enumerate(ids.tolist()):  # the learner's moves, new games where one ended
@@ -172,15 +203,22 @@ def score(learner_return: float) -> float:
 def make_openspiel(cfg: EnvConfig, seed: int) -> OpenSpielVecEnv:
     """Factory for ``EnvConfig(factory="envs.openspiel:make_openspiel", options={"game": "connect_four"})``."""
     opts = with_defaults(cfg.options, OPTIONS)
-    return OpenSpielVecEnv(str(opts["game"]), cfg.num_envs, seed=seed, batch_size=cfg.envs_per_recv)
+    return OpenSpielVecEnv(str(opts["game"]), cfg.num_envs, seed=seed, batch_size=cfg.envs_per_recv,
+                           egocentric=bool(opts["egocentric"]))
+
+
+def egocentric_problem(game: str) -> str:
+    return (f"env.options.egocentric=true: {game}'s observation is not one plane per player's pieces, alike from "
+            "both seats (as connect_four's and tic_tac_toe's), so there is nothing to swap; drop the option")
 
 
 def openspiel_problems(options: dict[str, Any]) -> list[str]:
+    opts = with_defaults(options, OPTIONS)
     try:
-        load_game(str(with_defaults(options, OPTIONS)["game"]), "this env")
+        game = load_game(str(opts["game"]), "this env")
     except ValueError as error:
         return [str(error)]
-    return []
+    return [egocentric_problem(str(opts["game"]))] if opts["egocentric"] and seat_planes(game) is None else []
 
 
 make_openspiel.options = OPTIONS  # names and types checked before launch (envs.problems)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from envs.openspiel import OpenSpielVecEnv, load_game
+from envs.openspiel import OpenSpielVecEnv, load_game, observe, openspiel_problems, seat_planes
 from srljax.config import apply_overrides, load_file, problems
 from srljax.selfplay.bots import play_bots
 from srljax.selfplay.elo import Elo, expected
@@ -77,6 +77,31 @@ def test_openspiel_env_alternates_seats_masks_moves_and_scores_games():
     action[live] = int(np.flatnonzero(ts.obs[live, s:e] < 0.5)[0])
     with pytest.raises(ValueError, match="illegal"):
         env.step(action, ts.env_id)
+
+
+def test_egocentric_boards_put_the_viewers_own_pieces_first():
+    game = load_game("connect_four")
+    state = game.new_initial_state()
+    state.apply_action(3)  # player 0 in column 3
+    state.apply_action(5)  # player 1 in column 5
+    board = lambda obs: obs[:126].reshape(3, 6, 7)  # noqa: E731
+    plain0, plain1 = observe(game, state, 0), observe(game, state, 1)
+    ego0, ego1 = observe(game, state, 0, seat_planes(game)), observe(game, state, 1, seat_planes(game))
+    assert np.array_equal(board(plain0), board(plain1))  # OpenSpiel's planes are the same from both seats
+    np.testing.assert_array_equal(ego0, plain0)  # seat 0 sees them unchanged
+    assert board(ego1)[0, 0, 5] == 1 and board(ego1)[1, 0, 3] == 1  # seat 1: its own piece in the first plane
+    np.testing.assert_array_equal(board(ego1)[2], board(plain1)[2])  # the empty cells stay
+    np.testing.assert_array_equal(ego1[126:], plain1[126:])  # seat and legal moves untouched
+    env = OpenSpielVecEnv("connect_four", num_envs=4, seed=0, egocentric=True)
+    ts = env.reset()
+    board_of = ts.obs[:, :126].reshape(4, 3, 6, 7)
+    for i in range(4):  # a first move made by the opponent shows in the second plane, whichever seat is ours
+        assert board_of[i, 0].sum() == 0 and board_of[i, 1].sum() == (1 if env.seat[i] == 1 else 0)
+    assert seat_planes(load_game("liars_dice")) is None
+    (found,) = openspiel_problems({"game": "liars_dice", "egocentric": True})
+    assert "drop the option" in found
+    with pytest.raises(ValueError, match="nothing to swap"):
+        OpenSpielVecEnv("liars_dice", num_envs=1, egocentric=True)
 
 
 def test_games_that_are_not_two_player_zero_sum_are_refused():

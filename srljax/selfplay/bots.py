@@ -32,7 +32,9 @@ def make_bot(game: Any, name: str, seed: int) -> Callable[[Any], int]:
 
 
 def play_bots(game: Any, policy: Callable[[np.ndarray], np.ndarray], bots: tuple[str, ...], games: int,
-              seed: int) -> list[dict[str, Any]]:
+              seed: int, planes: tuple[int, int] | None = None) -> list[dict[str, Any]]:
+    """``planes``: the env's egocentric plane swap (``envs.openspiel.seat_planes``), so the policy sees what it
+    learnt on."""
     rows = []
     for b, name in enumerate(bots):
         scores = []
@@ -43,7 +45,7 @@ def play_bots(game: Any, policy: Callable[[np.ndarray], np.ndarray], bots: tuple
             play_chance(state, rng)
             while not state.is_terminal():
                 if state.current_player() == seat:
-                    action = int(np.asarray(policy(observe(game, state, seat)[None]))[0])
+                    action = int(np.asarray(policy(observe(game, state, seat, planes)[None]))[0])
                 else:
                     action = bot(state)
                 state.apply_action(action)

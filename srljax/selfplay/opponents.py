@@ -170,7 +170,8 @@ class SelfPlay:
         def policy(obs: np.ndarray) -> np.ndarray:
             return np.asarray(self._greedy(params, obs.astype(np.float32), (), None, key)[0])
 
-        rows = play_bots(self.env.game, policy, tuple(s.bots), s.bot_games, seed=self.cfg.eval.seed)
+        rows = play_bots(self.env.game, policy, tuple(s.bots), s.bot_games, seed=self.cfg.eval.seed,
+                         planes=self.env.planes)
         for row in rows:
             row.update(version=version, env_steps=env_steps, elo_main=round(self.elo.rating(MAIN), 2))
             self._write("eval.jsonl", row)
