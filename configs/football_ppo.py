@@ -2,12 +2,14 @@
 
     python -m launch.local configs/football_ppo.py
     python -m launch.local configs/football_ppo.py env.id=gfootball/academy_run_to_score_with_keeper-v1 \\
-        total_env_steps=2000000
+        env.options.reward=checkpoints total_env_steps=2000000
     python -m launch.local configs/football_ppo.py env.id=gfootball/academy_3_vs_1_with_keeper-v1 \\
-        total_env_steps=2000000
+        env.options.reward=checkpoints total_env_steps=2000000
 
 envpool 1.2.5 ships the academy scenarios (``gfootball/<scenario>-v1``), one controlled player, 19 actions, the
-scoring reward (+1 a goal for, -1 against), 400 steps at most. Observations are the super-minimap (SMM): four
+scoring reward (+1 a goal for, -1 against), 400 steps at most; ``env.options.reward=checkpoints`` adds the Football
+paper's checkpoint reward (``envs/football.py``), which the two harder scenarios need: with it both leave random
+play within 450k steps (bench/RESULTS.md), without it run-to-score had not at 500k. Observations are the super-minimap (SMM): four
 72x96 planes, channels last, as envpool gives them; the Nature CNN reads them channels-last
 (``env.image_channels`` is detected from the shape). A uniformly random policy scores 0.185 on
 ``academy_empty_goal_close`` (200 episodes); this config's mean score first reaches 0.9 at ~51k env steps and
