@@ -144,6 +144,7 @@ def test_selfplay_run_learns_tic_tac_toe_writes_ratings_and_resumes(tmp_path):
     games, 58% from the first seat and 29% from the second); the main agent's Elo rises over its snapshots; the
     resumed run plays on against the pool and ratings it left; the pool on disk stays within its size."""
     common = ["env.options.game=tic_tac_toe", "env.num_envs=16", "trainer.lr=1e-3", "trainer.anneal_lr=false",
+              "algo.ent_coef=0.01", "env.options.egocentric=false", "selfplay.bot_every_updates=0",
               "selfplay.snapshot_every=10", "selfplay.pool_size=4", "selfplay.bots=[random]", "selfplay.bot_games=100",
               "checkpoint.every_updates=10", "log.wandb=disabled", "log.progress=lines", f"log.run_root={tmp_path}",
               "-f", "ttt"]
