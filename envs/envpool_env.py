@@ -81,9 +81,7 @@ def envpool_options(cfg: EnvConfig, seed: int) -> dict:
         options["max_episode_steps"] = cfg.max_episode_steps
     if is_atari(cfg.id):
         options.update(atari_options(cfg))
-    elif is_football(cfg.id):
-        pass  # Football's options are applied here (envs/football.py), not by envpool
-    elif cfg.options:
+    elif cfg.options and not is_football(cfg.id):  # Football's are applied in this class (envs/football.py)
         # envpool rejects Atari keywords for other tasks, so they are dropped; say so, since the user
         # evidently expected them to do something.
         changed = [f"{n}={v!r}" for n, v in cfg.options.items()]
@@ -127,10 +125,11 @@ class EnvpoolVecEnv(EnvpoolBatch):
         truncated = np.asarray(truncated, bool)
         raw_reward = info["reward"] if self._atari else reward
         game_over = (np.asarray(info["terminated"], bool) if self._game_over_from_info else terminated) | truncated
-        episode_return, episode_length = self._stats.update(env_id, raw_reward, terminated | truncated, game_over)
+        done = terminated | truncated
+        episode_return, episode_length = self._stats.update(env_id, raw_reward, done, game_over)
         return TimeStep(
             obs=self._to_agent_obs(obs),
-            reward=self._learning_reward(obs, reward, terminated | truncated, env_id, info),
+            reward=self._learning_reward(obs, reward, done, env_id, info),
             terminated=terminated,
             truncated=truncated,
             env_id=env_id,

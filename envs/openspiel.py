@@ -87,9 +87,8 @@ def seat_planes(game: Any) -> tuple[int, int] | None:
     """For a board game whose observation tensor is the same from both seats with one plane per player's pieces
     (connect four, tic-tac-toe: ``[3, rows, cols]``): (player 0's plane, player 1's), found by playing one move
     each from the start; None for any other game."""
-    if not game.get_type().provides_observation_tensor or len(game.observation_tensor_shape()) < 2:
-        return None
-    if game.observation_tensor_shape()[0] != 3:  # empty, one player's, the other's: no other per-player planes
+    # planes: empty, one player's, the other's (no other per-player planes)
+    if not game.get_type().provides_observation_tensor or game.observation_tensor_shape()[:1] != [3]:
         return None
     shape, state, planes = game.observation_tensor_shape(), game.new_initial_state(), []
     for player in (0, 1):
