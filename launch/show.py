@@ -132,9 +132,16 @@ def derived_lines(cfg: Experiment) -> list[str]:
         sp = cfg.selfplay
         rule = ("only the current policy (plain self-play)" if sp.sampling == "latest" else
                 f"{sp.sampling} over the pool, {sp.latest_share:.0%} of games against the current policy")
-        out.append(f"  self-play: a snapshot every {sp.snapshot_every} updates into a pool of {sp.pool_size}; opponents: "
-                   f"{rule}; {sp.bot_games} games against each of {', '.join(sp.bots) or 'no bots'} "
-                   + (f"every {sp.bot_every_updates} updates and " if sp.bot_every_updates else "") + "at the end")
+        bots = (f"{sp.bot_games} games against each of {', '.join(sp.bots) or 'no bots'} "
+                + (f"every {sp.bot_every_updates} updates and " if sp.bot_every_updates else "") + "at the end")
+        if sp.league:
+            out.append(f"  league: {len(sp.league)} members ({', '.join(sp.league)}), each with its own train state; a "
+                       f"snapshot of each every {sp.snapshot_every} updates, {sp.pool_size} kept per member; opponents "
+                       f"by role (main: {sp.latest_share:.0%} against itself, PFSP over every snapshot in the rest); "
+                       f"the main agents play {bots}")
+        else:
+            out.append(f"  self-play: a snapshot every {sp.snapshot_every} updates into a pool of {sp.pool_size}; "
+                       f"opponents: {rule}; {bots}")
     if cfg.layout.mode != "distributed":
         out.append("  workers: none; the single-process loop acts and trains in the launching process")
     else:

@@ -26,7 +26,9 @@ from dataclasses import dataclass
 import envs
 from srljax.config import ConfigError, Experiment, consumes
 from srljax.config import problems as config_problems
+from srljax.config.pbt import member_count
 from srljax.config.policies import trainer_count
+from srljax.config.selfplay import league_members
 from srljax.objects import load_object
 from srljax.replay.apex import apex_problems
 from srljax.replay.buffer import config_memory_problems, window_problems
@@ -35,10 +37,12 @@ from srljax.storage.run_dir import load_problems
 TRAINER, BUFFER, POLICY, ACTOR = "trainer", "buffer", "policy", "actor"
 EVAL = "eval"  # the eval manager (srljax/system/eval_manager.py), one worker when eval.every_updates > 0
 POPULATION = "population"  # the population manager (srljax/system/population_manager.py): a distributed PBT population
+LEAGUE = "league"  # the league manager (srljax/system/league_manager.py): a distributed self-play league
 CONTROLLER = "controller"
 SAMPLES, PARAMS, INFERENCE = "samples", "params", "inference"
 PRIORITIES = "priorities"  # replay algorithms: trainer -> the replay buffer worker that drew a batch
 DIRECTIVES = "directives"  # a population: manager -> a member's trainer, "copy member j, then use lr x"
+RESULTS = "results"  # a league: actors -> the league manager, the games' results (opponent, score)
 CUSTOM_SLURM_GROUP = "custom"
 
 
@@ -68,6 +72,8 @@ ROLES: dict[str, RoleSpec] = {  # in configure order: servers before their clien
                      count=lambda cfg: cfg.layout.num_buffer_workers, mem_gb=4.0),
     POLICY: RoleSpec(POLICY, "srljax.system.policy:PolicyWorker", (INFERENCE,), POLICY, POLICY,
                      count=lambda cfg: cfg.layout.num_policy_workers if cfg.layout.inference == "remote" else 0),
+    LEAGUE: RoleSpec(LEAGUE, "srljax.system.league_manager:LeagueManager", (RESULTS,), "cpu", EVAL,
+                     count=lambda cfg: 1 if cfg.layout.mode == "distributed" and league_members(cfg) else 0),
     ACTOR: RoleSpec(ACTOR, "srljax.system.actor:ActorWorker", (), ACTOR, ACTOR,
                     count=lambda cfg: cfg.layout.num_actors, cpus=lambda cfg: float(cfg.env.num_threads or 1)),
     EVAL: RoleSpec(EVAL, "srljax.system.eval_manager:EvalManager", (), "cpu", EVAL,
@@ -89,7 +95,7 @@ POLICY_WORKERS: dict[str, str] = {  # several policies (srljax/config/policies.p
 }
 
 
-POPULATION_WORKERS: dict[str, str] = {  # a PBT population (pbt.population > 1): a trainer per member
+POPULATION_WORKERS: dict[str, str] = {  # a PBT population or a league (member_count): a trainer per member
     TRAINER: "srljax.system.member_trainer:MemberTrainerWorker",
 }
 
@@ -139,7 +145,7 @@ def worker_class(cfg: Experiment, role: str) -> type:
         path = REPLAY_WORKERS[role]
     if cfg.policies.enabled and role in POLICY_WORKERS:
         path = POLICY_WORKERS[role]
-    if cfg.pbt.enabled and role in POPULATION_WORKERS:
+    if member_count(cfg) and role in POPULATION_WORKERS:
         path = POPULATION_WORKERS[role]
     return load_object(path, f"the {role} worker class")
 
@@ -211,6 +217,8 @@ def build_layout(cfg: Experiment) -> Layout:
         streams.append(Stream(PARAMS, TRAINER, EVAL))
     if cfg.pbt.enabled:  # the manager follows every member's params and tells a member's trainer to copy another
         streams += [Stream(PARAMS, TRAINER, POPULATION), Stream(DIRECTIVES, POPULATION, TRAINER)]
+    if league_members(cfg):  # the manager follows every member's params (its snapshots) and the actors' games
+        streams += [Stream(PARAMS, TRAINER, LEAGUE), Stream(RESULTS, ACTOR, LEAGUE)]
     return Layout(groups=groups, streams=tuple(streams))
 
 
@@ -292,9 +300,10 @@ def describe_batch(cfg: Experiment) -> str:
     batch = f"batch {cfg.batch_envs} env columns x {cfg.algo.num_steps} steps = {cfg.env_steps_per_update:,} samples per update"
     if cfg.layout.mode != "distributed":
         return f"{batch} ({cfg.env.num_envs} envs in this process), {cfg.num_updates:,} updates"
-    if cfg.pbt.enabled:  # a population (srljax/system/population_manager.py): every member trains such batches
-        return (f"{batch} per member; {cfg.pbt.population} members, each with its own trainer and "
-                f"{cfg.layout.num_actors // cfg.pbt.population} actor(s) x {cfg.env.num_envs} envs, "
+    members = member_count(cfg)
+    if members:  # a population or a league: every member trains such batches
+        return (f"{batch} per member; {members} members, each with its own trainer and "
+                f"{cfg.layout.num_actors // members} actor(s) x {cfg.env.num_envs} envs, "
                 f"{cfg.num_updates:,} updates each")
     hosts = cfg.trainer.num_hosts
     split = f", {cfg.batch_envs // hosts} columns from each of {hosts} trainer processes" if hosts > 1 else ""
@@ -320,7 +329,7 @@ def segments_ahead(cfg: Experiment) -> int:
 
 
 def columns_per_version(cfg: Experiment) -> float:
-    """One actor's share of a training batch, in env columns: ``batch_envs / num_actors`` (a population:
-    ``batch_envs`` over the actors of one member)."""
-    members = cfg.pbt.population if cfg.pbt.enabled else 1
+    """One actor's share of a training batch, in env columns: ``batch_envs / num_actors`` (a population or a
+    league: ``batch_envs`` over the actors of one member)."""
+    members = member_count(cfg) or 1
     return cfg.batch_envs / max(1, cfg.layout.num_actors // members)

@@ -21,8 +21,8 @@ def config(*overrides: str):
 
 def test_remote_inference_graph():
     layout = build_layout(config())
-    assert {g.role: g.count for g in layout.groups} == {"trainer": 1, "buffer": 0, "policy": 1, "actor": 2, "eval": 0,
-                                                       "population": 0}
+    assert {g.role: g.count for g in layout.groups} == {"trainer": 1, "buffer": 0, "policy": 1, "league": 0, "actor": 2,
+                                                       "eval": 0, "population": 0}
     assert set(layout.streams) == {Stream("samples", "actor", "trainer"), Stream("inference", "actor", "policy"),
                                    Stream("params", "trainer", "policy")}
     assert layout.workers() == [("trainer", 0), ("policy", 0), ("actor", 0), ("actor", 1)]  # servers first

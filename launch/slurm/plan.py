@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass
 
 from srljax.config import Experiment, SlurmGroup
+from srljax.config.pbt import member_count
 from srljax.layout import ACTOR, CUSTOM_SLURM_GROUP, POLICY, ROLES, TRAINER, Layout, build_layout
 
 # Slurm --time formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S
@@ -111,7 +112,7 @@ def group_plans(cfg: Experiment, layout: Layout | None = None) -> list[GroupPlan
         sg = slurm_group(cfg, group.role)
         cpus = sg.cpus_per_task or max(1, math.ceil(group.cpus))
         mem_gb = sg.mem_gb_per_task or group.mem_gb
-        spread = group.role == TRAINER and group.count > 1 and not cfg.pbt.enabled  # one process per node (not members)
+        spread = group.role == TRAINER and group.count > 1 and not member_count(cfg)  # one process per node (not members)
         out.append(GroupPlan(group.role, group.count, cpus, sg.gpus_per_task, math.ceil(mem_gb * 1024), 0, spread))
     return out
 

@@ -258,7 +258,8 @@ def deterministic_problems(cfg: Experiment) -> list[str]:
             (t.num_hosts == 1, "trainer.num_hosts=1"),
             (consumes(cfg.algo) == "segments", "an on-policy algorithm (ppo, impala, ...; replay is sampled "
                                                "as it fills)"),
-            (not cfg.pbt.enabled and not cfg.policies.enabled, "one policy, no PBT"),
+            (not cfg.pbt.enabled and not cfg.policies.enabled and not cfg.selfplay.league,
+             "one policy, no PBT, no league"),
             (cfg.batch_envs == lay.num_actors * e.num_envs,
              f"trainer.batch_envs={lay.num_actors * e.num_envs} (layout.num_actors x env.num_envs: one segment "
              "of each actor per update)"),

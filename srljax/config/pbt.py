@@ -98,14 +98,19 @@ def pbt_problems(cfg: Any) -> list[str]:
 
 
 def population_layout_problems(cfg: Any) -> list[str]:
-    """What a distributed population's layout cannot host (``srljax/system/population_manager.py``): one
-    trainer per member, ``layout.num_actors / pbt.population`` inline actors per member, no buffers."""
-    p, lay = cfg.pbt, cfg.layout
+    """What a distributed population's layout cannot host (``srljax/system/population_manager.py``)."""
+    return member_layout_problems(cfg, cfg.pbt.population, f"pbt.population={cfg.pbt.population}")
+
+
+def member_layout_problems(cfg: Any, members: int, what: str) -> list[str]:
+    """What a distributed population's or league's layout cannot host: one trainer per member,
+    ``layout.num_actors / members`` inline actors per member, no buffers (``what`` names the members' key)."""
+    lay = cfg.layout
     out: list[str] = []
-    if lay.num_actors < p.population or lay.num_actors % p.population:
-        out.append(f"pbt.population={p.population} needs layout.num_actors to be a multiple of it (each member "
+    if lay.num_actors < members or lay.num_actors % members:
+        out.append(f"{what} needs layout.num_actors to be a multiple of {members} (each member "
                    f"gets an equal share of the actors) but layout.num_actors={lay.num_actors}: set "
-                   f"layout.num_actors={p.population * max(1, -(-lay.num_actors // p.population))}")
+                   f"layout.num_actors={members * max(1, -(-lay.num_actors // members))}")
     if lay.inference != "inline":
         out.append(f"layout.inference={lay.inference}: a distributed population acts inline (policy workers per "
                    "member are not built): set layout.inference=inline")
@@ -116,6 +121,15 @@ def population_layout_problems(cfg: Any) -> list[str]:
         out.append(f"trainer.num_hosts={cfg.trainer.num_hosts}: a population member's trainer is one process "
                    "(multi-host trainer groups per member are not built): set trainer.num_hosts=1")
     return out
+
+
+def member_count(cfg: Any) -> int:
+    """Members trained side by side, each with its own trainer in a distributed layout: a PBT population's
+    (``pbt.population``) or a league's (``selfplay.league``); 0 for one policy."""
+    if cfg.pbt.enabled:
+        return cfg.pbt.population
+    selfplay = getattr(cfg, "selfplay", None)
+    return len(selfplay.league) if selfplay is not None and selfplay.enabled else 0
 
 
 def member_lr(cfg: Any, member: int) -> float:

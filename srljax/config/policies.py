@@ -23,6 +23,7 @@ from typing import Any
 
 from srljax.config.algo import algo_config_class
 from srljax.config.dicts import build
+from srljax.config.pbt import member_count
 from srljax.config.sections import TrainerConfig
 
 
@@ -101,10 +102,10 @@ def trainer_policy(cfg: Any, index: int) -> str:
 
 
 def trainer_count(cfg: Any) -> int:
-    """Trainer processes: one per training policy, one per population member (``pbt.population``), or
+    """Trainer processes: one per training policy, one per population or league member (``member_count``), or
     ``trainer.num_hosts`` for one shared policy."""
-    if cfg.pbt.enabled and not cfg.policies.enabled:
-        return cfg.pbt.population
+    if member_count(cfg) and not cfg.policies.enabled:
+        return member_count(cfg)
     return len(cfg.policies.training()) if cfg.policies.enabled else cfg.trainer.num_hosts
 
 

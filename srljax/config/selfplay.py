@@ -2,6 +2,7 @@
 
     python -m launch.local configs/connect_four_selfplay.py                                  # PFSP over a pool
     python -m launch.local configs/connect_four_selfplay.py selfplay.sampling=latest         # plain self-play
+    python -m launch.local configs/connect_four_league.py                                    # a league, as a worker graph
 """
 
 from __future__ import annotations
@@ -39,6 +40,13 @@ class SelfPlayConfig:
     """games per bot and evaluation, the learner's seat alternating (first in even games), fixed seeds."""
     bot_every_updates: int = 0
     """evaluate against the bots every N updates; 0: only at the end of the run."""
+    league: tuple[str, ...] = ()
+    """a league (``srljax/selfplay/league.py``): one role per member, each a policy with its own train state and
+    envs, e.g. ``("main", "main_exploiter", "league_exploiter")``; each role draws its opponents by its own rule
+    from every member's snapshots (``pool_size`` kept per member; ``latest_share`` is the main agents' self-play
+    share; the bots play the main agents). ``layout.mode=single``: members train in turn in one process
+    (``srljax/selfplay/league_loop.py``); ``distributed``: a trainer and ``layout.num_actors / members`` actors per
+    member and a league manager (``srljax/system/league_manager.py``). (): one learner against its own pool."""
 
 
 def selfplay_problems(cfg: Any) -> list[str]:
@@ -50,9 +58,12 @@ def selfplay_problems(cfg: Any) -> list[str]:
         out.append(f"selfplay.enabled=true needs a two-player game: env.factory={OPENSPIEL_FACTORY} with "
                    f"env.options.game=<an OpenSpiel game> (this env: {cfg.env.factory or cfg.env.id!r}, which has no "
                    "second seat for an opponent)")
-    if cfg.layout.mode != "single":
-        out.append(f"selfplay.enabled=true with layout.mode={cfg.layout.mode}: self-play runs in the single-process "
-                   "loop only (its opponents act inside the env); set layout.mode=single")
+    if s.league:
+        out += league_problems(cfg)
+    elif cfg.layout.mode != "single":
+        out.append(f"selfplay.enabled=true with layout.mode={cfg.layout.mode}: self-play against one learner's own "
+                   "pool runs in the single-process loop only (its opponents act inside the env); set layout.mode=single, "
+                   "or train a league (selfplay.league), which runs as a worker graph")
     if getattr(cfg.algo, "consumes", "segments") != "segments" or getattr(cfg.algo, "lstm_size", 0):
         out.append("selfplay.enabled=true takes a feed-forward segment algorithm (algo=ppo or impala, algo.lstm_size=0): "
                    "opponents act from a pool of stateless snapshots")
@@ -72,4 +83,34 @@ def selfplay_problems(cfg: Any) -> list[str]:
     bad = [b for b in s.bots if not re.fullmatch(r"random|mcts[1-9][0-9]*", b)]
     if bad:
         out.append(f"selfplay.bots={bad}: each bot is random or mcts<N> (N simulations per move), e.g. mcts100")
+    return out
+
+
+LEAGUE_ROLES = ("main", "main_exploiter", "league_exploiter")
+
+
+def league_members(cfg: Any) -> int:
+    """Members of a league (``selfplay.league``); 0 without one."""
+    return len(cfg.selfplay.league) if cfg.selfplay.enabled else 0
+
+
+def league_problems(cfg: Any) -> list[str]:
+    s = cfg.selfplay
+    out = []
+    bad = [r for r in s.league if r not in LEAGUE_ROLES]
+    if bad:
+        out.append(f"selfplay.league={s.league}: {bad} not a league role; each member is one of {LEAGUE_ROLES}")
+    if "main" not in s.league:
+        out.append(f"selfplay.league={s.league} has no main agent: a league trains at least one \"main\" (the "
+                   "exploiters hunt for its weaknesses)")
+    if s.sampling != "pfsp":
+        out.append(f"selfplay.sampling={s.sampling} with a league: each member's role sets how it draws opponents "
+                   "(srljax/selfplay/league.py); drop the override")
+    if cfg.pbt.population > 1:
+        out.append(f"pbt.population={cfg.pbt.population} with selfplay.league: a league's members are its population; "
+                   "set pbt.population=0")
+    if cfg.layout.mode == "distributed":
+        from srljax.config.pbt import member_layout_problems
+
+        out += member_layout_problems(cfg, len(s.league), "selfplay.league's members")
     return out

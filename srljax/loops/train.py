@@ -6,7 +6,7 @@
     result.metrics[-1]["episode_return"]
 
 The loops (this package): ``on_policy.py`` for segment algorithms (PPO, IMPALA, MAPPO, a user's),
-``replay.py`` for replay algorithms (DQN, a user's), ``population.py`` for a PBT population.
+``replay.py`` for replay algorithms (DQN, a user's), ``population.py`` for a PBT population; a self-play league goes to ``srljax/selfplay/league_loop.py``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,10 @@ def train(cfg: Experiment, resume: bool = False) -> TrainResult:
     compile_cache.enable(cfg.compile_cache)
     if cfg.pbt.enabled:  # a population of policies
         return train_population(cfg, resume)
+    if cfg.selfplay.enabled and cfg.selfplay.league:  # a self-play league: its members in turn
+        from srljax.selfplay.league_loop import train_league
+
+        return train_league(cfg, resume)
     if consumes(cfg.algo) == "replay":  # sampled replay batches, not segments
         return train_replay(cfg, resume)
     return train_on_policy(cfg, resume)

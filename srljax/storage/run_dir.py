@@ -130,6 +130,10 @@ def resume_problems(cfg: Experiment) -> list[str]:
         return [f"cannot resume {where}: resuming a population (pbt.population={cfg.pbt.population}) is not built "
                 "(the members' checkpoints hold their train states, not the manager's ranking and lineage): start a "
                 "new trial without --resume"]
+    if cfg.selfplay.enabled and cfg.selfplay.league:
+        return [f"cannot resume {where}: resuming a league (selfplay.league) is not built (the members' checkpoints "
+                "hold their train states, not the league's snapshots, match matrix and ratings): start a new trial "
+                "without --resume"]
     if consumes(cfg.algo) == "replay" and not cfg.checkpoint.replay:
         return [f"cannot resume {where}: it runs with checkpoint.replay=false, so its checkpoints do not hold the "
                 "replay and a resumed run would start from an empty one; start a new trial with "

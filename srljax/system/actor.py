@@ -50,6 +50,7 @@ inline actor's params follower does.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections import deque
 from typing import Any
 
@@ -59,6 +60,8 @@ import numpy as np
 import algos
 import envs
 from srljax.comm import InferenceClient, SampleSender
+from srljax.config.pbt import member_count
+from srljax.config.selfplay import league_members
 from srljax.layout import (
     ACTOR,
     BUFFER,
@@ -106,7 +109,7 @@ class ActorWorker(Worker):
         else:
             self.sender = SampleSender(None, self.trial, ctx=self.ctx, hwm=SEND_HWM)
             sink = BUFFER if self.peers_of(BUFFER, SAMPLES) else TRAINER  # buffers if the layout has any
-            members = [member_of_actor(cfg, self.index)] if cfg.pbt.enabled else None  # a population: its member's trainer
+            members = [member_of_actor(cfg, self.index)] if member_count(cfg) else None  # a population: its member's
             sinks = self.connect_peers(self.sender, sink, SAMPLES, members)  # follows a restarted buffer to its new address
         if not sinks:
             raise RuntimeError("the configure message named no sample sink (trainer or buffer) to push to")
@@ -136,8 +139,13 @@ class ActorWorker(Worker):
             key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 1000 + self.index)
             self.acting = Acting(self.algo, self.spec.num_envs, key, packing=ReplyPacking(self.spec, self.algo.extras_spec))
             self.acting.warm_up(codec.zeros(), self.spec)
-            self.follower = (member_follower(self, codec, member_of_actor(cfg, self.index)) if cfg.pbt.enabled
+            self.follower = (member_follower(self, codec, member_of_actor(cfg, self.index)) if member_count(cfg)
                              else make_follower(self, codec))  # follows a restarted trainer; one stream per policy
+        self.league = None
+        if league_members(cfg):  # a league member's actor: its opponents and their results (league_actor.py)
+            from srljax.system.league_actor import LeagueSide
+
+            self.league = LeagueSide(self, member_of_actor(cfg, self.index))
         self.lockstep = cfg.layout.deterministic  # inline, sync ring (config checks)
         self.lockstep_first = -1  # v0: the first params version seen (a resumed trainer's, or 0)
         self.segments_done = 0
@@ -156,6 +164,12 @@ class ActorWorker(Worker):
         return self.inference.newest_version if self.remote else self.follower.version
 
     def poll(self) -> None:
+        if self.league is not None:
+            self.league.poll(self.follower)
+            if not self.league.ready():
+                self.blocked = "league: waits for the league manager's first table (RUN_DIR/league/table.json)"
+                time.sleep(0.02)
+                return
         self._push(timeout_ms=0)
         if len(self.outgoing) >= MAX_QUEUED:
             full = not self._throttled()
@@ -342,7 +356,7 @@ class ActorWorker(Worker):
         return out
 
     def close(self) -> None:
-        for name in ("env", "sender", "inference", "follower"):
+        for name in ("league", "env", "sender", "inference", "follower"):
             thing = getattr(self, name, None)
             if thing is not None:
                 thing.close()

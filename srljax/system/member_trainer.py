@@ -1,6 +1,8 @@
-"""MemberTrainerWorker: the trainer of one member of a distributed PBT population (``pbt.population`` > 1).
+"""MemberTrainerWorker: the trainer of one member of a distributed PBT population (``pbt.population`` > 1) or
+of a league (``selfplay.league``, whose members never wait at ready points: no ready points, no directives).
 
     python -m launch.local configs/cartpole_pbt_distributed.py     # trainer i trains member i
+    python -m launch.local configs/connect_four_league.py          # trainer i trains league member i
 
 Trainer ``i`` of the layout trains member ``i`` (``member_experiment``: seed ``seed + i``, run folder
 ``RUN_DIR/members/<i>/`` for ``metrics.jsonl`` and ``checkpoints/``, a checkpoint every
@@ -39,10 +41,13 @@ from typing import Any
 import jax
 import numpy as np
 
-from srljax.layout import DIRECTIVES
+from srljax.comm import NameNotFound
+from srljax.config.pbt import member_count
+from srljax.config.selfplay import league_members
+from srljax.layout import DIRECTIVES, LEAGUE
 from srljax.learning.learner import Learner
 from srljax.loops.population import lr_scale, with_lr_scale
-from srljax.system.common import bind_address
+from srljax.system.common import bind_address, stream_key
 from srljax.system.pbt_directives import (
     Directive,
     DirectiveReceiver,
@@ -50,7 +55,7 @@ from srljax.system.pbt_directives import (
     member_experiment,
     member_lr,
 )
-from srljax.system.policy_trainer import PolicyTrainerWorker
+from srljax.system.policy_trainer import DONE, PolicyTrainerWorker
 from srljax.system.trainer import TrainerWorker
 
 
@@ -90,25 +95,35 @@ class MemberTrainerWorker(PolicyTrainerWorker):
         TrainerWorker.setup(self)
         self.done_sent = True  # TrainerWorker's own ``done`` would end the trial when the first member is done
         self.trial_done_sent = False
-        if not self.resume:  # a resumed (restarted) member's rate is in its checkpoint's optimiser state
+        if not self.resume and self.experiment.pbt.enabled:  # a resumed member's rate is in its checkpoint
             scale = member_lr(self.experiment, self.index) / self.base_lr
             self.learner.state = jax.device_put(with_lr_scale(self.learner.state, scale), self.learner._replicated)
-        ready = self.experiment.pbt.ready_updates
+        ready = self.ready_every
         # the ready point it waits at next (a restarted member restored at a ready point does not wait there again)
         self.next_ready = self.learner.version // ready + 1 if ready else 0
-        self.directives = DirectiveReceiver(bind_address(self.cfg), self.trial, self.experiment.pbt.population,
+        self.directives = DirectiveReceiver(bind_address(self.cfg), self.trial, member_count(self.experiment),
                                             ctx=self.ctx)
         self.register(DIRECTIVES, self.directives.address)
         self.log(f"member {self.index}: lr {self.lr:.3g}, seed {self.cfg.seed}, run folder {self.cfg.run_dir}; "
                  f"directives at {self.directives.address}")
 
     @property
+    def ready_every(self) -> int:
+        """Updates between ready points: ``pbt.ready_updates`` in a PBT population, none in a league."""
+        return self.experiment.pbt.ready_updates if self.experiment.pbt.enabled else 0
+
+    @property
+    def lr_factor(self) -> float:
+        """The member's learning-rate factor (PBT's, in the optimiser state); 1 in a league."""
+        return lr_scale(self.learner.state) if self.experiment.pbt.enabled else 1.0
+
+    @property
     def lr(self) -> float:
-        return self.base_lr * lr_scale(self.learner.state)
+        return self.base_lr * self.lr_factor
 
     def at_ready(self) -> bool:
         """At a ready point (``pbt.ready_updates`` apart, before the last update): wait for the manager's word."""
-        ready = self.experiment.pbt.ready_updates
+        ready = self.ready_every
         point = self.next_ready * ready
         return bool(ready) and point < self.cfg.num_updates and self.learner.version >= point
 
@@ -127,7 +142,19 @@ class MemberTrainerWorker(PolicyTrainerWorker):
         return TrainerWorker.ready_info(self)
 
     def trainers_in_trial(self) -> int:
-        return self.experiment.pbt.population
+        return member_count(self.experiment)
+
+    def trial_complete(self) -> bool:
+        """A league's trial also waits for its manager's ``done`` key (its last bot evaluations written)."""
+        if not super().trial_complete():
+            return False
+        if not league_members(self.experiment):
+            return True
+        try:
+            self.names.get(stream_key(self.experiment, LEAGUE, 0, DONE))
+        except NameNotFound:
+            return False
+        return True
 
     def _take(self, msg: Any) -> None:
         TrainerWorker._take(self, msg)
@@ -183,7 +210,7 @@ class MemberTrainerWorker(PolicyTrainerWorker):
 
     def _log_metrics(self, train_metrics: dict[str, Any]) -> None:
         # the algorithm reports its (annealed) base rate; the member's is that times its factor
-        lr = float(np.asarray(train_metrics.get("lr", self.base_lr))) * lr_scale(self.learner.state)
+        lr = float(np.asarray(train_metrics.get("lr", self.base_lr))) * self.lr_factor
         super()._log_metrics({**train_metrics, "lr": lr})
 
     def _run_state(self) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -29,7 +29,7 @@ import zmq
 
 from srljax.comm.codec import DecodeError, Message
 from srljax.comm.sockets import Endpoint, context, make_socket
-from srljax.config.pbt import member_lr
+from srljax.config.pbt import member_count, member_lr
 from srljax.layout import DIRECTIVES, PARAMS, TRAINER
 
 KIND_COPY = "pbt_copy"
@@ -50,8 +50,9 @@ class Directive(NamedTuple):
 
 
 def member_of_actor(cfg: Any, actor: int) -> int:
-    """The member actor ``actor`` acts for: actors are dealt round robin, ``layout.num_actors / population`` each."""
-    return actor % cfg.pbt.population
+    """The member actor ``actor`` acts for: actors are dealt round robin, ``layout.num_actors / members`` each
+    (a PBT population's or a league's, ``member_count``)."""
+    return actor % member_count(cfg)
 
 
 def member_follower(worker: Any, codec: Any, member: int) -> Any:
@@ -69,8 +70,9 @@ def member_follower(worker: Any, codec: Any, member: int) -> Any:
 def member_experiment(cfg: Any, member: int) -> Any:
     """The experiment as member ``member``'s trainer sees it: seed ``seed + member``, run folder
     ``RUN_DIR/members/<member>`` (``metrics.jsonl``, ``checkpoints/``), a checkpoint every ``pbt.ready_updates``
-    updates (what another member copies; at least 3 kept, so a step being read is not pruned under the reader)."""
-    ready = cfg.pbt.ready_updates
+    updates (what another member copies; at least 3 kept, so a step being read is not pruned under the reader). A
+    league's member checkpoints as ``checkpoint.every_updates`` says."""
+    ready = cfg.pbt.ready_updates if cfg.pbt.enabled else cfg.checkpoint.every_updates
     checkpoint = dataclasses.replace(cfg.checkpoint, every_updates=ready, keep=max(3, cfg.checkpoint.keep))
     return dataclasses.replace(cfg, seed=cfg.seed + member, trial=f"{cfg.trial}/{MEMBERS_DIR}/{member}",
                                checkpoint=checkpoint)

@@ -92,11 +92,15 @@ class PolicyTrainerWorker(TrainerWorker):
             self._publish(fresh=False)
         if self.index == 0 and not self.trial_done_sent and time.monotonic() >= self.next_done_check:
             self.next_done_check = time.monotonic() + DONE_CHECK_S
-            if all(self._is_done(i) for i in range(self.trainers_in_trial())):
+            if self.trial_complete():
                 self.trial_done_sent = True
                 self.tell_controller("done", {"env_steps": self.total_env_steps, "updates": self.learner.version,
                                               "policies": list(self.experiment.policies.training())})
         time.sleep(0.02)
+
+    def trial_complete(self) -> bool:
+        """Whether every trainer of the trial has added its ``done`` key (checked by trainer 0)."""
+        return all(self._is_done(i) for i in range(self.trainers_in_trial()))
 
     def trainers_in_trial(self) -> int:
         """Trainers whose ``done`` key ends the trial (``MemberTrainerWorker``: one per population member)."""
