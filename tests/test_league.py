@@ -207,3 +207,12 @@ def test_league_as_a_worker_graph_of_local_processes(tmp_path):
     for i in range(3):  # each actor played its own member's games and sent them to the manager
         last = json.loads((run / "workers" / f"actor-{i}.jsonl").read_text().splitlines()[-1])
         assert last["league/games"] > 100 and not last.get("league/results_dropped"), last
+
+
+def test_league_in_the_threads_backend(tmp_path):
+    from launch.threads import run_threads
+
+    cfg = apply_overrides(load_file(str(CONFIG)), [*SHORT, "selfplay.bot_every_updates=0", f"log.run_root={tmp_path}"])
+    result = run_threads(cfg)
+    assert result.exit_code == 0, result
+    check_league(cfg.run_dir, updates=24)

@@ -4,8 +4,8 @@
     SLURM_TEST_REQUIRED=1 .venv/bin/python -m pytest -m slurm tests/slurm/test_slurm_roles.py -s
 
 Small trials of the shipped configs, one het job each: on-policy buffer workers, the eval worker, Ape-X replay
-shards with an eval worker, two policies with a trainer each, and 16 actors of the synthetic env across the
-three nodes. Each job must end ``done`` with exit 0, every worker of its graph must have run as a Slurm task,
+shards with an eval worker, two policies with a trainer each, 16 actors of the synthetic env across the
+three nodes, and a self-play league (member trainers, their actors, the league manager). Each job must end ``done`` with exit 0, every worker of its graph must have run as a Slurm task,
 and each role must have done its job (its own figures, read from the run folder). The trainer, policy worker,
 actors, a custom role and PBT run in test_launch_slurm.py and test_slurm_pbt.py.
 """
@@ -127,3 +127,18 @@ def test_sixteen_synthetic_actors_across_the_three_nodes(tmp_path: Path) -> None
     assert nodes["trainer/0"] not in actors.values(), nodes
     lines = jsonl(run_dir / "metrics.jsonl")
     assert lines[-1]["env_steps"] >= steps and lines[-1]["update"] == 12
+
+
+def test_a_self_play_league(tmp_path: Path) -> None:
+    """configs/connect_four_league.py on tic-tac-toe: three member trainers, their actors and the league manager
+    as one het job; the manager took every actor's games and wrote the league's files."""
+    run_dir, nodes, _ = run_job(tmp_path, "configs/connect_four_league.py", "connect_four_league", "league", *QUIET,
+                                "env.options.game=tic_tac_toe", "total_env_steps=20000", "selfplay.snapshot_every=5",
+                                "selfplay.bots=[random]", "selfplay.bot_games=20", "selfplay.bot_every_updates=0")
+    assert {"trainer/0", "trainer/1", "trainer/2", "league/0", "actor/0", "actor/1", "actor/2"} <= set(nodes), nodes
+    matches = json.loads((run_dir / "league" / "matches.json").read_text())
+    games = matches["games"]
+    assert all(sum(row) > 50 for row in games) and games[1][2] == 0, games  # the main exploiter plays only the main
+    members = json.loads((run_dir / "league" / "members.json").read_text())
+    assert [m["updates"] for m in members] == [19, 19, 19] and all(m["snapshots"] for m in members), members
+    assert [r["opponent"] for r in jsonl(run_dir / "eval.jsonl")] == ["random"]
