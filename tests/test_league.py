@@ -147,7 +147,9 @@ def test_bad_league_configs_exit_2_with_one_message():
             (["selfplay.league=[main_exploiter,league_exploiter]", "layout.num_actors=2"], "has no main agent"),
             (["selfplay.sampling=uniform"], "each member's role sets how it draws"),
             (["layout.num_actors=4"], "needs layout.num_actors to be a multiple of 3"),
-            (["selfplay.pool_size=0"], "selfplay.pool_size=0 must be >= 1")):
+            (["selfplay.pool_size=0"], "selfplay.pool_size=0 must be >= 1"),
+            (["eval.every_updates=10"], "the main agents are evaluated against selfplay.bots"),
+            (["layout.mode=single", "layout.num_actors=1", "checkpoint.every_updates=5"], "final checkpoint only")):
         found = problems(apply_overrides(cfg, overrides))
         assert len(found) == 1 and text in found[0], (overrides, found)
     out = launch("--show", "env.options.game=2048", timeout=120)  # a one-player game in a league

@@ -109,6 +109,13 @@ def league_problems(cfg: Any) -> list[str]:
     if cfg.pbt.population > 1:
         out.append(f"pbt.population={cfg.pbt.population} with selfplay.league: a league's members are its population; "
                    "set pbt.population=0")
+    if cfg.eval.every_updates:
+        out.append(f"eval.every_updates={cfg.eval.every_updates} with a league: the main agents are evaluated against "
+                   "selfplay.bots (selfplay.bot_every_updates); set eval.every_updates=0")
+    if cfg.layout.mode == "single" and cfg.checkpoint.every_updates:
+        out.append(f"checkpoint.every_updates={cfg.checkpoint.every_updates}: a league in one process writes each "
+                   "member's final checkpoint only (checkpoint.final); set checkpoint.every_updates=0, or run it as a "
+                   "worker graph (layout.mode=distributed), whose member trainers checkpoint as configured")
     if cfg.layout.mode == "distributed":
         from srljax.config.pbt import member_layout_problems
 

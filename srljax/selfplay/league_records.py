@@ -59,6 +59,12 @@ class LeagueRecords:
         (self.dir / POOL_DIR).mkdir(parents=True, exist_ok=True)
         self.stale: list[str] = []  # dropped snapshots whose files go once a table without them is written
 
+    def clear(self) -> None:
+        """Delete the snapshot files and table an earlier league left here (a restarted manager's)."""
+        for path in (self.dir / POOL_DIR).glob("*.msgpack"):
+            path.unlink(missing_ok=True)
+        (self.dir / TABLE).unlink(missing_ok=True)
+
     def pool_file(self, name: str) -> Path:
         return self.dir / POOL_DIR / f"{name}.msgpack"
 

@@ -65,6 +65,7 @@ class LeagueManager(Worker):
         self.register(RESULTS, self.receiver.address)
         self.league = League(tuple(s.league), s.pool_size, s.pfsp_power, s.latest_share, s.elo_k)
         self.records = LeagueRecords(cfg.run_dir, self.league, trial=f"{cfg.name}/{cfg.trial}")
+        self.records.clear()  # a restarted manager starts the league over: snapshots from the members' params now
         self.known: set[str] = set()  # every snapshot name the league ever had
         self.next_snapshot = [0] * self.members
         self.versions = [0] * self.members
