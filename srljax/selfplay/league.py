@@ -25,6 +25,7 @@ exploiters to their initial parameters.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -82,6 +83,11 @@ class League:
         self.elo = Elo(self.elo_k)
         for i in range(len(self.roles)):
             self.elo.add(player(i))
+
+    @classmethod
+    def from_config(cls, s: Any) -> League:
+        """The league ``selfplay`` settings ``s`` describe (``srljax.config.SelfPlayConfig``)."""
+        return cls(tuple(s.league), s.pool_size, s.pfsp_power, s.latest_share, s.elo_k)
 
     @property
     def mains(self) -> list[int]:

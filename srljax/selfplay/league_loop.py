@@ -62,7 +62,7 @@ def train_league(cfg: Experiment, resume: bool = False) -> TrainResult:
     run_dir = claim(cfg)
     write_json(cfg, run_dir / "config.json")
     s = cfg.selfplay
-    league = League(tuple(s.league), s.pool_size, s.pfsp_power, s.latest_share, s.elo_k)
+    league = League.from_config(s)
     records = LeagueRecords(run_dir, league, trial=f"{cfg.name}/{cfg.trial}")
     pool: dict[str, Any] = {}  # snapshot name -> host params
     members: list[LeagueMember] = []

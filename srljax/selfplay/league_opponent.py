@@ -22,6 +22,7 @@ import jax
 import numpy as np
 
 from envs.openspiel import RandomOpponent
+from srljax.selfplay.opponents import padded_rows, stack_params
 from srljax.selfplay.pool import LATEST
 
 
@@ -38,7 +39,7 @@ class LeagueOpponent:
         self.weights, self.params_of, self.report = weights, params_of, report
         self.rng = np.random.default_rng([seed, 4111])
         self.key = jax.random.PRNGKey(seed + 4111)
-        self.num_envs, self.obs_shape = spec.num_envs, spec.obs_shape
+        self.num_envs = spec.num_envs
         self._act = jax.jit(functools.partial(act_rows, algo.act))
         self.assigned = [LATEST] * spec.num_envs
         self.held: dict[str, Any] = {}  # the params of the opponents now playing (LATEST: the member's own)
@@ -76,20 +77,16 @@ class LeagueOpponent:
             return self.random.act(obs, ids)
         if self._stacked is None:
             self._restack()
-        n = len(ids)
-        padded = np.zeros((self.num_envs, *self.obs_shape), np.float32)  # one compiled size for any batch
-        padded[:n] = obs
-        which = np.zeros(self.num_envs, np.int32)
-        which[:n] = [self._rows[self.assigned[i]] for i in ids.tolist()]
+        padded, which = padded_rows(obs, ids, self.assigned, self._rows, self.num_envs)
         self.key, key = jax.random.split(self.key)
-        return np.asarray(self._act(self._stacked, padded, which, key))[:n]
+        return np.asarray(self._act(self._stacked, padded, which, key))[: len(ids)]
 
     def _restack(self) -> None:
         names = list(self.held)
         size = 1 << max(0, len(names) - 1).bit_length()  # the next power of two: few distinct shapes to compile
         self._rows = {name: i for i, name in enumerate(names)}
         params = [self.held[n] for n in names] + [self.held[names[0]]] * (size - len(names))
-        self._stacked = jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *params)
+        self._stacked = stack_params(params)
 
     def end(self, index: int, score: float) -> None:
         self.report(self.assigned[index], score)

@@ -23,6 +23,7 @@ from typing import Any
 import flax.serialization
 
 from srljax.selfplay.league import League, player
+from srljax.selfplay.opponents import plot_ratings, read_jsonl
 
 LEAGUE_DIR = "league"
 POOL_DIR = "pool"
@@ -112,28 +113,13 @@ class LeagueRecords:
 
     def plot(self) -> Path | None:
         """``ratings.png``: every member's Elo over its env steps, from ``ratings.jsonl``."""
-        path = self.dir / "ratings.jsonl"
-        if not path.exists():
+        rows = read_jsonl(self.dir / "ratings.jsonl")
+        if not rows:
             return None
-        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        for i, role in enumerate(self.league.roles):
-            ax.plot([r["env_steps"][i] for r in rows], [r["elo"][i] for r in rows], label=f"{i}: {role}")
-        ax.set_xlabel("env steps (each member's)")
-        ax.set_ylabel("Elo")
-        ax.set_title(f"{self.trial}: league")
-        ax.legend()
-        ax.grid(alpha=0.3)
-        out = self.dir / "ratings.png"
-        fig.tight_layout()
-        fig.savefig(out, dpi=100)
-        plt.close(fig)
-        return out
+        series = {f"{i}: {role}": [(r["env_steps"][i], r["elo"][i]) for r in rows]
+                  for i, role in enumerate(self.league.roles)}
+        return plot_ratings(self.dir / "ratings.png", series, "env steps (each member's)", "Elo",
+                            f"{self.trial}: league")
 
     def _append(self, name: str, row: dict[str, Any]) -> None:
         with open(self.dir / name, "a") as f:

@@ -49,6 +49,48 @@ def act_stacked(act: Any, stacked: Any, obs: Any, which: Any, key: Any) -> Any:
     return jnp.take_along_axis(actions, which[None, :], axis=0)[0]
 
 
+def padded_rows(obs: np.ndarray, ids: np.ndarray, assigned: list[str], rows: dict[str, int], num_envs: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """``obs`` padded to ``num_envs`` rows (one compiled size for any batch) and each row's opponent's index in the
+    stacked params (``rows[assigned[id]]``; 0 for the padding)."""
+    padded = np.zeros((num_envs, *obs.shape[1:]), np.float32)
+    padded[: len(ids)] = obs
+    which = np.zeros(num_envs, np.int32)
+    which[: len(ids)] = [rows[assigned[i]] for i in ids.tolist()]
+    return padded, which
+
+
+def stack_params(params: list[Any]) -> Any:
+    """Host params of one structure stacked on a new leading axis."""
+    return jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *params)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def plot_ratings(out: Path, series: dict[str, list[tuple[float, float]]], xlabel: str, ylabel: str, title: str) -> Path:
+    """A line per series of (x, Elo) points, written to ``out`` (the self-play and league ``ratings.png``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for label, points in series.items():
+        ax.plot([x for x, _ in points], [y for _, y in points], label=label)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if len(series) > 1:
+        ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out
+
+
 class SelfPlay:
     def __init__(self, cfg: Any, env: Any, algo: Any, params: Any, resume: bool = False):
         s = self.settings = cfg.selfplay
@@ -58,7 +100,7 @@ class SelfPlay:
         self.elo.add(MAIN)
         self.rng = np.random.default_rng([cfg.seed, 4099])
         self.key = jax.random.PRNGKey(cfg.seed + 4099)
-        self.num_envs, self.obs_shape = env.spec.num_envs, env.spec.obs_shape
+        self.num_envs = env.spec.num_envs
         self._act = jax.jit(functools.partial(act_stacked, algo.act))
         self._stack_names: dict[str, int] = {}
         self._stacked: Any = None
@@ -96,20 +138,15 @@ class SelfPlay:
     def act(self, obs: np.ndarray, ids: np.ndarray) -> np.ndarray:
         if self._stacked is None:
             self._restack()
-        n = len(ids)
-        padded = np.zeros((self.num_envs, *self.obs_shape), np.float32)  # one compiled size for any batch
-        padded[:n] = obs
-        which = np.zeros(self.num_envs, np.int32)
-        which[:n] = [self._stack_names[self.assigned[i]] for i in ids.tolist()]
+        padded, which = padded_rows(obs, ids, self.assigned, self._stack_names, self.num_envs)
         self.key, key = jax.random.split(self.key)
-        return np.asarray(self._act(self._stacked, padded, which, key))[:n]
+        return np.asarray(self._act(self._stacked, padded, which, key))[: len(ids)]
 
     def _restack(self) -> None:
         """Every opponent's params (current, pool, retired) stacked on a leading axis, and each one's row there."""
         named = {LATEST: self.current, **{n: s.params for n, s in self.pool.snapshots.items()}, **self.retired}
         self._stack_names = {name: i for i, name in enumerate(named)}
-        host = [jax.device_get(p) for p in named.values()]
-        self._stacked = jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *host)
+        self._stacked = stack_params([jax.device_get(p) for p in named.values()])
 
     def end(self, index: int, score: float) -> None:
         name = self.assigned[index]
@@ -187,26 +224,12 @@ class SelfPlay:
 
     def plot(self) -> Path | None:
         """``ratings.png``: the main agent's Elo over env steps, from ``ratings.jsonl``."""
-        path = self.run_dir / "ratings.jsonl"
-        if not path.exists():
+        rows = read_jsonl(self.run_dir / "ratings.jsonl")
+        if not rows:
             return None
-        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        ax.plot([r["env_steps"] for r in rows], [r["elo_main"] for r in rows], label="main agent")
-        ax.set_xlabel("env steps")
-        ax.set_ylabel("Elo (vs its own snapshots)")
-        ax.set_title(f"{self.cfg.name}/{self.cfg.trial}: {self.settings.sampling} self-play")
-        ax.grid(alpha=0.3)
-        out = self.run_dir / "ratings.png"
-        fig.tight_layout()
-        fig.savefig(out, dpi=100)
-        plt.close(fig)
-        return out
+        return plot_ratings(self.run_dir / "ratings.png", {"main agent": [(r["env_steps"], r["elo_main"]) for r in rows]},
+                            "env steps", "Elo (vs its own snapshots)",
+                            f"{self.cfg.name}/{self.cfg.trial}: {self.settings.sampling} self-play")
 
     def _write(self, name: str, row: dict[str, Any]) -> None:
         with open(self.run_dir / name, "a") as f:

@@ -63,7 +63,7 @@ class LeagueManager(Worker):
         self.followers = [member_follower(self, codec, i) for i in range(self.members)]
         self.receiver = ResultsReceiver(bind_address(cfg), self.trial, self.members, ctx=self.ctx)
         self.register(RESULTS, self.receiver.address)
-        self.league = League(tuple(s.league), s.pool_size, s.pfsp_power, s.latest_share, s.elo_k)
+        self.league = League.from_config(s)
         self.records = LeagueRecords(cfg.run_dir, self.league, trial=f"{cfg.name}/{cfg.trial}")
         self.records.clear()  # a restarted manager starts the league over: snapshots from the members' params now
         self.known: set[str] = set()  # every snapshot name the league ever had
