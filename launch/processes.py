@@ -36,7 +36,7 @@ from srljax.layout import Layout, build_layout, validate
 from srljax.parallel.devices import PlacementError, apply_env, process_env, visible_gpus
 from srljax.storage import run_dir as run_folder
 from srljax.system import auth
-from srljax.telemetry.progress import last_json_line, summary_line
+from srljax.telemetry.progress import summary_line, trial_record
 
 KILL_GRACE_S = 5.0  # after the controller's stop: SIGTERM, this long, then SIGKILL
 TAIL_LINES = 20
@@ -192,7 +192,7 @@ def run_distributed(cfg: Experiment, resume: bool = False) -> int:
         print("FAILED: " + result.message, flush=True)
     elif len(lines) > 1:  # below the raw "done" line: the restarts, if any
         print("\n".join(lines[1:]), flush=True)
-    print(summary_line(result.exit_code == 0, result.reason, last_json_line(run_dir / "metrics.jsonl"), cfg,
+    print(summary_line(result.exit_code == 0, result.reason, trial_record(cfg), cfg,
                        time.monotonic() - began), flush=True)
     if cfg.eval.every_updates > 0:  # the eval manager's last and best evaluations (srljax/evaluation/evaluator.py)
         from srljax.evaluation.evaluator import summary_from_files

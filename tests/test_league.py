@@ -206,6 +206,9 @@ def test_league_as_a_worker_graph_of_local_processes(tmp_path):
     run = tmp_path / "connect_four_league" / "graph"
     check_league(run, updates=24)
     assert "league done" in (run / "logs" / "league-0.log").read_text()
+    summary = out.stdout.strip().splitlines()[-1]  # the members' steps summed, not the empty trial-level file's
+    assert summary.startswith("finished: done, ") and ", 24 updates" in summary and "members/<i>/metrics" in summary
+    assert int(summary.split(", ")[1].split()[0].replace(",", "")) >= 3 * 24 * 1024, summary
     for i in range(3):  # each actor played its own member's games and sent them to the manager
         last = json.loads((run / "workers" / f"actor-{i}.jsonl").read_text().splitlines()[-1])
         assert last["league/games"] > 100 and not last.get("league/results_dropped"), last

@@ -38,6 +38,24 @@ def last_json_line(path: Path) -> dict[str, Any]:
     return {}
 
 
+def trial_record(cfg: Experiment) -> dict[str, Any]:
+    """The trial's last metrics line; for a distributed population or league (whose members each write
+    ``RUN_DIR/members/<i>/metrics.jsonl``): the members' env steps summed, the fewest updates and the mean return."""
+    from srljax.config.pbt import member_count
+
+    run_dir = Path(cfg.run_dir)
+    members = member_count(cfg) if cfg.layout.mode == "distributed" else 0
+    if not members:
+        return last_json_line(run_dir / "metrics.jsonl")
+    lines = [last_json_line(run_dir / "members" / str(i) / "metrics.jsonl") for i in range(members)]
+    lines = [x for x in lines if x]
+    if not lines:
+        return {}
+    returns = [r for x in lines if (r := _number(x.get("episode_return"))) is not None]
+    return {"env_steps": sum(int(x.get("env_steps", 0)) for x in lines), "update": min(x.get("update", 0) for x in lines),
+            **({"episode_return": sum(returns) / len(returns)} if returns else {})}
+
+
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
@@ -65,4 +83,13 @@ def summary_line(ok: bool, reason: str, record: dict[str, Any], cfg: Experiment,
     return (f"{'finished' if ok else 'FAILED'}: {reason}, {int(record.get('env_steps', 0)):,} env steps, "
             f"{record.get('update', 0)} updates"
             + (f", recent mean episode return {ret:.1f}" if ret is not None else "")
-            + f", wall {wall_s:.0f} s; metrics in {Path(cfg.run_dir) / 'metrics.jsonl'}")
+            + f", wall {wall_s:.0f} s; metrics in {metrics_path(cfg)}")
+
+
+def metrics_path(cfg: Experiment) -> str:
+    """Where the trial's metrics lines are: ``RUN_DIR/metrics.jsonl``, or each member's in a distributed population."""
+    from srljax.config.pbt import member_count
+
+    if cfg.layout.mode == "distributed" and member_count(cfg):
+        return str(Path(cfg.run_dir) / "members" / "<i>" / "metrics.jsonl")
+    return str(Path(cfg.run_dir) / "metrics.jsonl")
