@@ -128,7 +128,7 @@ def test_every_problem_at_once(capsys: pytest.CaptureFixture[str], tmp_path: Pat
     (["trainer.num_hosts=2", "slurm.policy.component=actor", "slurm.trainer.component=actor"],
      "slurm.trainer.component=actor: trainer.num_hosts=2 runs one trainer per node on 2 nodes"),
     (["slurm.custom.component=nope"], "slurm.custom.component='nope' is not a worker group; use one of trainer, "
-                                      "buffer, policy, actor"),
+                                      "buffer, policy, league, actor"),
 ])
 def test_bad_resources(overrides: list[str], text: str) -> None:
     assert any(text in p for p in slurm_problems(cartpole(*overrides))), slurm_problems(cartpole(*overrides))
@@ -212,7 +212,7 @@ def test_custom_roles_take_slurm_custom(monkeypatch: pytest.MonkeyPatch) -> None
         "trainer x1 + policy x1", "actor x2 + norm_logger x2"]
     found = slurm_problems(cartpole("slurm.custom.component=nope", "slurm.custom.nodes=9"))
     assert found == ["slurm.custom.component='nope' is not a worker group; use one of trainer, buffer, policy, "
-                     "actor, eval, population, norm_logger", "slurm.custom.nodes=9 is more than its 2 tasks"], found
+                     "league, actor, eval, population, norm_logger", "slurm.custom.nodes=9 is more than its 2 tasks"], found
 
 
 @pytest.mark.parametrize("sig, code, reason", [(signal.SIGUSR1, TIME_LIMIT_EXIT_CODE, "time_limit"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -121,6 +122,14 @@ def member_layout_problems(cfg: Any, members: int, what: str) -> list[str]:
         out.append(f"trainer.num_hosts={cfg.trainer.num_hosts}: a population member's trainer is one process "
                    "(multi-host trainer groups per member are not built): set trainer.num_hosts=1")
     return out
+
+
+MEMBERS_DIR = "members"
+
+
+def member_dir(cfg: Any, member: int) -> Path:
+    """``RUN_DIR/members/<member>``: a population's or league's member's folder (metrics, checkpoints)."""
+    return Path(cfg.run_dir) / MEMBERS_DIR / str(member)
 
 
 def member_count(cfg: Any) -> int:

@@ -45,7 +45,7 @@ class SelfPlayConfig:
     envs, e.g. ``("main", "main_exploiter", "league_exploiter")``; each role draws its opponents by its own rule
     from every member's snapshots (``pool_size`` kept per member; ``latest_share`` is the main agents' self-play
     share; the bots play the main agents). ``layout.mode=single``: members train in turn in one process
-    (``srljax/selfplay/league_loop.py``); ``distributed``: a trainer and ``layout.num_actors / members`` actors per
+    (``srljax/loops/league.py``); ``distributed``: a trainer and ``layout.num_actors / members`` actors per
     member and a league manager (``srljax/system/league_manager.py``). (): one learner against its own pool."""
 
 

@@ -6,12 +6,13 @@
     result.metrics[-1]["episode_return"]
 
 The loops (this package): ``on_policy.py`` for segment algorithms (PPO, IMPALA, MAPPO, a user's),
-``replay.py`` for replay algorithms (DQN, a user's), ``population.py`` for a PBT population; a self-play league goes to ``srljax/selfplay/league_loop.py``.
+``replay.py`` for replay algorithms (DQN, a user's), ``population.py`` for a PBT population; ``league.py`` for a self-play league.
 """
 
 from __future__ import annotations
 
 from srljax.config import Experiment, consumes
+from srljax.loops.league import train_league
 from srljax.loops.on_policy import train_on_policy
 from srljax.loops.population import train_population
 from srljax.loops.replay import train_replay
@@ -27,8 +28,6 @@ def train(cfg: Experiment, resume: bool = False) -> TrainResult:
     if cfg.pbt.enabled:  # a population of policies
         return train_population(cfg, resume)
     if cfg.selfplay.enabled and cfg.selfplay.league:  # a self-play league: its members in turn
-        from srljax.selfplay.league_loop import train_league
-
         return train_league(cfg, resume)
     if consumes(cfg.algo) == "replay":  # sampled replay batches, not segments
         return train_replay(cfg, resume)

@@ -22,20 +22,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import zmq
 
 from srljax.comm.codec import DecodeError, Message
 from srljax.comm.sockets import Endpoint, context, make_socket
-from srljax.config.pbt import member_count, member_lr
+from srljax.config.pbt import MEMBERS_DIR, member_count, member_dir, member_lr
 from srljax.layout import DIRECTIVES, PARAMS, TRAINER
 
 KIND_COPY = "pbt_copy"
 BAD_DIRECTIVE = "directive"  # drop reason
 MAX_DIRECTIVE_BYTES = 16 * 1024
-MEMBERS_DIR = "members"
 
 
 class Directive(NamedTuple):
@@ -76,11 +74,6 @@ def member_experiment(cfg: Any, member: int) -> Any:
     checkpoint = dataclasses.replace(cfg.checkpoint, every_updates=ready, keep=max(3, cfg.checkpoint.keep))
     return dataclasses.replace(cfg, seed=cfg.seed + member, trial=f"{cfg.trial}/{MEMBERS_DIR}/{member}",
                                checkpoint=checkpoint)
-
-
-def member_dir(cfg: Any, member: int) -> Path:
-    """``RUN_DIR/members/<member>`` of the experiment ``cfg``."""
-    return Path(cfg.run_dir) / MEMBERS_DIR / str(member)
 
 
 def checked_directive(msg: Message, population: int) -> Directive:

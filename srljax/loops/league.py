@@ -1,4 +1,4 @@
-"""A league in one process (``selfplay.league`` with ``layout.mode=single``): its members train in turn.
+"""A self-play league in one process (``selfplay.league`` with ``layout.mode=single``): its members train in turn.
 
     python -m launch.local configs/connect_four_league.py layout.mode=single
     result = train(cfg)                                          # srljax.loops.train hands a league here
@@ -29,6 +29,7 @@ import numpy as np
 
 import envs
 from srljax.config import ConfigError, Experiment, write_json
+from srljax.config.pbt import member_dir
 from srljax.layout import validate
 from srljax.learning.learner import Learner
 from srljax.loops.on_policy import Collector
@@ -39,7 +40,6 @@ from srljax.selfplay.league_opponent import LeagueOpponent
 from srljax.selfplay.league_records import LeagueRecords
 from srljax.storage.checkpoint import Checkpointer
 from srljax.storage.run_dir import claim
-from srljax.system.pbt_directives import member_dir
 from srljax.telemetry.metrics import MetricsLogger, UpdateRecords
 
 
