@@ -118,7 +118,7 @@ class LeagueManager(Worker):
             self.next_snapshot[member] = (version // s.snapshot_every + 1) * s.snapshot_every
             self._write_table()
             self.records.ratings(member=member, version=version, versions=list(self.versions),
-                                 env_steps=[v * self.cfg.env_steps_per_update for v in self.versions])
+                                 env_steps=self._env_steps())
         if self.league.roles[member] != "main" or not s.bots or not s.bot_games:
             return
         final = version >= self.last
@@ -127,6 +127,10 @@ class LeagueManager(Worker):
             self.bot_points[member] = point
             self.bots_due = [d for d in self.bots_due if d[0] != member or d[3]]  # a newer one replaces it
             self.bots_due.append((member, version, jax.device_get(params), final))
+
+    def _env_steps(self) -> list[int]:
+        """Each member's env steps trained, from the params versions seen (a batch per update)."""
+        return [v * self.cfg.env_steps_per_update for v in self.versions]
 
     def _write_table(self) -> None:
         if not all(self.next_snapshot):  # the first table waits for every member's first snapshot: until then a
@@ -169,7 +173,7 @@ class LeagueManager(Worker):
 
     def _finish(self) -> None:
         self._write_table()
-        self.records.summary(list(self.versions), [v * self.cfg.env_steps_per_update for v in self.versions])
+        self.records.summary(list(self.versions), self._env_steps())
         self.summary_written = True
         self.names.add(self.done_key, "1")
         self.log("league done: members.json, matches.json and ratings.png written")
@@ -206,8 +210,7 @@ class LeagueManager(Worker):
                 left = sorted({d[0] for d in self.bots_due})
                 if left:
                     self.log(f"stopped before the bot evaluations of members {left}; writing the summary without them")
-                self.records.summary(list(self.versions),
-                                     [v * self.cfg.env_steps_per_update for v in self.versions])
+                self.records.summary(list(self.versions), self._env_steps())
                 self.summary_written = True
         finally:
             for thing in (*getattr(self, "followers", ()), getattr(self, "receiver", None)):
