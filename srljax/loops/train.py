@@ -17,7 +17,7 @@ from srljax.loops.on_policy import train_on_policy
 from srljax.loops.population import train_population
 from srljax.loops.replay import train_replay
 from srljax.loops.result import TrainResult
-from srljax.parallel import compile_cache
+from srljax.parallel import compile_cache, dispatch
 
 __all__ = ["TrainResult", "train"]
 
@@ -25,6 +25,8 @@ __all__ = ["TrainResult", "train"]
 def train(cfg: Experiment, resume: bool = False) -> TrainResult:
     """Train ``cfg`` in this process; ``resume``: continue its trial from the newest checkpoint."""
     compile_cache.enable(cfg.compile_cache)
+    if not cfg.trainer.overlap_collection:  # nothing runs beside a computation: no hand-off to a worker thread
+        dispatch.run_cpu_inline()
     if cfg.pbt.enabled:  # a population of policies
         return train_population(cfg, resume)
     if cfg.selfplay.enabled and cfg.selfplay.league:  # a self-play league: its members in turn

@@ -45,12 +45,16 @@ def main(argv: list[str] | None = None) -> int:
 
     run_dir = Path(args.run_dir)
     cfg = from_dict(json.loads((run_dir / "config.json").read_text()))
-    from srljax.layout import ACTOR, role_spec
+    from srljax.layout import ACTOR, TRAINER, role_spec
     from srljax.system.worker import lower_priority  # imports no jax
 
-    if role_spec(cfg, args.role).placement == ACTOR and cfg.layout.actor_nice:
+    placement = role_spec(cfg, args.role).placement
+    if placement == ACTOR and cfg.layout.actor_nice:
         lower_priority(cfg.layout.actor_nice)  # before jax starts its compute threads, which inherit it
-    from srljax.parallel import compile_cache
+    from srljax.parallel import compile_cache, dispatch
+
+    if placement != TRAINER:
+        dispatch.run_cpu_inline()  # light roles: small programs, no hand-off to a worker thread
 
     compile_cache.enable(cfg.compile_cache)  # the run's folder, shared with the other workers
     keys = auth.load(cfg, run_dir, slurm=bool(os.environ.get("SLURM_JOB_ID")))  # RUN_DIR/keys when auth is on

@@ -78,9 +78,13 @@ DELIVER_S = 3.0  # after ``run`` ends: how long its last messages (``stopped``, 
 
 
 def lower_priority(nice: int) -> None:
-    """Set the calling thread's nice value (Linux keeps one per thread; threads it starts inherit it)."""
+    """Set the calling thread's nice value and make it a batch thread (Linux keeps both per thread; threads it
+    starts inherit them). ``SCHED_BATCH``: a thread that wakes (an actor whose envs stepped) does not preempt the
+    one running (a trainer's update), which otherwise loses its caches to every actor's wake-up."""
     try:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), max(nice, os.getpriority(os.PRIO_PROCESS, 0)))
+        if os.sched_getscheduler(0) == os.SCHED_OTHER:
+            os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
     except (OSError, AttributeError):  # not Linux, or not allowed: run at the priority we have
         pass
 
@@ -294,7 +298,9 @@ class Worker:
             self.setup()
             jax = sys.modules.get("jax")  # the devices this process computes on, if it computes (never imported here)
             if jax is not None:
-                self.log(f"jax devices: {', '.join(f'{d.platform}:{d.id}' for d in jax.local_devices())}")
+                dispatch = "inline" if not jax.config.values["jax_cpu_enable_async_dispatch"] else "async"
+                self.log(f"jax devices: {', '.join(f'{d.platform}:{d.id}' for d in jax.local_devices())} "
+                         f"(CPU programs dispatched {dispatch})")
             self.state = "ready"
             self.tell_controller("status", {"state": self.state, "addresses": dict(self._addresses), **self.ready_info()})
             return
