@@ -2,6 +2,7 @@
 
     python bench/scaling.py --env synthetic                   # 1..64 actors x 16 envs, 20 ms steps (rows below)
     python bench/scaling.py --env synthetic --actors 1 16 64 --only-inline --out rows.jsonl
+    bash tests/slurm/cluster.sh exec .venv/bin/python bench/scaling.py --env synthetic --actors 1 16 --only-inline --slurm
     python bench/scaling.py                                   # HalfCheetah and CartPole, actors 1 2 4
     python bench/scaling.py --cases halfcheetah --actors 2 --repeats 3
     python bench/scaling.py --cases halfcheetah layout.max_segments_ahead=4 env.num_threads=1
@@ -43,7 +44,8 @@ Figures, per row (the median over ``--repeats`` interleaved runs; every run is p
 cores the actors, inference, transport and trainer are what is measured. Rows: 1, 2, 4, 8, 16, 32, 64
 actors with inline inference and CartPole-sized observations (4 float32); 84x84 uint8 frame stacks
 (4x84x84, Nature CNN) at 1 and 16 actors; remote inference with 1, 2, 4 policy workers at 16; rings 2 and
-4 at 16. The batch is every actor's envs (``trainer.batch_envs = 16 x actors``) and the update is cheap
+4 at 16; with ``--slurm``, the 16-actor inline row again through ``launch.slurm`` (its efficiency against the
+local 1-actor row). The batch is every actor's envs (``trainer.batch_envs = 16 x actors``) and the update is cheap
 (one epoch of one minibatch; an MLP 64-64 for the vector rows), so the trainer should not bound them. Per
 row: env steps/s trained on, efficiency = that / (actors x the 1-actor row of the same observations,
 inference and ring), the policy lag of segments at arrival (p50 / p99, whole run), the CPU the run's
@@ -110,10 +112,13 @@ def machine_busy_s() -> float:
     return (sum(fields[:8]) - fields[3] - fields[4]) / TICKS  # all but idle and iowait
 
 
-def tree_cpu_s(root: int, names: dict[int, str]) -> dict[str, float]:
+def tree_cpu_s(root: int, names: dict[int, str], marker: str = "") -> dict[str, float]:
     """CPU seconds used so far by process ``root`` and its living descendants (/proc/<pid>/stat), by
-    worker (``trainer-0``, ``actor-1``, ...: the ``srljax.system.run`` arguments) or ``launcher``."""
+    worker (``trainer-0``, ``actor-1``, ...: the ``srljax.system.run`` arguments) or ``launcher``; with a
+    ``marker`` (a run folder) also every process whose command line holds it and their descendants (Slurm
+    tasks, which slurmd starts)."""
     procs: dict[int, tuple[int, int]] = {}
+    marked: set[int] = set()
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
@@ -122,7 +127,13 @@ def tree_cpu_s(root: int, names: dict[int, str]) -> dict[str, float]:
                 continue
             fields = text[text.rindex(")") + 2:].split()
             procs[int(entry.name)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
-    ours, grew = {root}, True
+            if marker and int(entry.name) not in names:
+                try:
+                    if marker.encode() in Path(entry.path, "cmdline").read_bytes():
+                        marked.add(int(entry.name))
+                except OSError:
+                    pass
+    ours, grew = {root} | marked | (set(names) if marker else set()), True
     while grew:
         more = {pid for pid, (ppid, _) in procs.items() if ppid in ours} - ours
         ours |= more
@@ -157,23 +168,30 @@ def wait_quiet(max_busy: float, max_wait: float) -> float:
 Sample = tuple[float, int, dict[str, float], float]  # time, metrics lines, CPU s of our processes by worker, of the machine
 
 
-def launch_watched(cmd: list[str], metrics_path: Path, on_lines: Callable[[int], None] | None = None
-                   ) -> tuple[subprocess.CompletedProcess, list[Sample]]:
+def launch_watched(cmd: list[str], metrics_path: Path, on_lines: Callable[[int], None] | None = None,
+                   job_result: Path | None = None, timeout: float = 3600) -> tuple[subprocess.CompletedProcess, list[Sample]]:
     """Run ``cmd``; every 0.25 s note (time, metrics lines written, CPU s of its processes, CPU s of the machine)
-    and call ``on_lines(metrics lines written)`` if given."""
+    and call ``on_lines(metrics lines written)`` if given. ``job_result``: ``cmd`` submits a Slurm job, whose
+    end writes that file: watch until it exists (the job's processes are found by the run folder's name)."""
     samples: list[Sample] = []
     names: dict[int, str] = {}
+    marker = str(metrics_path.parent) if job_result else ""
+    deadline = time.monotonic() + timeout
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=err, text=True)
-        while proc.poll() is None:
+        while (proc.poll() is None or (job_result is not None and proc.returncode == 0 and not job_result.exists()
+                                        and time.monotonic() < deadline)):
             lines = metrics_path.read_text().count("\n") if metrics_path.exists() else 0
-            samples.append((time.monotonic(), lines, tree_cpu_s(proc.pid, names), machine_busy_s()))
+            samples.append((time.monotonic(), lines, tree_cpu_s(proc.pid, names, marker), machine_busy_s()))
             if on_lines is not None:
                 on_lines(lines)
             time.sleep(0.25)
         out.seek(0)
         err.seek(0)
-        return subprocess.CompletedProcess(cmd, proc.returncode, out.read(), err.read()), samples
+        code = proc.returncode
+        if job_result is not None and code == 0:
+            code = json.loads(job_result.read_text()).get("exit_code", 1) if job_result.exists() else 124
+        return subprocess.CompletedProcess(cmd, code, out.read(), err.read()), samples
 
 
 def steady_cpu(samples: list[Sample], first_line: int, last_line: int) -> tuple[dict[str, float], float]:
@@ -303,9 +321,11 @@ def synthetic_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     """The grid: actors x inline (vector obs), the image rows, remote inference with 1..4 policy workers, rings."""
     rows = [dict(actors=n, inference="inline", policy_workers=0, ring=1, obs="vector", backend="local")
             for n in args.actors]
+    biggest = max(n for n in args.actors if n <= 16)
+    if args.slurm:
+        rows.append(dict(actors=biggest, inference="inline", policy_workers=0, ring=1, obs="vector", backend="slurm"))
     if args.only_inline:
         return rows
-    biggest = max(n for n in args.actors if n <= 16)
     for n in sorted({1, biggest}):
         rows.append(dict(actors=n, inference="inline", policy_workers=0, ring=1, obs="image", backend="local"))
     rows.append(dict(actors=1, inference="remote", policy_workers=1, ring=1, obs="vector", backend="local"))
@@ -381,13 +401,18 @@ def run_synthetic(row: dict[str, Any], args: argparse.Namespace, root: Path) -> 
     per_update = SYNTHETIC_ENVS * n * SYNTHETIC_STEPS
     trial = f"{row['obs']}-{row['inference']}{row['policy_workers']}-r{row['ring']}-a{n}-{time.monotonic_ns()}"
     overrides = synthetic_overrides(row, args.step_ms)
-    cmd = [sys.executable, "-m", "launch.local", SYNTHETIC_CONFIG, "-e", "scaling_synthetic", "-f", trial,
+    launcher = "launch.slurm" if row["backend"] == "slurm" else "launch.local"
+    if row["backend"] == "slurm":  # the trainer on one node, the actors over two more
+        trial += "-slurm"
+        overrides += ["slurm.actor.nodes=2", "slurm.actor.mem_gb_per_task=1"]
+    cmd = [sys.executable, "-m", launcher, SYNTHETIC_CONFIG, "-e", "scaling_synthetic", "-f", trial,
            f"log.run_root={root}", f"total_env_steps={per_update * args.updates}", *COMMON, *overrides]
     run_dir = root / "scaling_synthetic" / trial
     first_line = max(1, int(args.updates * args.warmup))
     probe = StatusProbe(run_dir, first_line + 1, args.status_interval)
     start = time.monotonic()
-    out, samples = launch_watched(cmd, run_dir / "metrics.jsonl", probe)
+    job_result = run_dir / "slurm" / "result.json" if row["backend"] == "slurm" else None
+    out, samples = launch_watched(cmd, run_dir / "metrics.jsonl", probe, job_result)
     wall = time.monotonic() - start
     metrics = read_jsonl(run_dir / "metrics.jsonl")
     if out.returncode or len(metrics) < first_line + 2:
@@ -474,6 +499,10 @@ def main() -> int:
                         help="synthetic: remote-inference rows at the largest actor count up to 16, with these policy workers")
     parser.add_argument("--rings", type=int, nargs="+", default=[1, 2, 4], help="synthetic: ring sizes (rows > 1)")
     parser.add_argument("--only-inline", action="store_true", help="synthetic: only the inline vector rows")
+    parser.add_argument("--slurm", action="store_true",
+                        help="synthetic: also the largest inline vector row up to 16 actors through launch.slurm (the "
+                             "trainer on one node, the actors on two; run the bench where sbatch works, e.g. "
+                             "bash tests/slurm/cluster.sh exec .venv/bin/python bench/scaling.py ...)")
     parser.add_argument("--status-interval", type=float, default=4.0,
                         help="synthetic: seconds between launch.status's two scrapes")
     parser.add_argument("--out", default="", help="synthetic: append one JSON line per row to this file")
