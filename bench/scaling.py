@@ -434,6 +434,8 @@ def synthetic_figures(row: dict[str, Any], metrics: list[dict[str, Any]], run_di
     return {**row, "obs": " ".join(OBS[row["obs"]]), "obs_kind": row["obs"], "env_steps_per_s": round(sps, 1), "steady_updates": f"{first['update']}-{last['update']}",
             "steady_s": round(dt, 1), "lag_p50": percentile(lag, 0.5), "lag_p99": percentile(lag, 0.99),
             "cores": round(ours, 2), "cpu_us_per_env_step": round(1e6 * ours / sps, 1) if workers else None,
+            "cores_by_role": {role: round(sum(v for k, v in workers.items() if k.split("-")[0] == role), 3)
+                              for role in sorted({k.split("-")[0] for k in workers})},
             "others_cores": round(others, 2), "batch_fill": status.get("batch_fill"),
             "bound": status.get("bound", "?"), "bound_sentence": status.get("sentence", "not measured"),
             "wall_s": round(wall, 1), "load": round(os.getloadavg()[0], 1)}

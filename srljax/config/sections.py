@@ -86,7 +86,9 @@ class LayoutConfig:
     version (Sample Factory's throttle); 0: its share of ``trainer.publish_every + 1`` batches."""
     actor_nice: int = 10
     """distributed: the nice value (Linux, 0-19) actors run at, as ``SCHED_BATCH`` threads (no wake-up preemption;
-    with 0 they keep the launcher's scheduling), so a trainer or policy worker sharing their cores
+    with 0 they keep the launcher's scheduling) and, where each actor process has its own autogroup (local
+    processes on a kernel with ``sched_autogroup_enabled``), with that group's nice too, so a trainer or policy
+    worker sharing their cores
     is not starved (on 2 cores, 64 synthetic-env actors at 0 made the trainer's update ~25x slower, see
     bench/RESULTS.md): the whole actor process in local processes and Slurm tasks (jax's compute threads
     too), the actor's loop thread (and the env threads it starts) in the threads backend. 0: the launcher's."""

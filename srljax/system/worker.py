@@ -83,12 +83,23 @@ CONTROL_IDLE_MS = 250  # the control thread's longest wait when it has nothing t
 def lower_priority(nice: int) -> None:
     """Set the calling thread's nice value and make it a batch thread (Linux keeps both per thread; threads it
     starts inherit them). ``SCHED_BATCH``: a thread that wakes (an actor whose envs stepped) does not preempt the
-    one running (a trainer's update), which otherwise loses its caches to every actor's wake-up."""
+    one running (a trainer's update), which otherwise loses its caches to every actor's wake-up.
+
+    A process that leads its own session (local processes start each worker so) also has its own autogroup
+    where the kernel groups by session (``/proc/sys/kernel/sched_autogroup_enabled``): the CPU is shared
+    between autogroups first, so a thread's nice value counts only inside its process, and 64 actors at
+    nice 19 still took 64/65 of the cores from the trainer. Such a process nices its autogroup too."""
     try:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), max(nice, os.getpriority(os.PRIO_PROCESS, 0)))
         if os.sched_getscheduler(0) == os.SCHED_OTHER:
             os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
     except (OSError, AttributeError):  # not Linux, or not allowed: run at the priority we have
+        return
+    try:
+        if os.getsid(0) == os.getpid():  # never the autogroup of the session we were started from (a shell's)
+            with open("/proc/self/autogroup", "w") as f:
+                f.write(str(nice))
+    except OSError:  # no autogroups (a server kernel), or not allowed
         pass
 
 
