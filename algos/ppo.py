@@ -12,6 +12,7 @@ repo's 2-core AMD EPYC under XLA:CPU (jax 0.10.2); median seconds per ``update``
   MuJoCo MLP 64x64 (2048x1, M=32, E=10)   0.058 (6.3 s)     killed after 18 min compiling at 23 GB RSS
   MuJoCo as above but E=1 (32 steps)      0.0079 (7.0 s)    0.0107 (54 s)
   Atari Nature CNN (128x8, M=4, E=1)      20.4 (3.4 s)      2.09 (7.0 s)
+  the same, strided convs as matmuls      2.80 (1.9 s)      0.63 (4.3 s)    (algos.networks.Conv, 2026-12-06)
 
 So the default is ``unroll`` for the CNN (a conv grad step inside ``lax.scan`` runs ~10x slower
 on XLA:CPU; CleanRL's E=4 unrolls to only 16 steps) and ``scan`` for MLPs (as fast or faster,
