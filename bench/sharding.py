@@ -92,13 +92,17 @@ def params_diff(a: Learner, b: Learner) -> float:
     return max(float(np.max(np.abs(x - y))) for x, y in zip(jax.tree.leaves(pa), jax.tree.leaves(pb)))
 
 
-def correctness(envs: int, counts: list[int], epochs: int = 1, updates: int = 2) -> dict[int, float]:
+def correctness(envs: int, counts: list[int], epochs: int = 1, updates: int = 1) -> dict[int, float]:
     """Largest |param difference| from 1 device after ``updates`` updates on the same batches.
 
-    One epoch by default: this CNN's PPO update amplifies rounding chaotically (ReLU kinks times
-    Adam's per-coordinate scaling). On one device, scaling the initial params by (1 + 1e-7) moved
-    them by 5e-4 after one 4-epoch update, so a longer check would measure that chaos, not the
-    sharding. Over 8 SGD steps 1 and N devices agree to ~1e-8.
+    One epoch of one update by default: this CNN's PPO update amplifies rounding chaotically (ReLU
+    kinks times Adam's per-coordinate scaling). On one device, scaling the initial params by
+    (1 + 1e-7) moved them by 5e-4 after one 4-epoch update, so a longer check would measure that
+    chaos, not the sharding. With the strided convs as matmuls (``algos.networks.Conv``), 1 and 4
+    devices differed after the first update (4 SGD steps) in one nearly dead channel of the second
+    conv only (6.7e-6: a gradient near Adam's eps, summed in another order), and the second update
+    spread that to 4e-4; before, the 8 steps agreed to ~2e-8. A sharding bug (a device's gradient
+    from its share of the minibatch alone) moves most coordinates by ~lr = 2.5e-4 in the first step.
     """
     batches = [random_trajectory(envs, seed=s) for s in range(updates)]
     ref = make_learner(envs, 1, epochs)
@@ -215,7 +219,7 @@ def main() -> None:
     counts = [n for n in (args.devices or (1, 2, 4, 8, 16)) if n <= available]
     if jax.default_backend() == "cpu" and not args.throughput:
         envs = args.envs[0]
-        print(f"CPU: correctness only (Atari PPO, {envs} envs x {STEPS} steps, 1 epoch x 4 minibatches, 2 updates)")
+        print(f"CPU: correctness only (Atari PPO, {envs} envs x {STEPS} steps, 1 epoch x 4 minibatches, 1 update)")
         diffs = correctness(envs, [n for n in counts if n > 1])
         for n, diff in diffs.items():
             verdict = "ok" if diff < 1e-4 else "MISMATCH"
@@ -237,7 +241,7 @@ def main() -> None:
             )
         if len(counts) > 1:
             diffs = correctness(envs, counts[1:])
-            print("  max |param diff| vs 1 device (1 epoch, 2 updates): " + ", ".join(f"{n}: {d:.1e}" for n, d in diffs.items()))
+            print("  max |param diff| vs 1 device (1 epoch, 1 update): " + ", ".join(f"{n}: {d:.1e}" for n, d in diffs.items()))
 
 
 if __name__ == "__main__":
