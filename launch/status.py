@@ -9,7 +9,8 @@ scrapes every endpoint twice ``--interval`` seconds apart and prints, per role: 
 busy fraction, throughput and queue depths, the share of wall time in each phase, and one sentence
 naming what bounds the run (env stepping, inference, the trainer's update, sample transport or
 params transport) with the figures that show it, and the settings that move it. A trial that has ended
-is reported from its ``status.json`` (exit 0). For a Slurm trial (``slurm/job.json`` in the run
+is reported from its ``status.json`` (exit 0) with its last metrics line (a distributed population's or
+league's: its members' ``members/<i>/metrics.jsonl`` together, as its launcher prints them). For a Slurm trial (``slurm/job.json`` in the run
 folder) the job's state per group comes first (``python -m launch.slurm status``).
 
 ``summarise`` (scraped values -> ``RoleFigures``) and ``diagnose`` (figures -> the sentence) are
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from srljax.layout import ACTOR, BUFFER, POLICY, TRAINER
-from srljax.telemetry.progress import last_json_line
+from srljax.telemetry.progress import last_json_line, trial_record
 from srljax.telemetry.prometheus import Target, read_targets, scrape, values
 
 INTERVAL_S = 5.0
@@ -267,6 +268,18 @@ def cpu_picture(scrapes: list[tuple]) -> list[str]:
     return lines
 
 
+def last_record(run_dir: Path) -> dict:
+    """The trial's last metrics line as its launcher reads it (``trial_record``: a distributed population's or
+    league's members together); the folder's ``metrics.jsonl`` where its ``config.json`` cannot be read."""
+    from srljax.config import from_dict
+
+    try:
+        cfg = from_dict(json.loads((run_dir / "config.json").read_text()))
+    except (OSError, ValueError, TypeError, KeyError):  # a missing, old or broken config: the plain file it is
+        return last_json_line(run_dir / "metrics.jsonl")
+    return trial_record(cfg, run_dir)
+
+
 def ended_status(run_dir: Path) -> str | None:
     """How the trial ended, from ``status.json``, if it has ended: a ``status.json`` older than the workers'
     targets (written as a run starts) belongs to an earlier run of a resumed trial, which is running again."""
@@ -277,7 +290,7 @@ def ended_status(run_dir: Path) -> str | None:
             return None
     except (OSError, ValueError):
         return None
-    last = last_json_line(run_dir / "metrics.jsonl")
+    last = last_record(run_dir)
     head = "finished" if record.get("exit_code") == 0 else "FAILED"
     message = str(record.get("message", "")).splitlines()[0] if record.get("message") else ""
     return (f"ended, {head} ({record.get('reason', '?')}, exit code {record.get('exit_code', '?')}): {message}"
@@ -293,7 +306,7 @@ def list_trials(experiment: Path) -> int:
         return 1
     for run_dir in trials:
         ended = ended_status(run_dir)
-        last = last_json_line(run_dir / "metrics.jsonl")
+        last = last_record(run_dir)
         now = ended or (f"running or stopped without a status: {last.get('update')} updates, "
                         f"{int(last.get('env_steps', 0)):,} env steps" if last else "no metrics yet")
         print(f"{run_dir.name}: {now}", flush=True)

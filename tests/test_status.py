@@ -160,3 +160,26 @@ def test_the_cpu_picture_counts_each_process_once_per_host_and_says_when_a_host_
     assert lines[0] == "  cpu on 10.0.0.1: 0.40 of 8 cores used by the trial's processes (policy+trainer 0.40)"
     assert lines[1].startswith("  cpu on 10.0.0.2: 1.90 of 2 cores used by the trial's processes (actor 1.90) - "
                                "the host is full"), lines
+
+
+def test_a_distributed_population_is_listed_by_its_members_metrics(tmp_path, capsys):
+    # a distributed PBT population writes RUN_DIR/members/<i>/metrics.jsonl, no RUN_DIR/metrics.jsonl
+    import dataclasses
+    import json
+
+    from srljax.config import load_file, write_json
+
+    cfg = load_file("configs/cartpole_pbt_distributed.py")
+    cfg = dataclasses.replace(cfg, trial="pop", log=dataclasses.replace(cfg.log, run_root="elsewhere"))
+    run_dir = tmp_path / cfg.name / "pop"  # moved since it ran: the folder given counts, not log.run_root
+    run_dir.mkdir(parents=True)
+    write_json(cfg, run_dir / "config.json")
+    for i in range(cfg.pbt.population):
+        (run_dir / "members" / str(i)).mkdir(parents=True)
+        (run_dir / "members" / str(i) / "metrics.jsonl").write_text(
+            json.dumps({"update": 10 + i, "env_steps": 1000 * (i + 1), "episode_return": 100.0}) + "\n")
+    (run_dir / "status.json").write_text(json.dumps({"exit_code": 0, "reason": "done", "message": "done"}))
+    assert status.main(["-e", cfg.name, "--run-root", str(tmp_path)]) == 0
+    total = sum(1000 * (i + 1) for i in range(cfg.pbt.population))
+    out = capsys.readouterr().out
+    assert f"pop: ended, finished (done, exit code 0): done; last metrics line: 10 updates, {total:,} env steps" in out, out
