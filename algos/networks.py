@@ -29,6 +29,11 @@ def _dense(features: int, scale: float, name: str | None = None) -> nn.Dense:
     return nn.Dense(features, kernel_init=nn.initializers.orthogonal(scale), bias_init=nn.initializers.zeros, name=name)
 
 
+def valid_conv(x: Array, kernel: Array, stride: int) -> Array:
+    """``lax.conv``: a VALID convolution ``x [N, H, W, C] * kernel [K, K, C, O]`` (NHWC, HWIO) with a square stride."""
+    return jax.lax.conv_general_dilated(x, kernel, (stride, stride), "VALID", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+
 def strided_conv_as_matmul(x: Array, kernel: Array, stride: int) -> Array:
     """A VALID convolution ``x [N, H, W, C] * kernel [K, K, C, O]`` with stride ``stride`` (K a multiple of it),
     computed as one matrix product: space-to-depth by the stride turns it into a stride-1 conv with a
@@ -66,16 +71,11 @@ class Conv(nn.Module):
         kernel = self.param("kernel", nn.initializers.orthogonal(SQRT2),
                             (self.kernel, self.kernel, x.shape[-1], self.features), jnp.float32)
         bias = self.param("bias", nn.initializers.zeros, (self.features,), jnp.float32)
-
-        def xla(x: Array, kernel: Array) -> Array:
-            return jax.lax.conv_general_dilated(x, kernel, (self.stride, self.stride), "VALID",
-                                                dimension_numbers=("NHWC", "HWIO", "NHWC"))
-
         if self.stride > 1 and self.kernel % self.stride == 0:
-            y = jax.lax.platform_dependent(
-                x, kernel, cpu=lambda x, k: strided_conv_as_matmul(x, k, self.stride), default=xla)
+            y = jax.lax.platform_dependent(x, kernel, cpu=lambda x, k: strided_conv_as_matmul(x, k, self.stride),
+                                           default=lambda x, k: valid_conv(x, k, self.stride))
         else:
-            y = xla(x, kernel)
+            y = valid_conv(x, kernel, self.stride)
         return y + bias
 
 

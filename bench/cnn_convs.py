@@ -21,15 +21,11 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from algos.networks import strided_conv_as_matmul  # noqa: E402
+from algos.networks import strided_conv_as_matmul, valid_conv  # noqa: E402
 from bench.machine import describe  # noqa: E402
 
 LAYERS = (("conv 8x8 /4, 4 -> 32", (84, 84, 4), 8, 4, 32), ("conv 4x4 /2, 32 -> 64", (20, 20, 32), 4, 2, 64),
           ("conv 3x3 /1, 64 -> 64", (9, 9, 64), 3, 1, 64))
-
-
-def xla_conv(x: jax.Array, w: jax.Array, stride: int) -> jax.Array:
-    return jax.lax.conv_general_dilated(x, w, (stride, stride), "VALID", dimension_numbers=("NHWC", "HWIO", "NHWC"))
 
 
 def best_ms(f, *args, repeats: int) -> float:
@@ -57,7 +53,7 @@ def main() -> None:
         w = jnp.asarray(rng.standard_normal((k, k, shape[-1], out), dtype=np.float32) * 0.05)
         argnums = (0,) if i == 0 else (0, 1)
         row = []
-        for conv in (xla_conv, strided_conv_as_matmul):
+        for conv in (valid_conv, strided_conv_as_matmul):
             if conv is strided_conv_as_matmul and s == 1:
                 row += [float("nan")] * 2  # a stride-1 layer stays lax.conv
                 continue

@@ -10,8 +10,9 @@ busy fraction, throughput and queue depths, the share of wall time in each phase
 naming what bounds the run (env stepping, inference, the trainer's update, sample transport or
 params transport) with the figures that show it, and the settings that move it. A trial that has ended
 is reported from its ``status.json`` (exit 0) with its last metrics line (a distributed population's or
-league's: its members' ``members/<i>/metrics.jsonl`` together, as its launcher prints them). For a Slurm trial (``slurm/job.json`` in the run
-folder) the job's state per group comes first (``python -m launch.slurm status``).
+league's: its members' ``members/<i>/metrics.jsonl`` together, as its launcher prints them). For a Slurm
+trial (``slurm/job.json`` in the run folder) the job's state per group comes first (``python -m launch.slurm
+status``).
 
 ``summarise`` (scraped values -> ``RoleFigures``) and ``diagnose`` (figures -> the sentence) are
 pure functions; ``tests/test_status.py`` feeds them synthetic metrics for each case.
@@ -305,10 +306,11 @@ def list_trials(experiment: Path) -> int:
         print(f"no trials in {experiment}", file=sys.stderr)
         return 1
     for run_dir in trials:
-        ended = ended_status(run_dir)
-        last = last_record(run_dir)
-        now = ended or (f"running or stopped without a status: {last.get('update')} updates, "
-                        f"{int(last.get('env_steps', 0)):,} env steps" if last else "no metrics yet")
+        now = ended_status(run_dir)
+        if now is None:
+            last = last_record(run_dir)
+            now = (f"running or stopped without a status: {last.get('update')} updates, "
+                   f"{int(last.get('env_steps', 0)):,} env steps" if last else "no metrics yet")
         print(f"{run_dir.name}: {now}", flush=True)
     return 0
 

@@ -8,11 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from algos.networks import Conv, NatureCNN, strided_conv_as_matmul
-
-
-def xla_conv(x, kernel, stride):
-    return jax.lax.conv_general_dilated(x, kernel, (stride, stride), "VALID", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+from algos.networks import Conv, NatureCNN, strided_conv_as_matmul, valid_conv
 
 
 @pytest.mark.parametrize("shape, kernel, stride", [
@@ -26,7 +22,7 @@ def test_the_strided_conv_as_a_matmul_is_the_same_function_forward_and_backward(
     rng = np.random.default_rng(0)
     x = jnp.asarray(rng.standard_normal(shape, dtype=np.float32))
     w = jnp.asarray(rng.standard_normal((kernel, kernel, shape[-1], 7), dtype=np.float32))
-    want = xla_conv(x, w, stride)
+    want = valid_conv(x, w, stride)
     got = strided_conv_as_matmul(x, w, stride)
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
@@ -35,7 +31,7 @@ def test_the_strided_conv_as_a_matmul_is_the_same_function_forward_and_backward(
     def loss(f):
         return lambda x, w: jnp.sum(f(x, w, stride) * probe)
 
-    for g_got, g_want in zip(jax.grad(loss(strided_conv_as_matmul), (0, 1))(x, w), jax.grad(loss(xla_conv), (0, 1))(x, w)):
+    for g_got, g_want in zip(jax.grad(loss(strided_conv_as_matmul), (0, 1))(x, w), jax.grad(loss(valid_conv), (0, 1))(x, w)):
         np.testing.assert_allclose(g_got, g_want, rtol=1e-4, atol=1e-3)
 
 
@@ -59,7 +55,7 @@ def test_the_nature_cnn_under_jit_matches_lax_conv_layers():
     params = net.init(jax.random.PRNGKey(0), obs)["params"]
     x = jnp.transpose(obs.astype(jnp.float32) / 255.0, (0, 2, 3, 1))
     for i, stride in enumerate((4, 2, 1)):
-        x = nn.relu(xla_conv(x, params[f"Conv_{i}"]["kernel"], stride) + params[f"Conv_{i}"]["bias"])
+        x = nn.relu(valid_conv(x, params[f"Conv_{i}"]["kernel"], stride) + params[f"Conv_{i}"]["bias"])
     want = nn.relu(x.reshape(5, -1) @ params["Dense_0"]["kernel"] + params["Dense_0"]["bias"])
     got = jax.jit(net.apply)({"params": params}, obs)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

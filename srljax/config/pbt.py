@@ -127,9 +127,10 @@ def member_layout_problems(cfg: Any, members: int, what: str) -> list[str]:
 MEMBERS_DIR = "members"
 
 
-def member_dir(cfg: Any, member: int) -> Path:
-    """``RUN_DIR/members/<member>``: a population's or league's member's folder (metrics, checkpoints)."""
-    return Path(cfg.run_dir) / MEMBERS_DIR / str(member)
+def member_dir(cfg: Any, member: int, run_dir: Path | None = None) -> Path:
+    """``RUN_DIR/members/<member>``: a population's or league's member's folder (metrics, checkpoints);
+    ``run_dir``: the trial's folder where it is now (default ``cfg.run_dir``, as launched)."""
+    return Path(cfg.run_dir if run_dir is None else run_dir) / MEMBERS_DIR / str(member)
 
 
 def member_count(cfg: Any) -> int:

@@ -42,13 +42,13 @@ def trial_record(cfg: Experiment, run_dir: Path | None = None) -> dict[str, Any]
     """The trial's last metrics line; for a distributed population or league (whose members each write
     ``RUN_DIR/members/<i>/metrics.jsonl``): the members' env steps summed, the fewest updates and the mean return.
     ``run_dir``: where the trial's folder is now (default: ``cfg.run_dir``, as launched)."""
-    from srljax.config.pbt import MEMBERS_DIR, member_count
+    from srljax.config.pbt import member_count, member_dir
 
     run_dir = Path(cfg.run_dir) if run_dir is None else Path(run_dir)
     members = member_count(cfg) if cfg.layout.mode == "distributed" else 0
     if not members:
         return last_json_line(run_dir / "metrics.jsonl")
-    lines = [last_json_line(run_dir / MEMBERS_DIR / str(i) / "metrics.jsonl") for i in range(members)]
+    lines = [last_json_line(member_dir(cfg, i, run_dir) / "metrics.jsonl") for i in range(members)]
     lines = [x for x in lines if x]
     if not lines:
         return {}
