@@ -13,7 +13,18 @@ frames and restacks them (``algo.replay.dedup_frames``), 7.1 GB for the 1M trans
 SB3 buffer (``optimize_memory_usage=True``) keeps each stacked observation once, 28.3 GB.
 """
 
-from srljax.config import CheckpointConfig, DQNConfig, EnvConfig, Experiment, LogConfig, ReplayConfig, TrainerConfig
+from srljax.config import (
+    CheckpointConfig,
+    DQNConfig,
+    EnvConfig,
+    Experiment,
+    LogConfig,
+    Promise,
+    ReplayConfig,
+    TrainerConfig,
+)
+
+PROMISE = Promise("return", median=18, worst=15, wall_s=40000, quick=False, source="CleanRL's dqn_atari reaches ~20 on Pong at 10M; not trained to a score on this 2-core machine")
 
 
 def experiment() -> Experiment:

@@ -16,7 +16,9 @@ async envpool ring of 128 envs returning 64 at a time, acting one update behind 
 (``trainer.overlap_collection``, Cleanba's concurrency).
 """
 
-from srljax.config import CheckpointConfig, EnvConfig, Experiment, IMPALAConfig, TrainerConfig
+from srljax.config import CheckpointConfig, EnvConfig, Experiment, IMPALAConfig, Promise, TrainerConfig
+
+PROMISE = Promise("return", median=18, worst=15, wall_s=140000, quick=False, source="IMPALA reaches ~20 on Pong well within 50M env steps (Espeholt et al. 2018); not trained to a score on this 2-core machine")
 
 
 def experiment() -> Experiment:

@@ -13,9 +13,11 @@ population scored 276 before learning anything), so greedy scores would not tell
 member from a trained one; sampled actions score about 20 untrained and about 500 trained.
 """
 
-from srljax.config import EnvConfig, Experiment, PPOConfig, TrainerConfig
+from srljax.config import EnvConfig, Experiment, PPOConfig, Promise, TrainerConfig
 from srljax.config.eval import EvalConfig
 from srljax.config.pbt import PBTConfig
+
+PROMISE = Promise("pbt_worst_member", median=450, worst=400, wall_s=55, source="the gate at 9cfbcd3+changes on this 2-core box: the worst of 4 members (two start at lr 1e-6) 500.0 / 500.0 / 497.6, 48-53 s")
 
 
 def experiment() -> Experiment:

@@ -13,8 +13,10 @@ The single-process loop does the same inline with ``eval.every_updates=N`` on an
 import dataclasses
 
 from configs import cartpole_ppo_distributed
-from srljax.config import Experiment
+from srljax.config import Experiment, Promise
 from srljax.config.eval import EvalConfig
+
+PROMISE = Promise("eval_best", median=450, worst=400, wall_s=120)
 
 
 def experiment() -> Experiment:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from configs import cartpole_ppo_distributed
-from srljax.config import Experiment
+from srljax.config import Experiment, Promise
 from srljax.system.worker import Worker
 
 
@@ -62,6 +62,8 @@ def _leaves(tree: Any) -> list[Any]:
     import jax
 
     return jax.tree.leaves(tree)
+
+PROMISE = Promise("return", median=400, worst=300, wall_s=120)
 
 
 def experiment() -> Experiment:

@@ -14,7 +14,9 @@ the same masked task reaches 400 (``tests/test_recurrent.py``); bench/recurrent_
 with burn-in 20 and 0 and a feed-forward DQN on the same task, recorded in bench/RESULTS.md.
 """
 
-from srljax.config import EnvConfig, EvalConfig, Experiment, LogConfig, R2D2Config, ReplayConfig, TrainerConfig
+from srljax.config import EnvConfig, EvalConfig, Experiment, LogConfig, Promise, R2D2Config, ReplayConfig, TrainerConfig
+
+PROMISE = Promise("eval_best", median=400, worst=400, wall_s=60)
 
 
 def experiment() -> Experiment:

@@ -18,7 +18,9 @@ MiniGrid, Football", with the reference points: CleanRL's PPO at 8M steps, 10 se
 cartpole-swingup and 472 on cheetah-run).
 """
 
-from srljax.config import EnvConfig, Experiment, PPOConfig, TrainerConfig
+from srljax.config import EnvConfig, Experiment, PPOConfig, Promise, TrainerConfig
+
+PROMISE = Promise("return", median=300, worst=200, wall_s=150)
 
 
 def experiment() -> Experiment:

@@ -10,7 +10,9 @@ one-hot, ``envs/spaces.py``) and is normalised by running statistics, under two 
 ``rl-starter-files`` (lr 1e-3, 4 epochs, clip 0.2, entropy 0.01, GAE 0.95) on 16 envs x 128 steps.
 """
 
-from srljax.config import EnvConfig, Experiment, PPOConfig, TrainerConfig
+from srljax.config import EnvConfig, Experiment, PPOConfig, Promise, TrainerConfig
+
+PROMISE = Promise("return", median=0.8, worst=0.5, wall_s=90)
 
 
 def experiment() -> Experiment:

@@ -19,7 +19,9 @@ part of the time, with Hopper ~2,230 and HalfCheetah ~5,780 in three-seed runs):
         trainer.num_minibatches=32 trainer.update_epochs=10 algo.vf_coef=0.5 trainer.max_grad_norm=1.0
 """
 
-from srljax.config import EnvConfig, Experiment, PPOConfig, TrainerConfig
+from srljax.config import EnvConfig, Experiment, PPOConfig, Promise, TrainerConfig
+
+PROMISE = Promise("return", median=4000, worst=3000, wall_s=45, source="bench/RESULTS.md: HalfCheetah 1M, seeds 1-3: 6,584 / 5,276 / 5,420 (AMD), 4,760 / 4,684 / 5,576 at the session-18 tree; seed 1 on an Intel box 4,654")
 
 
 def experiment() -> Experiment:

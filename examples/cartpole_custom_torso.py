@@ -18,7 +18,9 @@ replaced by one shared residual torso.
 import dataclasses
 
 from configs.cartpole_ppo import experiment as cartpole_ppo
-from srljax.config import Experiment
+from srljax.config import Experiment, Promise
+
+PROMISE = Promise("return", median=450, worst=300, wall_s=50)
 
 
 def experiment() -> Experiment:

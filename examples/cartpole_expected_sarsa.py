@@ -8,9 +8,11 @@ import dataclasses
 from pathlib import Path
 
 from examples.expected_sarsa import ExpectedSarsaConfig
-from srljax.config import Experiment, load_file
+from srljax.config import Experiment, Promise, load_file
 
 ROOT = Path(__file__).resolve().parents[1]
+
+PROMISE = Promise("return", median=300, worst=150, wall_s=120)
 
 
 def experiment() -> Experiment:

@@ -6,7 +6,9 @@
 """
 
 from examples.reinforce import ReinforceConfig
-from srljax.config import EnvConfig, Experiment, TrainerConfig
+from srljax.config import EnvConfig, Experiment, Promise, TrainerConfig
+
+PROMISE = Promise("return", median=300, worst=150, wall_s=60)
 
 
 def experiment() -> Experiment:

@@ -24,7 +24,7 @@ import typing
 from typing import Any, Literal
 
 import envs
-from srljax.config import ConfigError, Experiment, apply_overrides, consumes, load_file
+from srljax.config import ConfigError, Experiment, apply_overrides, consumes, load_file, load_promise
 from srljax.layout import ACTOR, build_layout, describe_batch, problems, segments_ahead
 from srljax.storage import run_dir
 
@@ -220,6 +220,18 @@ def _slurm_lines(cfg: Experiment) -> list[str]:
     return out
 
 
+def promise_line(config: str, overridden: bool = False) -> str:
+    """What the config file promises (its ``PROMISE``, judged by ``configs/sweeps/gate.py``), at its own budget."""
+    promise = load_promise(config)
+    if promise is None:
+        return "promise: none declared (a config that trains declares PROMISE = Promise(...): srljax/config/promise.py)"
+    budget = apply_overrides(load_file(config), list(promise.overrides)).total_env_steps
+    return (f"promise (python -m launch.sweep configs/sweeps/gate.py{'' if promise.quick else ' --full'} checks it"
+            + ("; it is about the file as shipped, not these overrides" if overridden else "")
+            + f"):\n  {promise.describe(budget)}"
+            + (f"\n  source: {promise.source}" if promise.source else ""))
+
+
 def show_config(args: argparse.Namespace, prog: str, slurm: bool = False) -> int:
     """Print the resolved tree for parsed launcher arguments; 0, or 2 if the config has problems."""
     try:
@@ -229,6 +241,11 @@ def show_config(args: argparse.Namespace, prog: str, slurm: bool = False) -> int
         return 2
     cfg = dataclasses.replace(cfg, name=args.experiment or cfg.name, trial=args.trial or NEW_TRIAL)
     print(render(cfg, args.config, tuple(args.overrides), slurm), end="", flush=True)
+    try:
+        print("\n" + promise_line(args.config, bool(args.overrides)), flush=True)
+    except ConfigError as err:
+        print(f"{prog}: {err}", file=sys.stderr)
+        return 2
     found = problems(cfg) + envs.problems(cfg.env, cfg.algo)
     if slurm:
         from launch.slurm.plan import slurm_problems

@@ -26,16 +26,23 @@ def call_file(path: str | Path, function: str, kind: str, returns: type, signatu
     path = Path(path)
     if not path.is_file():
         raise FileCallError(f"{kind} file {str(path)!r} not found (try {example})")
-    spec = importlib.util.spec_from_file_location(f"srljax_{kind}_{path.stem}", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = import_file(path, kind)
     if not callable(getattr(module, function, None)):
         raise FileCallError(f"{path} must define {signature}")
     value = getattr(module, function)()
     if not isinstance(value, returns):
         raise FileCallError(f"{path}: {function}() returned {type(value).__name__}, expected {expected}")
     return value
+
+
+def import_file(path: str | Path, kind: str) -> Any:
+    """Import the Python file ``path`` as a fresh module (named ``srljax_<kind>_<stem>``) and return it."""
+    path = Path(path)
+    spec = importlib.util.spec_from_file_location(f"srljax_{kind}_{path.stem}", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def load_object(path: str, key: str) -> Any:

@@ -13,25 +13,29 @@ time (default: as many as the cores hold, a single-process trial counting 2 core
 ``--slurm``, as one job array. At the end (locally) or with ``--report``: ``results.md`` and
 ``curves.png`` in ``runs/<sweep>/``.
 Exit codes: 0 every trial finished (or submitted), 1 a trial failed or Slurm refused, 2 bad sweep,
-130 interrupted.
+130 interrupted. A gate sweep (``configs/sweeps/gate.py``, ``launch/sweep/gate.py``): 0 every promise kept, 1 one
+broke (the last line names each with its seeds' figures); ``--full`` adds the long promises, ``--compare
+OLD/gate.json`` prints what moved.
 """
 
 from __future__ import annotations
 
 import argparse
 import fcntl
+import json
 import os
 import shlex
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from launch.slurm.jobs import SlurmError
-from launch.sweep import slurm_array
+from launch.sweep import gate, slurm_array
 from launch.sweep.local import SINGLE_PROCESS_CORES, available_cores, command, default_jobs, log_path, run_trials
 from launch.sweep.report import write_report
-from launch.sweep.spec import Sweep, load_sweep
+from launch.sweep.spec import Sweep, load_sweep, shape
 from launch.sweep.trials import DONE, PARTIAL, Planned, move_aside, resolve_trials
 from srljax.config import ConfigError
 from srljax.storage import run_dir as run_folder
@@ -50,6 +54,10 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--slurm", action="store_true", help="submit the unfinished trials as one Slurm job array")
     parser.add_argument("--report", action="store_true",
                         help="only write results.md and curves.png from the runs that exist")
+    parser.add_argument("--full", action="store_true",
+                        help="a gate sweep: every promise, the long ones too (default: the quick ones, Promise.quick)")
+    parser.add_argument("--compare", metavar="OLD_GATE_JSON",
+                        help="a gate sweep: print what moved since an earlier gate's gate.json (or its folder)")
     return parser
 
 
@@ -60,6 +68,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--jobs {args.jobs}: must be at least 1")
     try:
         sweep = load_sweep(args.sweep)
+        if (args.full or args.compare) and not sweep.gate:
+            raise ConfigError(["--full and --compare are for a gate sweep (Sweep(gate=True), e.g. "
+                               "configs/sweeps/gate.py)"])
+        if sweep.gate:
+            sweep = gate.tier(sweep, args.full)
+            if not (args.report or args.dry_run):
+                moved = _move_earlier_gate(sweep, args.slurm)
+                if moved and (moved / "gate.json").exists() and not args.compare:
+                    args.compare = str(moved / "gate.json")  # what moved since the last gate, said at the end
         planned = resolve_trials(sweep, check_env=not args.report)
         if args.slurm and not args.report:
             planned = slurm_array.resolve_for_slurm(planned)
@@ -70,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     sweep_dir = planned[0].run_dir.parent
     if args.report:
-        return _report(sweep, planned, sweep_dir, args.sweep)
+        return _report(sweep, planned, sweep_dir, args.sweep, args.compare)
     to_run = [p for p in planned if p.state != DONE]
     resume = resume_flag()
     _print_summary(sweep, planned, to_run, sweep_dir, resume)
@@ -81,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not to_run:
         print("every trial is finished: nothing to run", flush=True)
-        return _report(sweep, planned, sweep_dir, args.sweep)
+        return _report(sweep, planned, sweep_dir, args.sweep, args.compare)
     if args.slurm:
         return _submit(sweep, to_run, sweep_dir, args, resume)
     jobs = args.jobs or default_jobs([p.cfg for p in to_run])
@@ -96,9 +113,10 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         _set_aside(to_run, sweep_dir, resume)
         print(f"running {len(to_run)} trial(s), {jobs} at a time", flush=True)
-        code = run_trials([(p, extra) for p, extra in zip(to_run, _extras(to_run, resume))], sweep_dir, jobs)
-    _report(sweep, planned, sweep_dir, args.sweep)
-    return code
+        busy = {p.spec.name: gate.promise_of(p.spec.config).busy_loops for p in to_run} if sweep.gate else {}
+        code = run_trials([(p, extra) for p, extra in zip(to_run, _extras(to_run, resume))], sweep_dir, jobs, busy)
+    report = _report(sweep, planned, sweep_dir, args.sweep, args.compare)
+    return report if sweep.gate and code != 130 else code
 
 
 def resume_flag() -> bool:
@@ -150,20 +168,50 @@ def _submit(sweep: Sweep, to_run: list[Planned], sweep_dir: Path, args: argparse
     return 0
 
 
-def _report(sweep: Sweep, planned: list[Planned], sweep_dir: Path, sweep_file: str) -> int:
+def _report(sweep: Sweep, planned: list[Planned], sweep_dir: Path, sweep_file: str, compare_to: str | None = None
+            ) -> int:
+    """results.md and curves.png; for a gate also gate.md / gate.json, its verdicts and, with ``compare_to``, what
+    moved since then: 1 when a promise broke (or the earlier gate.json is not one)."""
     path = write_report(sweep, planned, sweep_dir, sweep_file)
     print(f"report: {path}" + (f" and {path.with_name('curves.png')}" if path.with_name("curves.png").exists() else ""),
           flush=True)
-    return 0
+    if not sweep.gate:
+        return 0
+    verdicts = gate.judge(planned, sweep_dir)
+    table = gate.write(verdicts, sweep_dir, sweep_file)
+    if compare_to:
+        try:
+            print(gate.compare(compare_to, json.loads((sweep_dir / "gate.json").read_text())), flush=True)
+        except ConfigError as err:
+            print(f"{PROG}: {err}", file=sys.stderr)
+            return 2
+    print(gate.summary(verdicts, table), flush=True)
+    return 0 if all(v.kept for v in verdicts) else 1
+
+
+def _move_earlier_gate(sweep: Sweep, slurm: bool) -> Path | None:
+    """A gate measures the tree it runs on: an earlier gate's folder moves to ``<gate>.<time>`` (for --compare)."""
+    from srljax.config import Experiment
+
+    root = Path(Experiment().log.run_root)
+    for override in sweep.overrides:
+        if override.startswith("log.run_root="):
+            root = Path(override.split("=", 1)[1])
+    folder = root / sweep.name
+    if folder.is_dir() and any(p.is_dir() and p.name not in ("logs", "slurm") for p in folder.iterdir()):
+        moved = folder.with_name(f"{folder.name}.{time.strftime('%Y%m%d-%H%M%S')}")
+        folder.rename(moved)
+        print(f"the earlier gate run moved to {moved}/; every promise runs anew{' as a job array' if slurm else ''}",
+              flush=True)
+        return moved
+    return None
 
 
 def _print_summary(sweep: Sweep, planned: list[Planned], to_run: list[Planned], sweep_dir: Path, resume: bool) -> None:
-    grid = len(planned) // (len(sweep.configs) * len(sweep.seeds))
     partial = [p for p in to_run if p.state == PARTIAL]
     resumable = sum(not why_not_resume(p, resume) for p in partial)
     what = f"{resumable} resumed with --resume, {len(partial) - resumable} moved aside and rerun"
-    print(f"sweep {sweep.name}: {len(planned)} trials ({len(sweep.configs)} config(s) x {grid} grid point(s) x "
-          f"{len(sweep.seeds)} seed(s)) in {sweep_dir}/", flush=True)
+    print(f"sweep {sweep.name}: {len(planned)} trials ({shape(sweep, len(planned))}) in {sweep_dir}/", flush=True)
     print(f"  finished (skipped): {len(planned) - len(to_run)}; partial: {len(partial)} ({what}); "
           f"new: {len(to_run) - len(partial)}", flush=True)
     if to_run:

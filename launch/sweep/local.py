@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
@@ -79,11 +79,14 @@ class Running:
     started: float
     extra: tuple[str, ...] = ()
     earlier_s: float = 0.0  # wall time of the attempts a resumed trial continues
+    busy: list[subprocess.Popen[bytes]] = field(default_factory=list)  # CPU-bound loops beside it (a gate's load)
 
 
-def run_trials(to_run: list[tuple[Planned, tuple[str, ...]]], sweep_dir: Path, jobs: int) -> int:
+def run_trials(to_run: list[tuple[Planned, tuple[str, ...]]], sweep_dir: Path, jobs: int,
+               busy_loops: dict[str, int] | None = None) -> int:
     """Run every ``(trial, extra launch.local flags)``, ``jobs`` at a time; 0 if all exit 0, 1 if any fails,
-    130 if interrupted."""
+    130 if interrupted. ``busy_loops``: trial name -> CPU-bound processes run beside it while it runs."""
+    busy_loops = busy_loops or {}
     pending, running, failed, done = deque(to_run), [], 0, 0
     total = len(to_run)
     (sweep_dir / "logs").mkdir(parents=True, exist_ok=True)
@@ -92,7 +95,8 @@ def run_trials(to_run: list[tuple[Planned, tuple[str, ...]]], sweep_dir: Path, j
         while pending or running:
             while pending and len(running) < jobs:
                 planned, extra = pending.popleft()
-                running.append(_start(planned, extra, sweep_dir, total - len(pending), total))
+                running.append(_start(planned, extra, sweep_dir, total - len(pending), total,
+                                      busy_loops.get(planned.spec.name, 0)))
             for run in [r for r in running if r.proc.poll() is not None]:
                 running.remove(run)
                 failed += _finish(run, sweep_dir) != 0
@@ -124,7 +128,10 @@ def live_table(running: list[Running], done: int, pending: int) -> str:
     return "\n".join(lines)
 
 
-def _start(p: Planned, extra: tuple[str, ...], sweep_dir: Path, index: int, total: int) -> Running:
+BUSY_LOOP = "while True: pass"
+
+
+def _start(p: Planned, extra: tuple[str, ...], sweep_dir: Path, index: int, total: int, busy: int = 0) -> Running:
     resumed = "--resume" in extra  # the log continues, and the wall time adds to the earlier attempts'
     earlier = float(read_json(record_path(sweep_dir, p.spec.name)).get("wall_s", 0.0)) if resumed else 0.0
     log = log_path(sweep_dir, p.spec.name).open("ab" if resumed else "wb")
@@ -133,12 +140,18 @@ def _start(p: Planned, extra: tuple[str, ...], sweep_dir: Path, index: int, tota
     log.flush()
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True, preexec_fn=_die_with_parent)
-    print(f"[{index}/{total}] started {p.spec.name}  (log: {log_path(sweep_dir, p.spec.name)})", flush=True)
-    return Running(p, proc, log, time.time(), extra, earlier)
+    loops = [subprocess.Popen([sys.executable, "-c", BUSY_LOOP], stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+             for _ in range(busy)]
+    print(f"[{index}/{total}] started {p.spec.name}" + (f" beside {busy} busy loops" if busy else "")
+          + f"  (log: {log_path(sweep_dir, p.spec.name)})", flush=True)
+    return Running(p, proc, log, time.time(), extra, earlier, loops)
 
 
 def _finish(run: Running, sweep_dir: Path) -> int:
     run.log.close()
+    for loop in run.busy:
+        loop.kill()
+        loop.wait()
     code, wall = run.proc.returncode, time.time() - run.started
     name = run.planned.spec.name
     record = {"exit_code": code, "wall_s": round(run.earlier_s + wall, 1), "started": time.strftime(

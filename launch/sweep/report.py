@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from launch.sweep.local import available_cores, log_path, record_path
-from launch.sweep.spec import Sweep
+from launch.sweep.spec import Sweep, shape
 from launch.sweep.stats import bootstrap_ci, iqm, median
 from launch.sweep.trials import DONE, Planned, read_json, read_records, trial_state
 from srljax.config import consumes
@@ -130,8 +130,7 @@ def markdown(sweep: Sweep, results: list[TrialResult], sweep_dir: Path, sweep_fi
         head += [ref.title, "median / reference"]
     lines = [f"# Sweep `{sweep.name}`", "",
              f"`python -m launch.sweep {sweep_file}`: {len(finished)} of {len(results)} trials finished "
-             f"({len(sweep.configs)} config(s) x {len(results) // (len(sweep.configs) * len(sweep.seeds))} grid "
-             f"point(s) x {len(sweep.seeds)} seed(s)); trial folders in `{sweep_dir}/`.",
+             f"({shape(sweep, len(results))}); trial folders in `{sweep_dir}/`.",
              f"Report written {time.strftime('%Y-%m-%d %H:%M %Z')} on {machine()}.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for rows in groups(results).values():

@@ -69,6 +69,9 @@ class Sweep:
     """the experiment folder ``runs/<name>/``; "": the sweep file's stem."""
     reference: Reference | None = None
     """published numbers shown beside each env's row in ``results.md``."""
+    gate: bool = False
+    """a learning gate (``launch/sweep/gate.py``): each config's ``PROMISE`` gives its seeds and overrides (``seeds``
+    and ``grid`` are not used), every launch runs anew, and the sweep exits 1 naming each promise that breaks."""
 
 
 @dataclass(frozen=True)
@@ -110,7 +113,18 @@ def trial_name(config: str, point: Sequence[tuple[str, str]], seed: int) -> str:
 
 
 def expand(sweep: Sweep) -> list[TrialSpec]:
-    """Every trial, configs outermost, then grid points (keys in the order given), then seeds."""
+    """Every trial, configs outermost, then grid points (keys in the order given), then seeds; a gate's trials
+    are each config's promise: its seeds, its overrides after the sweep's."""
+    if sweep.gate:
+        from launch.sweep.gate import promise_of
+
+        out = []
+        for config in sweep.configs:
+            promise = promise_of(config)
+            for seed in promise.seeds:
+                overrides = (*sweep.overrides, *promise.overrides, f"seed={seed}")
+                out.append(TrialSpec(trial_name(config, (), seed), config, (), seed, overrides))
+        return out
     keys = list(sweep.grid)
     points = [tuple(zip(keys, map(value_text, values))) for values in itertools.product(*sweep.grid.values())]
     out = []
@@ -120,6 +134,14 @@ def expand(sweep: Sweep) -> list[TrialSpec]:
                 overrides = (*sweep.overrides, *(f"{k}={v}" for k, v in point), f"seed={seed}")
                 out.append(TrialSpec(trial_name(config, point, seed), config, point, seed, overrides))
     return out
+
+
+def shape(sweep: Sweep, num_trials: int) -> str:
+    """``2 config(s) x 3 grid point(s) x 2 seed(s)``, or for a gate ``17 promises over their seeds``."""
+    if sweep.gate:
+        return f"{len(sweep.configs)} promise(s) over their seeds"
+    grid = num_trials // max(1, len(sweep.configs) * len(sweep.seeds))
+    return f"{len(sweep.configs)} config(s) x {grid} grid point(s) x {len(sweep.seeds)} seed(s)"
 
 
 def shape_problems(sweep: Sweep) -> list[str]:
@@ -142,6 +164,8 @@ def shape_problems(sweep: Sweep) -> list[str]:
                 out.append(f"Sweep.grid[{key!r}]={values!r} must be a non-empty list of values")
             elif len({value_text(v) for v in values}) != len(values):
                 out.append(f"Sweep.grid[{key!r}] lists a value twice")
+    if sweep.gate and sweep.grid:
+        out.append("Sweep.grid is not used by a gate sweep (each config's PROMISE sets its trials): leave it out")
     if isinstance(sweep.overrides, str):
         out.append(f"Sweep.overrides={sweep.overrides!r} must be a list of 'dotted.key=value' strings")
     if sweep.name and ("/" in sweep.name or sweep.name.startswith(".")):

@@ -106,10 +106,11 @@ def resolve_trials(sweep: Sweep, *, check_env: bool = True) -> list[Planned]:
             except ConfigError as err:
                 bad += err.problems
         cfg = dataclasses.replace(cfg, name=sweep.name, trial=spec.name)
-        if check_env and (cfg.env, cfg.algo) not in env_problems:
-            env_problems[cfg.env, cfg.algo] = envs.problems(cfg.env, cfg.algo)
+        env_key = repr((cfg.env, cfg.algo))  # by value: an env's options are a dict, which does not hash
+        if check_env and env_key not in env_problems:
+            env_problems[env_key] = envs.problems(cfg.env, cfg.algo)
         # the tree's arithmetic only makes sense once every override applied
-        for message in bad + env_problems.get((cfg.env, cfg.algo), []) + ([] if bad else config_problems(cfg)):
+        for message in bad + env_problems.get(env_key, []) + ([] if bad else config_problems(cfg)):
             problems.add(message, spec.name)
         if not bad:
             planned.append(Planned(spec, cfg, *trial_state(cfg)))

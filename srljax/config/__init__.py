@@ -32,6 +32,7 @@ _EXPORTS = {  # name -> the module that defines it
     "EvalConfig": "srljax.config.eval", "PBTConfig": "srljax.config.pbt",
     "PoliciesConfig": "srljax.config.policies", "PolicyConfig": "srljax.config.policies",
     "policy_experiment": "srljax.config.policies",
+    "Promise": "srljax.config.promise", "load_promise": "srljax.config.promise",
     "SlurmConfig": "srljax.config.slurm", "SlurmGroup": "srljax.config.slurm",
     "Experiment": "srljax.config.experiment", "problems": "srljax.config.experiment",
     "validate": "srljax.config.experiment", "THREE_DAYS_SECONDS": "srljax.config.experiment",
