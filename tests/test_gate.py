@@ -136,7 +136,7 @@ def test_compare_says_what_moved(tmp_path):
     new = {"tree": "b", "promises": [Verdict("c.py", promise, 1, {1: 500.0, 2: 120.0}).to_json(),
                                      Verdict("d.py", promise, 1, {1: 450.0}).to_json()]}
     text = compare(tmp_path, new)
-    assert "kept -> BROKEN c.py: median 490 -> 310 (-180), worst 480 -> 120 (-360)" in text
+    assert "kept -> BROKEN c.py: median 490.0 -> 310.0 (-180), worst 480.0 -> 120.0 (-360)" in text
     assert "new      d.py" in text
     with pytest.raises(ConfigError, match="not a gate.json"):
         compare(tmp_path / "nothing.json", new)

@@ -165,7 +165,7 @@ return Sweep(configs=["{CARTPOLE}"], seeds=[1, 2, 3], name="three",
 
     ran: list[tuple[str, tuple[str, ...]]] = []
 
-    def fake_run_trials(to_run, sweep_dir, jobs):
+    def fake_run_trials(to_run, sweep_dir, jobs, busy_loops=None):
         for p, extra in to_run:
             ran.append((p.spec.name, extra))
             _fake_run(p.cfg, p.cfg.num_updates)

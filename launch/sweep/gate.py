@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from launch.sweep.local import available_cores, record_path
-from launch.sweep.spec import Sweep
+from launch.sweep.spec import Sweep, promise_of
 from launch.sweep.trials import Planned, read_json, read_records
-from srljax.config import ConfigError, Promise, load_promise
+from srljax.config import ConfigError, Promise
 
 GATE_ROOTS = ("configs", "examples")
 DECLARES = re.compile(r"^PROMISE\s*[:=]", re.MULTILINE)
@@ -51,15 +51,6 @@ def config_files(root: str | Path = ".") -> list[Path]:
 def promised_configs(root: str | Path = ".") -> list[str]:
     """The config files that declare a ``PROMISE``, as paths ``launch.local`` takes (relative to ``root``)."""
     return [str(p) for p in config_files(root) if DECLARES.search((Path(root) / p).read_text())]
-
-
-def promise_of(config: str) -> Promise:
-    """The promise of a config file in a gate sweep; ConfigError when it declares none."""
-    promise = load_promise(config)
-    if promise is None:
-        raise ConfigError([f"{config} declares no PROMISE; a gate sweep lists only configs that do "
-                           "(launch.sweep.gate.promised_configs())"])
-    return promise
 
 
 def tier(sweep: Sweep, full: bool) -> Sweep:

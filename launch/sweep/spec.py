@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from srljax.config import ConfigError
+from srljax.config import ConfigError, Promise, load_promise
 from srljax.objects import FileCallError, call_file
 
 MAX_NAME = 120  # longer trial names keep their start and end with a hash of the whole
@@ -112,12 +112,19 @@ def trial_name(config: str, point: Sequence[tuple[str, str]], seed: int) -> str:
     return name
 
 
+def promise_of(config: str) -> Promise:
+    """The promise of a config file in a gate sweep; ConfigError when it declares none."""
+    promise = load_promise(config)
+    if promise is None:
+        raise ConfigError([f"{config} declares no PROMISE; a gate sweep lists only configs that do "
+                           "(launch.sweep.gate.promised_configs())"])
+    return promise
+
+
 def expand(sweep: Sweep) -> list[TrialSpec]:
     """Every trial, configs outermost, then grid points (keys in the order given), then seeds; a gate's trials
     are each config's promise: its seeds, its overrides after the sweep's."""
     if sweep.gate:
-        from launch.sweep.gate import promise_of
-
         out = []
         for config in sweep.configs:
             promise = promise_of(config)
