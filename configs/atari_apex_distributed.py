@@ -28,7 +28,10 @@ from srljax.config import (
     TrainerConfig,
 )
 
-PROMISE = Promise("return", median=18, worst=15, wall_s=140000, quick=False, source="Ape-X reaches ~21 on Pong (Horgan et al. 2018); not trained to a score on this 2-core machine")
+PROMISE = Promise(
+    "return", median=18, worst=15, wall_s=140000, quick=False,
+    source="Ape-X reaches ~21 on Pong (Horgan et al. 2018); not trained to a score on this 2-core machine",
+)
 
 
 def experiment() -> Experiment:

@@ -24,7 +24,10 @@ from srljax.config import (
     TrainerConfig,
 )
 
-PROMISE = Promise("return", median=18, worst=15, wall_s=40000, quick=False, source="CleanRL's dqn_atari reaches ~20 on Pong at 10M; not trained to a score on this 2-core machine")
+PROMISE = Promise(
+    "return", median=18, worst=15, wall_s=40000, quick=False,
+    source="CleanRL's dqn_atari reaches ~20 on Pong at 10M; not trained to a score on this 2-core machine",
+)
 
 
 def experiment() -> Experiment:

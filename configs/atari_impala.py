@@ -18,7 +18,11 @@ async envpool ring of 128 envs returning 64 at a time, acting one update behind 
 
 from srljax.config import CheckpointConfig, EnvConfig, Experiment, IMPALAConfig, Promise, TrainerConfig
 
-PROMISE = Promise("return", median=18, worst=15, wall_s=140000, quick=False, source="IMPALA reaches ~20 on Pong well within 50M env steps (Espeholt et al. 2018); not trained to a score on this 2-core machine")
+PROMISE = Promise(
+    "return", median=18, worst=15, wall_s=140000, quick=False,
+    source="IMPALA reaches ~20 on Pong well within 50M env steps (Espeholt et al. 2018); not trained to a score "
+    "on this 2-core machine",
+)
 
 
 def experiment() -> Experiment:

@@ -11,7 +11,11 @@ part of it idle; overlapping makes Pong ~8% faster on 2 cores (bench/RESULTS.md)
 
 from srljax.config import CheckpointConfig, EnvConfig, Experiment, PPOConfig, Promise, TrainerConfig
 
-PROMISE = Promise("return", median=18, worst=15, wall_s=30000, quick=False, source="PPO on Pong at its budget: CleanRL's ppo_atari reaches ~20 at 10M; not trained to a score on this 2-core machine (~350 env steps/s)")
+PROMISE = Promise(
+    "return", median=18, worst=15, wall_s=30000, quick=False,
+    source="PPO on Pong at its budget: CleanRL's ppo_atari reaches ~20 at 10M; not trained to a score on this "
+    "2-core machine (~350 env steps/s)",
+)
 
 
 def experiment() -> Experiment:

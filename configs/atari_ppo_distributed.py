@@ -15,7 +15,11 @@ from srljax.config import Experiment, LayoutConfig, Promise
 
 NUM_ACTORS = 2
 
-PROMISE = Promise("return", median=18, worst=15, wall_s=30000, quick=False, source="PPO on Pong at its budget: CleanRL's ppo_atari reaches ~20 at 10M; not trained to a score on this 2-core machine (~350 env steps/s)")
+PROMISE = Promise(
+    "return", median=18, worst=15, wall_s=30000, quick=False,
+    source="PPO on Pong at its budget: CleanRL's ppo_atari reaches ~20 at 10M; not trained to a score on this "
+    "2-core machine (~350 env steps/s)",
+)
 
 
 def experiment() -> Experiment:

@@ -21,7 +21,10 @@ import dataclasses
 from configs import atari_apex_distributed
 from srljax.config import CheckpointConfig, Experiment, LogConfig, Promise, R2D2Config, ReplayConfig, TrainerConfig
 
-PROMISE = Promise("return", median=18, worst=15, wall_s=140000, quick=False, source="R2D2 reaches ~21 on Pong (Kapturowski et al. 2019); not trained to a score on this 2-core machine")
+PROMISE = Promise(
+    "return", median=18, worst=15, wall_s=140000, quick=False,
+    source="R2D2 reaches ~21 on Pong (Kapturowski et al. 2019); not trained to a score on this 2-core machine",
+)
 
 
 def experiment() -> Experiment:

@@ -27,7 +27,11 @@ from srljax.config.eval import EvalConfig
 
 NUM_ACTORS = 2
 
-PROMISE = Promise("eval_best", median=475, worst=475, wall_s=180, busy_loops=2, quick=False, source="launch.local at seeds 1-3 beside two busy loops and a gate sweep (this tree, 2026-12-06): best 500.0 / 500.0 / 500.0, 170-175 s; the issue saw 469.5 at seed 1 under load")
+PROMISE = Promise(
+    "eval_best", median=475, worst=475, wall_s=180, busy_loops=2, quick=False,
+    source="launch.local at seeds 1-3 beside two busy loops and a gate sweep (this tree, 2026-12-06): best 500.0"
+    " / 500.0 / 500.0, 170-175 s; the issue saw 469.5 at seed 1 under load",
+)
 
 
 def experiment() -> Experiment:

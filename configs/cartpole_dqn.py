@@ -15,7 +15,11 @@ CleanRL reports 488.7 +- 16.1 at 500k steps; bench/RESULTS.md (issues 11 and 27)
 
 from srljax.config import DQNConfig, EnvConfig, Experiment, LogConfig, Promise, ReplayConfig, TrainerConfig
 
-PROMISE = Promise("return", median=400, worst=250, wall_s=60, source="the gate at 9cfbcd3+changes on this 2-core box: 500.0 / 500.0 / 468.6, 50-62 s (the return of the acting policy, epsilon 0.05)")
+PROMISE = Promise(
+    "return", median=400, worst=250, wall_s=60,
+    source="the gate at 9cfbcd3+changes on this 2-core box: 500.0 / 500.0 / 468.6, 50-62 s (the return of the "
+    "acting policy, epsilon 0.05)",
+)
 
 
 def experiment() -> Experiment:

@@ -10,7 +10,10 @@ each batch: ``trainer.num_minibatches`` optimiser steps on groups of whole env c
 
 from srljax.config import EnvConfig, Experiment, IMPALAConfig, Promise, TrainerConfig
 
-PROMISE = Promise("return", median=450, worst=300, wall_s=25, source="the gate at 9cfbcd3+changes on this 2-core box: 500.0 / 500.0 / 500.0, 14-22 s")
+PROMISE = Promise(
+    "return", median=450, worst=300, wall_s=25,
+    source="the gate at 9cfbcd3+changes on this 2-core box: 500.0 / 500.0 / 500.0, 14-22 s",
+)
 
 
 def experiment() -> Experiment:

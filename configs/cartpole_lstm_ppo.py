@@ -16,7 +16,10 @@ while the same config with ``algo.lstm_size=0`` stays below 200.
 
 from srljax.config import EnvConfig, Experiment, PPOConfig, Promise, TrainerConfig
 
-PROMISE = Promise("return", median=450, worst=300, wall_s=65, source="the gate at 9cfbcd3+changes on this 2-core box: 500.0 / 500.0 / 500.0, 59-67 s")
+PROMISE = Promise(
+    "return", median=450, worst=300, wall_s=65,
+    source="the gate at 9cfbcd3+changes on this 2-core box: 500.0 / 500.0 / 500.0, 59-67 s",
+)
 
 
 def experiment() -> Experiment:

@@ -17,7 +17,11 @@ from srljax.config import EnvConfig, Experiment, PPOConfig, Promise, TrainerConf
 from srljax.config.eval import EvalConfig
 from srljax.config.pbt import PBTConfig
 
-PROMISE = Promise("pbt_worst_member", median=450, worst=400, wall_s=55, source="the gate at 9cfbcd3+changes on this 2-core box: the worst of 4 members (two start at lr 1e-6) 500.0 / 500.0 / 497.6, 48-53 s")
+PROMISE = Promise(
+    "pbt_worst_member", median=450, worst=400, wall_s=55,
+    source="the gate at 9cfbcd3+changes on this 2-core box: the worst of 4 members (two start at lr 1e-6) 500.0 "
+    "/ 500.0 / 497.6, 48-53 s",
+)
 
 
 def experiment() -> Experiment:

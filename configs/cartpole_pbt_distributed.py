@@ -22,7 +22,10 @@ import dataclasses
 from configs import cartpole_pbt
 from srljax.config import Experiment, LayoutConfig, Promise, SlurmConfig, SlurmGroup
 
-PROMISE = Promise("pbt_worst_member", median=450, worst=400, wall_s=250, quick=False, source="bench/RESULTS.md (PBT as a worker graph): at 200k, members 500.0 / 476.8 / 488.8 / 489.6")
+PROMISE = Promise(
+    "pbt_worst_member", median=450, worst=400, wall_s=250, quick=False,
+    source="bench/RESULTS.md (PBT as a worker graph): at 200k, members 500.0 / 476.8 / 488.8 / 489.6",
+)
 
 
 def experiment() -> Experiment:

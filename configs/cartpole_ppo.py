@@ -5,7 +5,10 @@
 
 from srljax.config import EnvConfig, Experiment, PPOConfig, Promise, TrainerConfig
 
-PROMISE = Promise("return", median=400, worst=200, wall_s=35, source="the gate at 9cfbcd3+changes on this 2-core box: 500.0 / 402.0 / 500.0, 32-36 s")
+PROMISE = Promise(
+    "return", median=400, worst=200, wall_s=35,
+    source="the gate at 9cfbcd3+changes on this 2-core box: 500.0 / 402.0 / 500.0, 32-36 s",
+)
 
 
 def experiment() -> Experiment:

@@ -28,7 +28,10 @@ from srljax.config import (
     TrainerConfig,
 )
 
-PROMISE = Promise("win_rate:random", median=0.9, worst=0.9, seeds=(1,), wall_s=390, quick=False, source="bench/RESULTS.md (league): seed 1, main agent 97.0% vs random at the end (7.5% vs MCTS-100), 387 s")
+PROMISE = Promise(
+    "win_rate:random", median=0.9, worst=0.9, seeds=(1,), wall_s=390, quick=False,
+    source="bench/RESULTS.md (league): seed 1, main agent 97.0% vs random at the end (7.5% vs MCTS-100), 387 s",
+)
 
 
 def experiment() -> Experiment:

@@ -25,7 +25,11 @@ A small CNN on the board planes instead of the MLP (~50x slower per env step on 
 
 from srljax.config import EnvConfig, Experiment, LogConfig, PPOConfig, Promise, SelfPlayConfig, TrainerConfig
 
-PROMISE = Promise("win_rate:mcts100", median=0.45, worst=0.45, seeds=(1,), wall_s=4800, quick=False, source="bench/RESULTS.md (Self-play): 26.5M env steps in 45 min (lr annealed over 40M then): 52.5% vs MCTS-100 at the end, 60.5% best; the 26M budget with the lr annealed over it is not yet measured")
+PROMISE = Promise(
+    "win_rate:mcts100", median=0.45, worst=0.45, seeds=(1,), wall_s=4800, quick=False,
+    source="bench/RESULTS.md (Self-play): 26.5M env steps in 45 min (lr annealed over 40M then): 52.5% vs "
+    "MCTS-100 at the end, 60.5% best; the 26M budget with the lr annealed over it is not yet measured",
+)
 
 
 def experiment() -> Experiment:

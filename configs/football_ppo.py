@@ -21,7 +21,11 @@ it as a worker graph.
 
 from srljax.config import EnvConfig, Experiment, PPOConfig, Promise, TrainerConfig
 
-PROMISE = Promise("return", median=0.8, worst=0.6, wall_s=1400, quick=False, source="bench/RESULTS.md (Football): seed 1 final 1.0 at 200k (random play 0.185), 1,360 s; seeds 2-3 not run")
+PROMISE = Promise(
+    "return", median=0.8, worst=0.6, wall_s=1400, quick=False,
+    source="bench/RESULTS.md (Football): seed 1 final 1.0 at 200k (random play 0.185), 1,360 s; seeds 2-3 not "
+    "run",
+)
 
 
 def experiment() -> Experiment:

@@ -14,7 +14,10 @@ from configs import football_ppo
 from configs.atari_ppo_distributed import worker_graph
 from srljax.config import Experiment, Promise
 
-PROMISE = Promise("return", median=0.8, worst=0.6, wall_s=1400, quick=False, source="football_ppo.py's figures (the same algorithm and batch as a worker graph); not run to a score here")
+PROMISE = Promise(
+    "return", median=0.8, worst=0.6, wall_s=1400, quick=False,
+    source="football_ppo.py's figures (the same algorithm and batch as a worker graph); not run to a score here",
+)
 
 
 def experiment() -> Experiment:

@@ -17,7 +17,11 @@ first at 90k-1.13M steps (bench/RESULTS.md, "LBF MAPPO over seeds"); the promise
 from algos.mappo_config import MAPPOConfig
 from srljax.config import EnvConfig, Experiment, Promise, TrainerConfig
 
-PROMISE = Promise("return", median=0.9, worst=0.8, seeds=(1, 2, 3, 4, 5), wall_s=65, source="bench/RESULTS.md (LBF MAPPO over seeds): seeds 1-7 all 1.0 at 2M, first reached at 90k-1.13M env steps")
+PROMISE = Promise(
+    "return", median=0.9, worst=0.8, seeds=(1, 2, 3, 4, 5), wall_s=65,
+    source="bench/RESULTS.md (LBF MAPPO over seeds): seeds 1-7 all 1.0 at 2M, first reached at 90k-1.13M env "
+    "steps",
+)
 
 
 def experiment() -> Experiment:

@@ -28,7 +28,12 @@ def agent_policy(agent: int) -> str:
     """The table is any function of the agent index; here agent 0 -> alpha, every other agent -> beta."""
     return "alpha" if agent == 0 else "beta"
 
-PROMISE = Promise("return", median=0.45, worst=0.45, seeds=(1,), wall_s=270, quick=False, source="bench/RESULTS.md (Several policies): bench/two_policies.py, seed 1: alpha 1.000, beta 1.000 (an earlier run 0.5 / 0.5), 264 s; the worst policy is judged")
+
+PROMISE = Promise(
+    "return", median=0.45, worst=0.45, seeds=(1,), wall_s=270, quick=False,
+    source="bench/RESULTS.md (Several policies): bench/two_policies.py, seed 1: alpha 1.000, beta 1.000 (an "
+    "earlier run 0.5 / 0.5), 264 s; the worst policy is judged",
+)
 
 
 def experiment() -> Experiment:

@@ -19,7 +19,11 @@ from srljax.config import Experiment, LayoutConfig, Promise
 
 NUM_ACTORS = 2
 
-PROMISE = Promise("return", median=4000, worst=2500, wall_s=100, quick=False, source="bench/RESULTS.md: bench/mujoco_ppo.py --config configs/mujoco_ppo_distributed.py, seeds 1-3 in two runs: 3,324 / 5,457 / 5,740 and 4,779 / 5,425 / 4,472 (not reproducible per seed)")
+PROMISE = Promise(
+    "return", median=4000, worst=2500, wall_s=100, quick=False,
+    source="bench/RESULTS.md: bench/mujoco_ppo.py --config configs/mujoco_ppo_distributed.py, seeds 1-3 in two "
+    "runs: 3,324 / 5,457 / 5,740 and 4,779 / 5,425 / 4,472 (not reproducible per seed)",
+)
 
 
 def experiment() -> Experiment:

@@ -14,7 +14,11 @@ everything counted in env steps are CleanRL's. bench/RESULTS.md ("SAC and TD3") 
 
 from srljax.config import EnvConfig, Experiment, LogConfig, Promise, ReplayConfig, SACConfig, TrainerConfig
 
-PROMISE = Promise("return", median=7000, worst=6000, wall_s=2100, overrides=("total_env_steps=300000",), quick=False, source="bench/RESULTS.md (SAC / TD3): HalfCheetah 300k, seeds 1-3: 8,419 / 9,112 / 9,135 (CleanRL seed 1 on this box: 8,021); 1M not run here")
+PROMISE = Promise(
+    "return", median=7000, worst=6000, wall_s=2100, overrides=("total_env_steps=300000",), quick=False,
+    source="bench/RESULTS.md (SAC / TD3): HalfCheetah 300k, seeds 1-3: 8,419 / 9,112 / 9,135 (CleanRL seed 1 on "
+    "this box: 8,021); 1M not run here",
+)
 
 
 def experiment() -> Experiment:

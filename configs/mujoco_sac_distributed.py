@@ -17,7 +17,10 @@ import dataclasses
 from configs import mujoco_sac
 from srljax.config import Experiment, LayoutConfig, Promise
 
-PROMISE = Promise("return", median=6000, worst=6000, seeds=(1,), wall_s=3200, overrides=("total_env_steps=300000",), quick=False, source="bench/RESULTS.md: seed 1, 8,105 at 300k env steps (52:44 wall, loaded)")
+PROMISE = Promise(
+    "return", median=6000, worst=6000, seeds=(1,), wall_s=3200, overrides=("total_env_steps=300000",), quick=False,
+    source="bench/RESULTS.md: seed 1, 8,105 at 300k env steps (52:44 wall, loaded)",
+)
 
 
 def experiment() -> Experiment:

@@ -15,7 +15,11 @@ bench/RESULTS.md ("SAC and TD3") has this config's runs.
 
 from srljax.config import EnvConfig, Experiment, LogConfig, Promise, ReplayConfig, TD3Config, TrainerConfig
 
-PROMISE = Promise("return", median=1700, worst=1400, wall_s=1550, overrides=("env.id=Hopper-v4", "total_env_steps=300000"), quick=False, source="bench/RESULTS.md (SAC / TD3): Hopper 300k, seeds 1-3: 2,192 / 1,877 / 2,151 (CleanRL seed 1: 1,990)")
+PROMISE = Promise(
+    "return", median=1700, worst=1400, wall_s=1550, overrides=("env.id=Hopper-v4", "total_env_steps=300000"),
+    quick=False,
+    source="bench/RESULTS.md (SAC / TD3): Hopper 300k, seeds 1-3: 2,192 / 1,877 / 2,151 (CleanRL seed 1: 1,990)",
+)
 
 
 def experiment() -> Experiment:

@@ -11,7 +11,11 @@ a final collision, so ``episode_length`` and the deliveries show what was learne
 from algos.mappo_config import MAPPOConfig
 from srljax.config import EnvConfig, Experiment, Promise, TrainerConfig
 
-PROMISE = Promise("return", median=-0.5, worst=-0.5, seeds=(1,), wall_s=810, quick=False, source="bench/RESULTS.md (Multi-agent): seed 1 ends at 0.0 (no collisions, no deliveries; random play -1.0), 807 s")
+PROMISE = Promise(
+    "return", median=-0.5, worst=-0.5, seeds=(1,), wall_s=810, quick=False,
+    source="bench/RESULTS.md (Multi-agent): seed 1 ends at 0.0 (no collisions, no deliveries; random play -1.0),"
+    " 807 s",
+)
 
 
 def experiment() -> Experiment:

@@ -20,7 +20,10 @@ import dataclasses
 from configs.cartpole_ppo import experiment as cartpole_ppo
 from srljax.config import Experiment, Promise
 
-PROMISE = Promise("return", median=450, worst=300, wall_s=50)
+PROMISE = Promise(
+    "return", median=450, worst=300, wall_s=35,
+    source="the gate at 9cfbcd3+changes on this 2-core box: 500.0 / 500.0 / 500.0, 32-39 s",
+)
 
 
 def experiment() -> Experiment:

@@ -8,7 +8,11 @@
 from examples.reinforce import ReinforceConfig
 from srljax.config import EnvConfig, Experiment, Promise, TrainerConfig
 
-PROMISE = Promise("return", median=300, worst=150, wall_s=60)
+PROMISE = Promise(
+    "return", median=300, worst=150, wall_s=15,
+    source="the gate at 9cfbcd3+changes on this 2-core box: 442.8 / 417.7 / 226.4 (plain REINFORCE: its seeds "
+    "spread), 13 s",
+)
 
 
 def experiment() -> Experiment:

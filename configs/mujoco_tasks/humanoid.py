@@ -6,7 +6,11 @@
 from configs.mujoco_ppo_all_tasks import for_task
 from srljax.config import Promise
 
-PROMISE = Promise("return", median=700, worst=500, wall_s=1800, quick=False, source="bench/RESULTS.md, \"MuJoCo PPO on every task\": the sweep configs/sweeps/mujoco.py, seeds 1-3: 1,057 / 620 / 861 (866-3,258 s under load)")
+PROMISE = Promise(
+    "return", median=700, worst=500, wall_s=1800, quick=False,
+    source="bench/RESULTS.md, \"MuJoCo PPO on every task\": the sweep configs/sweeps/mujoco.py, seeds 1-3: 1,057 /"
+    " 620 / 861 (866-3,258 s under load)",
+)
 
 
 def experiment():

@@ -6,7 +6,11 @@
 from configs.mujoco_ppo_all_tasks import for_task
 from srljax.config import Promise
 
-PROMISE = Promise("return", median=2500, worst=1000, wall_s=240, quick=False, source="bench/RESULTS.md, \"MuJoCo PPO on every task\": the sweep configs/sweeps/mujoco.py, seeds 1-3: 3,481 / 5,381 / 1,381 (wall under load 18.8 min)")
+PROMISE = Promise(
+    "return", median=2500, worst=1000, wall_s=240, quick=False,
+    source="bench/RESULTS.md, \"MuJoCo PPO on every task\": the sweep configs/sweeps/mujoco.py, seeds 1-3: 3,481 /"
+    " 5,381 / 1,381 (wall under load 18.8 min)",
+)
 
 
 def experiment():
