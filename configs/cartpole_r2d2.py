@@ -13,7 +13,7 @@ network, learning rate and replay ratio sized for CartPole on a CPU. Reference: 
 the same masked task reaches 400 (``tests/test_recurrent.py``); bench/recurrent_replay.py runs this config
 with burn-in 20 and 0 and a feed-forward DQN on the same task, recorded in bench/RESULTS.md.
 
-The target network is copied every 500 updates (was 100): with 100, seed 1 on an Intel Xeon pair peaked at a
+The target network is copied every 500 updates (was 100): with 100, seed 1 on this AMD EPYC pair peaked at a
 greedy 404 and fell back to 261 by the end (its training return swinging 270-430); with 500 the best greedy
 evaluations at seeds 1-4 were 500 / 500 / 477 / 500 (bench/RESULTS.md, "R2D2's target copy").
 """

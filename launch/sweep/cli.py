@@ -50,7 +50,7 @@ def make_parser() -> argparse.ArgumentParser:
                         help="list every trial, its state and its command (with --slurm: print the array script); "
                              "start, move and write nothing")
     parser.add_argument("--jobs", type=int, help="trials at once (default: the cores / the cores one trial needs, "
-                        "at least 1); with --slurm: array tasks at once (default: no limit)")
+                        "at least 1; a gate: one per core); with --slurm: array tasks at once (default: no limit)")
     parser.add_argument("--slurm", action="store_true", help="submit the unfinished trials as one Slurm job array")
     parser.add_argument("--report", action="store_true",
                         help="only write results.md and curves.png from the runs that exist")
@@ -101,7 +101,9 @@ def main(argv: list[str] | None = None) -> int:
         return _report(sweep, planned, sweep_dir, args.sweep, args.compare)
     if args.slurm:
         return _submit(sweep, to_run, sweep_dir, args, resume)
-    jobs = args.jobs or default_jobs([p.cfg for p in to_run])
+    # a gate's verdicts do not depend on load (single-process runs repeat per seed; asynchronous ones are judged on
+    # their best window), so it runs a trial per core: on 2 cores 20 min instead of ~40
+    jobs = args.jobs or (available_cores() if sweep.gate else default_jobs([p.cfg for p in to_run]))
     with _locked(sweep_dir) as holder:
         if holder:
             print(f"{PROG}: another launch.sweep is running this sweep ({holder}); nothing was started.",
@@ -214,7 +216,10 @@ def _print_summary(sweep: Sweep, planned: list[Planned], to_run: list[Planned], 
     print(f"sweep {sweep.name}: {len(planned)} trials ({shape(sweep, len(planned))}) in {sweep_dir}/", flush=True)
     print(f"  finished (skipped): {len(planned) - len(to_run)}; partial: {len(partial)} ({what}); "
           f"new: {len(to_run) - len(partial)}", flush=True)
-    if to_run:
+    if to_run and sweep.gate:
+        print(f"  this machine: {available_cores()} cores; a gate runs one trial per core unless --jobs says "
+              "otherwise", flush=True)
+    elif to_run:
         print(f"  this machine: {available_cores()} cores; a single-process trial keeps ~{SINGLE_PROCESS_CORES} "
               f"busy, so --jobs defaults to {default_jobs([p.cfg for p in to_run])}", flush=True)
 
