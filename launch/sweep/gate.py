@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from launch.sweep.local import available_cores, record_path
+from launch.sweep.local import available_cores, log_path, record_path
 from launch.sweep.spec import Sweep, promise_of
 from launch.sweep.trials import Planned, read_json, read_records
 from srljax.config import ConfigError, Promise
@@ -162,7 +162,7 @@ def judge(planned: list[Planned], sweep_dir: Path) -> list[Verdict]:
         if code is None:
             v.failed[p.spec.seed] = "did not run"
         elif code != 0:
-            v.failed[p.spec.seed] = f"exit {code} (log: {sweep_dir / 'logs' / (p.spec.name + '.log')})"
+            v.failed[p.spec.seed] = f"exit {code} (log: {log_path(sweep_dir, p.spec.name)})"
         elif value is None:
             v.failed[p.spec.seed] = f"no {v.promise.metric} in its run folder"
     return list(verdicts.values())

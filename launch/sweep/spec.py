@@ -22,6 +22,7 @@ first one finished.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import itertools
 import re
@@ -112,8 +113,10 @@ def trial_name(config: str, point: Sequence[tuple[str, str]], seed: int) -> str:
     return name
 
 
+@functools.cache
 def promise_of(config: str) -> Promise:
-    """The promise of a config file in a gate sweep; ConfigError when it declares none."""
+    """The promise of a config file in a gate sweep (its file imported once per launch, whatever asks: tiers,
+    trials, busy loops, verdicts); ConfigError when it declares none."""
     promise = load_promise(config)
     if promise is None:
         raise ConfigError([f"{config} declares no PROMISE; a gate sweep lists only configs that do "
