@@ -162,7 +162,7 @@ def critic_metrics(loss: Array, aux: dict[str, Array], y: Array, grads: Params) 
 
 def exploration_values(learning_starts: int, **rest: float) -> Any:
     """``Algorithm.exploration``: ``random`` 1 for the run's first ``learning_starts`` env steps (the single-process
-    loop's count; an Ape-X actor's reckoning of the trial's, ``srljax/system/apex_actor.py``), else 0, plus ``rest``
+    loop's count; an Ape-X actor's reckoning of the trial's, ``srljax/system/acting/apex_actor.py``), else 0, plus ``rest``
     (TD3's ``noise``) for every actor."""
 
     def exploration(env_steps: int, actor: int | None, num_actors: int) -> dict[str, float]:

@@ -7,12 +7,12 @@
 
 For each N: a CartPole remote-inference layout (1 trainer, N/100 policy workers, the rest actors),
 ``layout.auth=on`` with the trial's keys in a fresh run folder, ``layout.names=controller`` (or
-``--names folder``), the **real** ``Controller`` (``srljax/system/controller.py``) in its own
+``--names folder``), the **real** ``Controller`` (``srljax/system/shell/controller.py``) in its own
 process, found through the run folder as ``launch.local`` workers find it, and N fake workers
 spread over ``--procs`` processes (started, and their imports done, before the controller binds).
 Each fake worker owns one DEALER with its role's CURVE key pair pinned to the controller's key (so
 the controller's ZAP handler and sender check run as for real workers) and speaks the worker
-protocol of ``srljax/system/worker.py``: ``ZMQ_IMMEDIATE``, register (kept until its connection
+protocol of ``srljax/system/shell/worker.py``: ``ZMQ_IMMEDIATE``, register (kept until its connection
 is up), a heartbeat every second once started (``HEARTBEAT_S``; every ``STARTUP_HEARTBEAT_S``
 before; dropped while it cannot leave), its metrics
 address added to the name service at start and ``NAMES_RATE`` lookups a second per process while
@@ -72,10 +72,10 @@ from srljax.comm.security import WireRules  # noqa: E402
 from srljax.comm.sockets import make_socket  # noqa: E402
 from srljax.config import Experiment, apply_overrides, from_dict, load_file, write_json  # noqa: E402
 from srljax.layout import CONTROLLER, PARAMS, POLICY, TRAINER, build_layout  # noqa: E402
-from srljax.system import auth  # noqa: E402
-from srljax.system.bounds import control_limits  # noqa: E402
-from srljax.system.fd_limits import raise_open_files  # noqa: E402
-from srljax.system.worker import HEARTBEAT_S, STARTUP_HEARTBEAT_S  # noqa: E402
+from srljax.system.shell import auth  # noqa: E402
+from srljax.system.shell.bounds import control_limits  # noqa: E402
+from srljax.system.shell.fd_limits import raise_open_files  # noqa: E402
+from srljax.system.shell.worker import HEARTBEAT_S, STARTUP_HEARTBEAT_S  # noqa: E402
 from srljax.types import EnvSpec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -160,7 +160,7 @@ def bench_config(run_root: Path, workers: int, auth_mode: str, names: str = "con
 
 # -- the controller process -----------------------------------------------------------------------
 def controller_main(run_dir: Path, seconds: float, ping_rate: float, profile: str) -> None:
-    from srljax.system.controller import Controller
+    from srljax.system.shell.controller import Controller
 
     cfg = from_dict(json.loads((run_dir / "config.json").read_text()))
     raise_fd_limit(len(build_layout(cfg).workers()) + 256)

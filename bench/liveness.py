@@ -95,7 +95,7 @@ def overrides(trial: dict[str, Any], run_root: str) -> tuple[str, list[str]]:
 def install_chaos(trial: dict[str, Any], p_delay: float, max_delay: float) -> None:
     """Patch every worker class's loop and every socket's send (this process only)."""
     from srljax.comm import sockets
-    from srljax.system.worker import Worker
+    from srljax.system.shell.worker import Worker
 
     rng = random.Random(trial["seed"])
     lock = threading.Lock()
@@ -145,14 +145,14 @@ def install_chaos(trial: dict[str, Any], p_delay: float, max_delay: float) -> No
         maybe_sleep(0.1)
         return send(self, frames, timeout_ms)
 
-    from srljax.system.actor import ActorWorker
-    from srljax.system.apex_actor import ApexActorWorker
-    from srljax.system.buffer import BufferWorker
-    from srljax.system.eval_manager import EvalManager
-    from srljax.system.policy import PolicyWorker
-    from srljax.system.replay_buffer import ReplayBufferWorker
-    from srljax.system.replay_trainer import ReplayTrainerWorker
-    from srljax.system.trainer import TrainerWorker
+    from srljax.system.acting.actor import ActorWorker
+    from srljax.system.acting.apex_actor import ApexActorWorker
+    from srljax.system.staging.buffer import BufferWorker
+    from srljax.system.managers.eval_manager import EvalManager
+    from srljax.system.acting.policy import PolicyWorker
+    from srljax.system.staging.replay_buffer import ReplayBufferWorker
+    from srljax.system.training.replay_trainer import ReplayTrainerWorker
+    from srljax.system.training.trainer import TrainerWorker
 
     for cls in (ActorWorker, ApexActorWorker, BufferWorker, EvalManager, PolicyWorker, ReplayBufferWorker,
                 ReplayTrainerWorker, TrainerWorker):

@@ -114,7 +114,7 @@ def machine_busy_s() -> float:
 
 def tree_cpu_s(root: int, names: dict[int, str], marker: str = "") -> dict[str, float]:
     """CPU seconds used so far by process ``root`` and its living descendants (/proc/<pid>/stat), by
-    worker (``trainer-0``, ``actor-1``, ...: the ``srljax.system.run`` arguments) or ``launcher``; with a
+    worker (``trainer-0``, ``actor-1``, ...: the ``srljax.system.shell.run`` arguments) or ``launcher``; with a
     ``marker`` (a run folder) also every process whose command line holds it and their descendants (Slurm
     tasks, which slurmd starts)."""
     procs: dict[int, tuple[int, int]] = {}
@@ -146,7 +146,7 @@ def tree_cpu_s(root: int, names: dict[int, str], marker: str = "") -> dict[str, 
                 argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
             except OSError:
                 argv = []
-            run = argv.index("srljax.system.run") if "srljax.system.run" in argv else -1
+            run = argv.index("srljax.system.shell.run") if "srljax.system.shell.run" in argv else -1
             name = f"{argv[run + 2]}-{argv[run + 3]}" if 0 <= run and len(argv) > run + 3 else "launcher"
             if name != "launcher" or pid == root:  # a worker just forked still shows the launcher's command line
                 names[pid] = name

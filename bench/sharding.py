@@ -7,7 +7,7 @@
 On accelerators: for every device count 1, 2, 4, ... up to those present, the median seconds of
 one PPO update (CleanRL Atari: Nature CNN, 4 epochs x 4 minibatches) on random Pong-shaped
 batches, measured through the trainer's real path: a ``TrainerWorker`` (the distributed trainer,
-``srljax/system/trainer.py``) receives the batches as actor segments over its ZeroMQ sample
+``srljax/system/training/trainer.py``) receives the batches as actor segments over its ZeroMQ sample
 socket (``--segments`` per batch, pushed by a feeder thread with a ``SampleSender``, at most two
 batches ahead of the updates as the actors' lag throttle keeps them), checks and
 cuts them into batches, copies the next batch to the devices while the current update runs,
@@ -48,8 +48,8 @@ from srljax.comm import MemoryNames, SampleSender
 from srljax.config import CheckpointConfig, EnvConfig, Experiment, LayoutConfig, LogConfig, PPOConfig, TrainerConfig
 from srljax.learning.learner import Learner
 from srljax.learning.rollout import split_segments
-from srljax.system.common import trial_name
-from srljax.system.trainer import TrainerWorker
+from srljax.system.shell.common import trial_name
+from srljax.system.training.trainer import TrainerWorker
 from srljax.types import EnvSpec, Trajectory
 
 SPEC = EnvSpec(id="Pong-v5", obs_shape=(4, 84, 84), obs_dtype="uint8", action_kind="discrete", num_actions=6)

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.machine import describe  # noqa: E402
 
-WORKER_MODULE = "srljax.system.run"
+WORKER_MODULE = "srljax.system.shell.run"
 
 
 def rss_mb(pid: int) -> float | None:

@@ -11,7 +11,7 @@ replay buffer worker, which keeps a proportionally prioritized replay (alpha 0.6
 and sends the trainer the batches it asks for; priorities come back after each update. The
 replay ratio is held within 10% both ways (``algo.throttle=both``). ``env.num_envs`` is per actor.
 
-Returns: the policy's score is the eval worker's (``eval.jsonl``, ``srljax/system/eval_manager.py``): every
+Returns: the policy's score is the eval worker's (``eval.jsonl``, ``srljax/system/managers/eval_manager.py``): every
 1,000 updates it plays 10 CartPole episodes greedily (epsilon 0) on envs seeded ``eval.seed``, keeps the best
 version's params in ``RUN_DIR/best/`` and evaluates the last version when the trial ends. The actors' returns
 are not that score: ``episode_return/actor_1`` (epsilon ~0) is close to it, but the mixed ``episode_return``

@@ -8,7 +8,7 @@ The members and settings of ``configs/cartpole_pbt.py`` (members 0 and 1 start a
 1e-3; 20 sampled evaluation episodes per member every 10 updates) with 200k env steps per member instead
 of 150k (at 150k one member of four ended at 445.8 in one of four runs: a copy costs the copier an
 update, and the graph is not seeded end to end; bench/RESULTS.md), in the
-distributed graph (``srljax/system/population_manager.py``): trainer ``i`` trains member ``i``
+distributed graph (``srljax/system/managers/population_manager.py``): trainer ``i`` trains member ``i``
 (``RUN_DIR/members/<i>/``: metrics, a checkpoint every ``pbt.ready_updates``), actor ``a`` acts for member
 ``a % 4`` and the population manager evaluates, ranks and tells a bottom member's trainer to copy a top
 member's checkpoint (``RUN_DIR/pbt/lineage.jsonl``, ``lineage.png``, ``members.json``; ``RUN_DIR/eval.jsonl``).

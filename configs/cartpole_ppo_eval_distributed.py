@@ -3,7 +3,7 @@
     python -m launch.local configs/cartpole_ppo_eval_distributed.py       # RUN_DIR/eval.jsonl, RUN_DIR/best/
     python -m launch.local configs/cartpole_ppo_eval_distributed.py eval.every_updates=5 eval.episodes=20
 
-The graph of ``configs/cartpole_ppo_distributed.py`` plus one ``eval`` worker (``srljax/system/eval_manager.py``):
+The graph of ``configs/cartpole_ppo_distributed.py`` plus one ``eval`` worker (``srljax/system/managers/eval_manager.py``):
 every 10 params versions it plays 10 CartPole episodes with the greedy action on envs seeded
 ``eval.seed`` (the same episodes for every version), writes one line per version to ``eval.jsonl``
 and keeps the best version's params in ``best/``; at the end it evaluates the last version.

@@ -25,7 +25,7 @@ import numpy as np
 
 from configs import cartpole_ppo_distributed
 from srljax.config import Experiment, Promise
-from srljax.system.worker import Worker
+from srljax.system.shell.worker import Worker
 
 
 class ParamsNormLogger(Worker):
@@ -35,7 +35,7 @@ class ParamsNormLogger(Worker):
     def setup(self) -> None:
         import algos
         from srljax.layout import PARAMS, TRAINER
-        from srljax.system.params import ParamsCodec, ParamsFollower
+        from srljax.system.training.params import ParamsCodec, ParamsFollower
 
         codec = ParamsCodec(algos.make(self.cfg, self.spec))
         self.follower = ParamsFollower(self.trial, self.peers_of(TRAINER, PARAMS), codec, self.stats, self.ctx)

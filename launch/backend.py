@@ -29,7 +29,7 @@ from srljax.comm import NameResolver
 from srljax.comm.security import KeyRing
 from srljax.config import Experiment
 from srljax.layout import Layout
-from srljax.system.controller import Controller, TrialResult
+from srljax.system.shell.controller import Controller, TrialResult
 
 STOP_GRACE_S = 5.0  # after a Ctrl-C before the controller ran: how long workers get to stop
 
@@ -52,7 +52,7 @@ def run_trial(cfg: Experiment, backend: Backend, names: NameResolver, layout: La
     """Start every worker of ``layout`` through ``backend``, run the controller to the trial's end,
     shut the backend down. Returns (result, killed, controller); result None if interrupted before
     the controller ran. ``started()`` is called once every worker has been started. ``keys``: the
-    trial's CURVE keys (``srljax.system.auth``), the controller's among them; None: auth off.
+    trial's CURVE keys (``srljax.system.shell.auth``), the controller's among them; None: auth off.
     ``resume``: the trial continues from its newest checkpoint (``srljax.storage.run_dir``)."""
     controller = Controller(cfg, names, layout, exited=backend.exited, log_tail=backend.tail, verbose=verbose,
                             keys=keys, start=backend.start, kill=backend.kill)

@@ -6,7 +6,7 @@
     exit_code = run_distributed(cfg)
 
 Refuses a run folder an earlier run left things in (``srljax.storage.run_dir``), writes
-``runs/<exp>/<trial>/config.json``, starts ``python -m srljax.system.run RUN_DIR ROLE I`` per
+``runs/<exp>/<trial>/config.json``, starts ``python -m srljax.system.shell.run RUN_DIR ROLE I`` per
 worker (each in its own process group, output in ``logs/<role>-<i>.log``, its GPUs, memory
 fraction and XLA threads set by ``srljax.parallel.devices.process_env``), prints where the run folder and
 every log are, and runs the ``Controller`` here. Sockets are ``tcp://127.0.0.1``
@@ -35,7 +35,7 @@ from srljax.config import ConfigError, Experiment, write_json
 from srljax.layout import Layout, build_layout, validate
 from srljax.parallel.devices import PlacementError, apply_env, process_env, visible_gpus
 from srljax.storage import run_dir as run_folder
-from srljax.system import auth
+from srljax.system.shell import auth
 from srljax.telemetry.progress import summary_line, trial_record
 
 KILL_GRACE_S = 5.0  # after the controller's stop: SIGTERM, this long, then SIGKILL
@@ -80,7 +80,7 @@ class WorkerProcesses:
         if name in self.procs:  # a restart: mark where the newcomer's lines begin
             out.write(f"----- {name} restarted by the controller at {time.strftime('%H:%M:%S')} -----\n".encode())
             out.flush()
-        cmd = [sys.executable, "-m", "srljax.system.run", str(self.run_dir), role, str(index),
+        cmd = [sys.executable, "-m", "srljax.system.shell.run", str(self.run_dir), role, str(index),
                "--parent-pid", str(os.getpid())]
         self.procs[name] = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                             env=self.envs[role, index], start_new_session=True)

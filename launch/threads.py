@@ -29,10 +29,10 @@ from srljax.layout import build_layout, validate
 from srljax.parallel import compile_cache
 from srljax.parallel.devices import threads_problems
 from srljax.storage.run_dir import claim
-from srljax.system import auth
-from srljax.system.names_service import worker_names
-from srljax.system.roles import make_worker
-from srljax.system.worker import Worker
+from srljax.system.shell import auth
+from srljax.system.shell.names_service import worker_names
+from srljax.system.shell.roles import make_worker
+from srljax.system.shell.worker import Worker
 
 JOIN_S = 30.0
 

@@ -4,7 +4,7 @@
     from srljax.config import Experiment
     result = train(Experiment())
 
-Names are loaded on first use: a worker process that imports ``srljax.system.actor`` loads only what
+Names are loaded on first use: a worker process that imports ``srljax.system.acting.actor`` loads only what
 an actor needs (no orbax, wandb or matplotlib).
 """
 

@@ -2,7 +2,7 @@
 
     layout = build_layout(cfg)                  # from cfg.layout and cfg.trainer (mode="distributed")
     layout.count(ACTOR), layout.workers()       # 2, [("trainer", 0), ("policy", 0), ("actor", 0), ...]
-    role_spec(cfg, ACTOR).worker                # "srljax.system.actor:ActorWorker"
+    role_spec(cfg, ACTOR).worker                # "srljax.system.acting.actor:ActorWorker"
     problems(cfg)                               # config tree + graph: [] or ["the inference stream ... has no server"]
 
 A role is one file (its ``Worker`` subclass) plus one row of ``ROLES``: its worker class, the
@@ -35,9 +35,9 @@ from srljax.replay.buffer import config_memory_problems, window_problems
 from srljax.storage.run_dir import load_problems
 
 TRAINER, BUFFER, POLICY, ACTOR = "trainer", "buffer", "policy", "actor"
-EVAL = "eval"  # the eval manager (srljax/system/eval_manager.py), one worker when eval.every_updates > 0
-POPULATION = "population"  # the population manager (srljax/system/population_manager.py): a distributed PBT population
-LEAGUE = "league"  # the league manager (srljax/system/league_manager.py): a distributed self-play league
+EVAL = "eval"  # the eval manager (srljax/system/managers/eval_manager.py), one worker when eval.every_updates > 0
+POPULATION = "population"  # the population manager (srljax/system/managers/population_manager.py): a distributed PBT population
+LEAGUE = "league"  # the league manager (srljax/system/managers/league_manager.py): a distributed self-play league
 CONTROLLER = "controller"
 SAMPLES, PARAMS, INFERENCE = "samples", "params", "inference"
 PRIORITIES = "priorities"  # replay algorithms: trainer -> the replay buffer worker that drew a batch
@@ -66,37 +66,37 @@ class RoleSpec:
 
 
 ROLES: dict[str, RoleSpec] = {  # in configure order: servers before their clients
-    TRAINER: RoleSpec(TRAINER, "srljax.system.trainer:TrainerWorker", (SAMPLES, PARAMS), TRAINER, TRAINER,
+    TRAINER: RoleSpec(TRAINER, "srljax.system.training.trainer:TrainerWorker", (SAMPLES, PARAMS), TRAINER, TRAINER,
                       count=lambda cfg: trainer_count(cfg), gpus=lambda cfg: float(cfg.trainer.devices), mem_gb=4.0),
-    BUFFER: RoleSpec(BUFFER, "srljax.system.buffer:BufferWorker", (SAMPLES,), "cpu", BUFFER,
+    BUFFER: RoleSpec(BUFFER, "srljax.system.staging.buffer:BufferWorker", (SAMPLES,), "cpu", BUFFER,
                      count=lambda cfg: cfg.layout.num_buffer_workers, mem_gb=4.0),
-    POLICY: RoleSpec(POLICY, "srljax.system.policy:PolicyWorker", (INFERENCE,), POLICY, POLICY,
+    POLICY: RoleSpec(POLICY, "srljax.system.acting.policy:PolicyWorker", (INFERENCE,), POLICY, POLICY,
                      count=lambda cfg: cfg.layout.num_policy_workers if cfg.layout.inference == "remote" else 0),
-    LEAGUE: RoleSpec(LEAGUE, "srljax.system.league_manager:LeagueManager", (RESULTS,), "cpu", EVAL,
+    LEAGUE: RoleSpec(LEAGUE, "srljax.system.managers.league_manager:LeagueManager", (RESULTS,), "cpu", EVAL,
                      count=lambda cfg: 1 if cfg.layout.mode == "distributed" and league_members(cfg) else 0),
-    ACTOR: RoleSpec(ACTOR, "srljax.system.actor:ActorWorker", (), ACTOR, ACTOR,
+    ACTOR: RoleSpec(ACTOR, "srljax.system.acting.actor:ActorWorker", (), ACTOR, ACTOR,
                     count=lambda cfg: cfg.layout.num_actors, cpus=lambda cfg: float(cfg.env.num_threads or 1)),
-    EVAL: RoleSpec(EVAL, "srljax.system.eval_manager:EvalManager", (), "cpu", EVAL,
+    EVAL: RoleSpec(EVAL, "srljax.system.managers.eval_manager:EvalManager", (), "cpu", EVAL,
                    count=lambda cfg: 1 if cfg.eval.every_updates > 0 else 0),
-    POPULATION: RoleSpec(POPULATION, "srljax.system.population_manager:PopulationManager", (), "cpu", EVAL,
+    POPULATION: RoleSpec(POPULATION, "srljax.system.managers.population_manager:PopulationManager", (), "cpu", EVAL,
                          count=lambda cfg: 1 if cfg.pbt.enabled else 0),
 }
 
 
 REPLAY_WORKERS: dict[str, str] = {  # a replay algorithm (Ape-X): the same roles, replay-aware workers
-    ACTOR: "srljax.system.apex_actor:ApexActorWorker",
-    BUFFER: "srljax.system.replay_buffer:ReplayBufferWorker",
-    TRAINER: "srljax.system.replay_trainer:ReplayTrainerWorker",
+    ACTOR: "srljax.system.acting.apex_actor:ApexActorWorker",
+    BUFFER: "srljax.system.staging.replay_buffer:ReplayBufferWorker",
+    TRAINER: "srljax.system.training.replay_trainer:ReplayTrainerWorker",
 }
 
 
 POLICY_WORKERS: dict[str, str] = {  # several policies (srljax/config/policies.py): a trainer per policy
-    TRAINER: "srljax.system.policy_trainer:PolicyTrainerWorker",
+    TRAINER: "srljax.system.training.policy_trainer:PolicyTrainerWorker",
 }
 
 
 POPULATION_WORKERS: dict[str, str] = {  # a PBT population or a league (member_count): a trainer per member
-    TRAINER: "srljax.system.member_trainer:MemberTrainerWorker",
+    TRAINER: "srljax.system.training.member_trainer:MemberTrainerWorker",
 }
 
 
@@ -118,7 +118,7 @@ def custom_roles(cfg: Experiment) -> dict[str, RoleSpec]:
         name = getattr(cls, "role", "")
         if not isinstance(cls, type) or not name or not hasattr(cls, "poll"):
             raise ValueError(f"layout.custom_roles entry {entry!r} is not a Worker subclass with a `role` name "
-                             "(see srljax/system/worker.py)")
+                             "(see srljax/system/shell/worker.py)")
         if name in ROLES or name in out or name == CONTROLLER:
             raise ValueError(f"layout.custom_roles entry {entry!r}: role name {name!r} is already taken")
         out[name] = RoleSpec(name, path, tuple(getattr(cls, "serves", ())), getattr(cls, "placement", "cpu"),

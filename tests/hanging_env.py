@@ -3,7 +3,7 @@
     env.factory="tests.hanging_env:make_env"     # plus, in the environment of the worker processes:
     HANGING_ENV_SEED=5 HANGING_ENV_AFTER=300     # the env made with seed 5 hangs on its 301st recv
 
-Actor ``i`` makes its env with seed ``cfg.seed + i * env.num_envs`` (``srljax/system/actor.py``),
+Actor ``i`` makes its env with seed ``cfg.seed + i * env.num_envs`` (``srljax/system/acting/actor.py``),
 so a seed names one actor; the controller's throw-away spec env (seed ``cfg.seed``, one env) and
 every other actor step normally. Without ``HANGING_ENV_SEED`` nothing hangs.
 

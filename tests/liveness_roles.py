@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from srljax.system.worker import Worker
+from srljax.system.shell.worker import Worker
 
 
 class CountingWorker(Worker):

@@ -36,7 +36,7 @@ from srljax.layout import ACTOR, BUFFER, PRIORITIES, TRAINER, build_layout, prob
 from srljax.replay.apex import actor_allowance, shard_actors, shard_of, shard_streams, stream_base, trainer_allowance
 from srljax.replay.buffer import Replay, SampleKeys
 from srljax.storage.run_dir import resume_problems
-from srljax.system.apex_actor import RowChunker
+from srljax.system.acting.apex_actor import RowChunker
 from srljax.types import EnvSpec, TimeStep
 
 REPO = Path(__file__).resolve().parents[1]
@@ -447,8 +447,8 @@ def test_threads_restart_a_replay_shard_and_an_apex_actor(tmp_path, monkeypatch)
     """actor/1 and then buffer/0 (the only replay shard) each raise once; both come back, the restarted
     shard starts empty and is granted batches afresh, the actor's streams are cut, the trial ends done."""
     from launch.threads import run_threads
-    from srljax.system.apex_actor import ApexActorWorker
-    from srljax.system.replay_buffer import ReplayBufferWorker
+    from srljax.system.acting.apex_actor import ApexActorWorker
+    from srljax.system.staging.replay_buffer import ReplayBufferWorker
     from tests.test_system_restart import crash_once
 
     crashed: list[str] = []

@@ -1,4 +1,4 @@
-"""CURVE authentication and receive bounds (``srljax/comm/security.py``, ``srljax/system/auth.py``).
+"""CURVE authentication and receive bounds (``srljax/comm/security.py``, ``srljax/system/shell/auth.py``).
 
 Every socket type refuses (and counts) a client holding another trial's keys or none; only the
 trainer's key can serve params and only the controller's can command; a worker's messages must
@@ -31,9 +31,10 @@ from srljax.comm import (
 )
 from srljax.comm.security import AuthError, KeyRing, WireContext, WireRules
 from srljax.config import apply_overrides, load_file
-from srljax.system import auth, params
-from srljax.system.common import checked_trajectory
-from srljax.system.params import ParamsFollower
+from srljax.system.shell import auth
+from srljax.system.training import params
+from srljax.system.shell.common import checked_trajectory
+from srljax.system.training.params import ParamsFollower
 from srljax.telemetry.stats import WorkerStats
 from srljax.types import EnvSpec, Trajectory
 
@@ -239,7 +240,7 @@ def test_receive_limits_come_from_the_spec_and_the_queue_is_bounded_in_bytes(con
     server.close()
     control.close()
 
-    from srljax.system.bounds import FLOOR, HEADROOM, stream_limits
+    from srljax.system.shell.bounds import FLOOR, HEADROOM, stream_limits
 
     cfg = apply_overrides(load_file(CONFIG), ["algo.num_steps=128"])  # 2 actors x 4 envs, batch 8 columns
     spec = EnvSpec("Pong", (4, 84, 84), "uint8", "discrete", num_actions=6, num_envs=4)
@@ -329,7 +330,7 @@ def test_a_default_local_trial_is_closed_to_another_local_process(tmp_path: Path
     from srljax.comm import DirectoryNames
     from srljax.config import from_dict
     from srljax.learning.rollout import zeros_trajectory
-    from srljax.system.common import episode_meta, stream_key, trial_name
+    from srljax.system.shell.common import episode_meta, stream_key, trial_name
     from tests.test_system_processes import Launch
 
     run = Launch(tmp_path, "closed", f"total_env_steps={2 * 4 * 32 * 40}")

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from srljax.comm import ControlClient, ControlServer, MemoryNames
-from srljax.system.common import trial_name
-from srljax.system.controller import NAMES_SHOWN, Controller, TrialEnded
-from srljax.system.fd_limits import raise_open_files
+from srljax.system.shell.common import trial_name
+from srljax.system.shell.controller import NAMES_SHOWN, Controller, TrialEnded
+from srljax.system.shell.fd_limits import raise_open_files
 from srljax.types import EnvSpec
 from tests.test_system_threads import small_config
 
@@ -121,7 +121,7 @@ def test_a_worker_that_connects_late_registers_once_without_a_heartbeat_backlog(
     import threading
     import uuid
 
-    from srljax.system.worker import Worker
+    from srljax.system.shell.worker import Worker
 
     cfg = small_config(tmp_path, "log.prometheus_port=-1")
     address = f"ipc://{tempfile.gettempdir()}/srljax-test-{uuid.uuid4().hex[:8]}.sock"

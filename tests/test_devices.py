@@ -19,7 +19,7 @@ from launch.threads import run_threads
 from srljax.config import ConfigError, Experiment, apply_overrides, load_file
 from srljax.parallel import devices
 from srljax.parallel.devices import SINGLE_THREAD_XLA
-from srljax.system.controller import TrialResult
+from srljax.system.shell.controller import TrialResult
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "cartpole_ppo_distributed.py"
 EIGHT_GPUS = "0,1,2,3,4,5,6,7"
@@ -46,7 +46,7 @@ def launch_locally(monkeypatch: pytest.MonkeyPatch, cfg: Experiment, environ: di
         pid = -1
 
         def __init__(self, cmd: list[str], *, env: dict[str, str], **kwargs: object):
-            assert cmd[1:3] == ["-m", "srljax.system.run"], cmd
+            assert cmd[1:3] == ["-m", "srljax.system.shell.run"], cmd
             started[f"{cmd[4]}/{cmd[5]}"] = env
 
         def poll(self) -> int:

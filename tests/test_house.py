@@ -170,19 +170,19 @@ def test_the_checks_catch_a_circle_and_an_upward_import():
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert circles({"a": {"b"}, "b": set()}) == []
     assert floor("srljax.config.env") < floor("envs.base") < floor("srljax.replay.buffer") < floor("srljax.loops.train")
-    assert floor("srljax.loops.train") < floor("srljax.system.actor") < floor("launch.local") < floor("configs.cartpole_ppo")
+    assert floor("srljax.loops.train") < floor("srljax.system.acting.actor") < floor("launch.local") < floor("configs.cartpole_ppo")
     assert floor("algos.ppo_config") == 0 and floor("algos.ppo") == 1 and floor("srljax.somewhere_new") is None
 
 
 # -- lazy packages: a worker process loads only what its role needs -----------------------------------------------
 HEAVY = ("orbax", "wandb", "matplotlib")
 CHECKPOINTS = {  # roles that write or read orbax checkpoints (their own, or the best/ and members' copies)
-    "srljax.system.trainer", "srljax.system.replay_trainer", "srljax.system.member_trainer",
-    "srljax.system.policy_trainer", "srljax.system.replay_buffer", "srljax.system.eval_manager",
-    "srljax.system.population_manager",
+    "srljax.system.training.trainer", "srljax.system.training.replay_trainer", "srljax.system.training.member_trainer",
+    "srljax.system.training.policy_trainer", "srljax.system.staging.replay_buffer", "srljax.system.managers.eval_manager",
+    "srljax.system.managers.population_manager",
 }
-ROLES = sorted({"srljax.system.actor", "srljax.system.apex_actor", "srljax.system.policy", "srljax.system.buffer",
-                "srljax.system.controller", *CHECKPOINTS})
+ROLES = sorted({"srljax.system.acting.actor", "srljax.system.acting.apex_actor", "srljax.system.acting.policy", "srljax.system.staging.buffer",
+                "srljax.system.shell.controller", *CHECKPOINTS})
 
 
 def loaded_after_import(module: str) -> list[str]:

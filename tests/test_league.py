@@ -109,7 +109,7 @@ def test_league_opponent_keeps_each_games_opponent_and_draws_by_the_weights():
 def test_malformed_results_are_counted_not_raised():
     import zmq
 
-    from srljax.system.league_results import KIND_RESULTS, Results, ResultsReceiver, ResultsSender
+    from srljax.comm.results import KIND_RESULTS, Results, ResultsReceiver, ResultsSender
 
     receiver = ResultsReceiver("tcp://127.0.0.1:*", trial="t/0", members=3)
     sender = ResultsSender(receiver.address, trial="t/0")

@@ -102,8 +102,8 @@ def worker(mode: str, folder: Path) -> None:
         import jax
 
         from srljax.comm import SampleSender
-        from srljax.system.common import trial_name
-        from srljax.system.trainer import TrainerWorker
+        from srljax.system.shell.common import trial_name
+        from srljax.system.training.trainer import TrainerWorker
 
         rank = int(mode)
         trainer = TrainerWorker(cfg, rank, DirectoryNames(folder / "names"))

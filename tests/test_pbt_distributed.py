@@ -17,7 +17,7 @@ from srljax.config import apply_overrides, load_file, problems
 from srljax.layout import DIRECTIVES, PARAMS, POPULATION, TRAINER, build_layout, columns_per_version, worker_class
 from srljax.storage.checkpoint import Checkpointer, CheckpointError
 from srljax.storage.steps import read_meta
-from srljax.system.pbt_directives import (
+from srljax.system.managers.pbt_directives import (
     Directive,
     DirectiveReceiver,
     DirectiveSender,
@@ -121,7 +121,7 @@ def test_a_malformed_directive_is_counted_and_never_applied():
 
 
 def test_a_copy_reads_another_members_newest_complete_checkpoint_without_touching_it(tmp_path):
-    from srljax.system.member_trainer import restore_member_state
+    from srljax.system.training.member_trainer import restore_member_state
 
     state = {"params": {"w": np.arange(12, dtype=np.float32).reshape(4, 3)}, "count": np.array(7, np.int32)}
     ckpt = Checkpointer(tmp_path / "checkpoints", keep=3)

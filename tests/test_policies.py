@@ -34,8 +34,8 @@ from srljax.config.policies import policy_experiment
 from srljax.layout import problems  # the tree, the graph, the env fit and the load= folders
 from srljax.learning.policies import load_policy_state, restore_policies
 from srljax.learning.rollout import SegmentBuilder
-from srljax.system.common import checked_trajectory
-from srljax.system.policy_streams import PolicySender
+from srljax.system.shell.common import checked_trajectory
+from srljax.system.acting.policy_streams import PolicySender
 from srljax.types import EnvSpec
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*precision lowered:UserWarning")

@@ -12,7 +12,7 @@ import pytest
 from launch.threads import run_threads
 from srljax.config import apply_overrides, problems
 from srljax.layout import build_layout
-from srljax.system.controller import Controller
+from srljax.system.shell.controller import Controller
 from srljax.telemetry.metrics import MetricsLogger
 from srljax.telemetry.prometheus import read_targets, scrape, targets_path
 from tests.test_system_threads import small_config

@@ -32,7 +32,7 @@ from srljax.config import (
 from srljax.learning.acting import Acting
 from srljax.learning.rollout import SegmentBuilder
 from srljax.loops.train import train
-from srljax.system.carries import CarryStore, RowTags, checked_tags
+from srljax.system.acting.carries import CarryStore, RowTags, checked_tags
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "cartpole_lstm_ppo.py"
 QUIET = LogConfig(wandb="disabled", progress="lines", log_every=5)

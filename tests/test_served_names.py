@@ -20,11 +20,11 @@ import pytest
 from srljax.comm import ControlClient
 from srljax.comm.names import MemoryNames, NameExists, NameNotFound, worker_key
 from srljax.comm.served_names import NameServiceError, ServedNames, answer
-from srljax.system import auth
-from srljax.system.common import stream_key, trial_name
-from srljax.system.controller import Controller
-from srljax.system.names_service import worker_names
-from srljax.system.worker import Worker
+from srljax.system.shell import auth
+from srljax.system.shell.common import stream_key, trial_name
+from srljax.system.shell.controller import Controller
+from srljax.system.shell.names_service import worker_names
+from srljax.system.shell.worker import Worker
 from srljax.types import EnvSpec
 from tests.test_system_threads import check_finished, small_config
 

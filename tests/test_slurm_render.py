@@ -221,7 +221,7 @@ def test_custom_roles_take_slurm_custom(monkeypatch: pytest.MonkeyPatch) -> None
 def test_controller_signals(tmp_path: Path, sig: signal.Signals, code: int, reason: str) -> None:
     """Slurm's time-limit warning and ``scancel`` (SIGTERM) fail the trial (non-zero: it did not finish);
     ``launch.slurm stop`` (SIGINT) does not."""
-    from srljax.system import auth
+    from srljax.system.shell import auth
 
     cfg = auth.resolved(cartpole(f"log.run_root={tmp_path}"), slurm=True)  # as submit writes it: auth on
     trial = Trial(Path(cfg.run_dir))
@@ -286,7 +286,7 @@ def test_task_environment_matches_the_local_launcher(monkeypatch: pytest.MonkeyP
         with pytest.raises(Exec):
             task.main([str(run_dir), role, "0"])
         ((argv, env),) = started
-        assert argv == ["-m", "srljax.system.run", str(run_dir), role, str(index)]
+        assert argv == ["-m", "srljax.system.shell.run", str(run_dir), role, str(index)]
         assert {k: v for k, v in env.items() if k not in slurm_only} == local, (role, index)
         gpus.add(local["CUDA_VISIBLE_DEVICES"])
     assert gpus == {"0,1,2,3", "", "4", "5", "6", "7"}  # the rule placed something on every GPU
@@ -295,7 +295,7 @@ def test_task_environment_matches_the_local_launcher(monkeypatch: pytest.MonkeyP
 def test_node_address_and_bind_host(monkeypatch: pytest.MonkeyPatch) -> None:
     assert node_address({NODE_ADDR_ENV: "10.0.0.7", "SLURMD_NODENAME": "n1"}) == "10.0.0.7"
     assert node_address({}) == node_address({"SLURMD_NODENAME": ""})  # this host's own name, resolved
-    from srljax.system.common import bind_address
+    from srljax.system.shell.common import bind_address
 
     cfg = cartpole()
     assert bind_address(cfg) == "tcp://127.0.0.1:*"

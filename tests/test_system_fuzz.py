@@ -28,10 +28,10 @@ from srljax.comm.codec import SCHEMA_VERSION, encode
 from srljax.comm.security import KeyRing
 from srljax.config import apply_overrides, load_file
 from srljax.layout import CONTROLLER, POLICY, TRAINER
-from srljax.system import auth
-from srljax.system.common import stream_key, trial_name
-from srljax.system.params import ParamsFollower
-from srljax.system.trainer import TrainerWorker
+from srljax.system.shell import auth
+from srljax.system.shell.common import stream_key, trial_name
+from srljax.system.training.params import ParamsFollower
+from srljax.system.training.trainer import TrainerWorker
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "cartpole_ppo_distributed.py"
 N_BAD = 1000

@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 
 from launch.threads import run_threads
-from srljax.system.controller import Controller
-from srljax.system.worker import HEARTBEAT_S
+from srljax.system.shell.controller import Controller
+from srljax.system.shell.worker import HEARTBEAT_S
 from tests.hanging_env import AFTER_VAR, MARKER, SEED_VAR, STUCK_SEED_VAR
 from tests.test_system_processes import Launch, gone
 from tests.test_system_threads import small_config

@@ -1,7 +1,7 @@
 """Worker restart: a lost actor, policy or buffer worker comes back and the trial goes on.
 
 The controller restarts a lost non-trainer worker through the backend that started it, up to
-``layout.max_restarts`` times per worker (``srljax/system/controller.py``). Here, on the small
+``layout.max_restarts`` times per worker (``srljax/system/shell/controller.py``). Here, on the small
 CartPole graph:
 
 * threads: actor/1, policy/0 and buffer/0 each raise once mid-run; each is restarted (the policy
@@ -37,9 +37,9 @@ import psutil
 import pytest
 
 from launch.threads import read_jsonl, run_threads
-from srljax.system.actor import ActorWorker
-from srljax.system.buffer import BufferWorker
-from srljax.system.policy import PolicyWorker
+from srljax.system.acting.actor import ActorWorker
+from srljax.system.staging.buffer import BufferWorker
+from srljax.system.acting.policy import PolicyWorker
 from tests.test_system_processes import ROOT, Launch, gone
 from tests.test_system_threads import small_config
 

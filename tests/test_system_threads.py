@@ -110,7 +110,7 @@ def test_the_batch_does_not_depend_on_actors_and_envs(tmp_path):
 def test_batches_of_columns_from_several_actors(tmp_path, monkeypatch, actors, envs):
     """4 actors x 2 envs (4 segments to a batch) and 4 actors x 4 envs (half the envs of a batch's
     worth): each update trains on exactly ``batch_envs`` columns taken from several actors."""
-    from srljax.system.trainer import TrainerWorker
+    from srljax.system.training.trainer import TrainerWorker
 
     taken: list[int] = []  # the actor of each segment (env.num_envs columns), in the order the trainer took them
     original = TrainerWorker._take

@@ -20,8 +20,8 @@ from srljax.comm import MemoryNames, SampleSender
 from srljax.config import EnvConfig, Experiment, LayoutConfig, LogConfig, PPOConfig, TrainerConfig
 from srljax.learning.learner import Learner
 from srljax.learning.rollout import SegmentBuilder, split_segments
-from srljax.system.common import env_spec, trial_name
-from srljax.system.trainer import TrainerWorker
+from srljax.system.shell.common import env_spec, trial_name
+from srljax.system.training.trainer import TrainerWorker
 
 
 def configs(tmp_path) -> tuple[Experiment, Experiment]:

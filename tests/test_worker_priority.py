@@ -1,4 +1,4 @@
-"""srljax.system.worker.lower_priority: what an actor process runs at (layout.actor_nice)."""
+"""srljax.system.shell.worker.lower_priority: what an actor process runs at (layout.actor_nice)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ni
 
 PROBE = """
 import os, sys
-from srljax.system.worker import lower_priority
+from srljax.system.shell.worker import lower_priority
 lower_priority(12)
 try:  # "/autogroup-N nice K"; empty or absent where the kernel has no autogroups (CI's)
     group = open("/proc/self/autogroup").read().split() or ["-"]

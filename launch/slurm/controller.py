@@ -182,8 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     from srljax.comm import DirectoryNames
     from srljax.config import from_dict
     from srljax.layout import build_layout
-    from srljax.system import auth
-    from srljax.system.controller import Controller, TrialEnded, TrialResult, write_status
+    from srljax.system.shell import auth
+    from srljax.system.shell.controller import Controller, TrialEnded, TrialResult, write_status
 
     cfg = from_dict(json.loads((run_dir / "config.json").read_text()))
     layout = build_layout(cfg)

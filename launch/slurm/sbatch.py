@@ -14,7 +14,7 @@ where the controller sees a group that died. A multi-host trainer's step spreads
 node (``srun --nodes=N --ntasks=N --ntasks-per-node=1``).
 
 With ``layout.max_restarts`` > 0 the steps of groups that restart workers (all but the trainer's,
-``srljax/system/restarts.py``) keep their other tasks running when one ends
+``srljax/system/shell/restarts.py``) keep their other tasks running when one ends
 (``--kill-on-bad-exit=0 --wait=0``, whatever the cluster's ``KillOnBadExit`` and ``WaitTime``): the
 controller restarts the lost worker as a step of its own (``restart_command``).
 """
@@ -30,7 +30,7 @@ from pathlib import Path
 from launch.slurm.node import TIME_LIMIT_EXIT_CODE
 from launch.slurm.plan import Component, GroupPlan, plan, time_limit
 from srljax.config import Experiment
-from srljax.system.restarts import Restarts
+from srljax.system.shell.restarts import Restarts
 
 STEP_GRACE_S = 60  # after the controller: how long the steps may take to close before the job ends
 

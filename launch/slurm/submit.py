@@ -33,7 +33,7 @@ from srljax.config import ConfigError, Experiment
 from srljax.layout import POLICY
 from srljax.storage.run_dir import RunFolderInUse
 from srljax.storage.run_dir import problems as run_folder_problems
-from srljax.system import auth
+from srljax.system.shell import auth
 
 PROG = "python -m launch.slurm"
 

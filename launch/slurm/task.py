@@ -5,7 +5,7 @@ The sbatch script of ``python -m launch.slurm`` starts one step per worker group
 imported this sets the role's environment (``srljax.parallel.devices.slurm_task_env``), binds sockets to
 the node's cluster address (``$SRLJAX_BIND_HOST``, found by ``node_address``) and sends its
 output to ``RUN_DIR/logs/ROLE-INDEX.log``, as the local launcher does; then it becomes
-``python -m srljax.system.run RUN_DIR ROLE INDEX`` (``exec``, same pid, the new environment).
+``python -m srljax.system.shell.run RUN_DIR ROLE INDEX`` (``exec``, same pid, the new environment).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
           f"binding {os.environ[BIND_HOST_ENV]}", flush=True)
 
     # a fresh interpreter: importing srljax (above) already imported JAX, which reads JAX_PLATFORMS at import
-    os.execv(sys.executable, [sys.executable, "-m", "srljax.system.run", args.run_dir, args.role, str(index)])
+    os.execv(sys.executable, [sys.executable, "-m", "srljax.system.shell.run", args.run_dir, args.role, str(index)])
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """Communication layer: wire codec, name resolution and the ZMQ streams (six: the five below and PBT's directives,
-``srljax/system/pbt_directives.py``). No pickle anywhere.
+``srljax/system/managers/pbt_directives.py``). No pickle anywhere.
 
     from srljax.comm import SampleReceiver, SampleSender, DirectoryNames, worker_key
 

@@ -7,7 +7,7 @@ the socket also wakes when another thread hands it work.
         msg = sock.recv_multipart()
     bell.close()
 
-A worker's control thread waits this way (``srljax/system/worker.py``): for a command from the controller or a
+A worker's control thread waits this way (``srljax/system/shell/worker.py``): for a command from the controller or a
 message the worker queued, else until its next heartbeat, instead of waking every 20 ms to look. An eventfd on
 Linux (one descriptor), a pipe elsewhere.
 """

@@ -22,7 +22,7 @@ class PBTConfig:
     """members (K), each a policy with its own train state, envs and learning rate; 0: no population (one
     policy, the ordinary loop). ``layout.mode=single``: members train in turn in one process (``srljax/loops/population.py``);
     ``distributed``: a trainer per member, ``layout.num_actors / population`` actors each and a population
-    manager (``srljax/system/population_manager.py``)."""
+    manager (``srljax/system/managers/population_manager.py``)."""
     ready_updates: int = 10
     """every N updates (of every member) the members are evaluated (``eval.episodes`` on the fixed-seed
     eval envs) and ranked; the bottom ``quantile`` copies a top member and perturbs its learning rate.
@@ -99,7 +99,7 @@ def pbt_problems(cfg: Any) -> list[str]:
 
 
 def population_layout_problems(cfg: Any) -> list[str]:
-    """What a distributed population's layout cannot host (``srljax/system/population_manager.py``)."""
+    """What a distributed population's layout cannot host (``srljax/system/managers/population_manager.py``)."""
     return member_layout_problems(cfg, cfg.pbt.population, f"pbt.population={cfg.pbt.population}")
 
 

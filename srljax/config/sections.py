@@ -76,7 +76,7 @@ class LayoutConfig:
     """distributed: how often the controller restarts one lost actor, policy, buffer or custom-role
     worker (its process exited, it fell silent, hung or reported an error) with the same role and
     index before a further loss ends the trial; 0: the first loss ends it. A lost trainer ends the
-    trial (see ``srljax/system/controller.py``)."""
+    trial (see ``srljax/system/shell/controller.py``)."""
     restart_backoff_seconds: float = 1.0
     """distributed: wait before restarting a lost worker: this x 2^(n-1) for its n-th restart in a row
     (a worker that ran 60 s since it came back counts from 1 again), at most 60 s."""
@@ -101,7 +101,7 @@ class LayoutConfig:
     the asynchronous default (bench/RESULTS.md)."""
     custom_roles: tuple[str, ...] = ()
     """user-defined worker roles, ``"package.module:WorkerClass"`` (``*N`` for N workers), run by every
-    backend beside the built-in ones (see ``srljax/system/worker.py``)."""
+    backend beside the built-in ones (see ``srljax/system/shell/worker.py``)."""
     auth: Literal["auto", "on", "off"] = "auto"
     """distributed: ZeroMQ CURVE on every socket, with a key pair per role written to the run folder
     (``keys/``, owner-only) or, in threads, kept in memory; ``auto`` (the default) is ``on`` in every backend:
@@ -109,7 +109,7 @@ class LayoutConfig:
     names: Literal["folder", "controller"] = "folder"
     """distributed: where workers publish and look up addresses: ``folder``, a file per name in ``RUN_DIR/names``
     (in memory under the threads backend); ``controller``, served by the controller on a socket (CURVE with
-    ``layout.auth``), for thousands of workers or a slow shared filesystem (``srljax/system/names_service.py``)."""
+    ``layout.auth``), for thousands of workers or a slow shared filesystem (``srljax/system/shell/names_service.py``)."""
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ class SelfPlayConfig:
     from every member's snapshots (``pool_size`` kept per member; ``latest_share`` is the main agents' self-play
     share; the bots play the main agents). ``layout.mode=single``: members train in turn in one process
     (``srljax/loops/league.py``); ``distributed``: a trainer and ``layout.num_actors / members`` actors per
-    member and a league manager (``srljax/system/league_manager.py``). (): one learner against its own pool."""
+    member and a league manager (``srljax/system/managers/league_manager.py``). (): one learner against its own pool."""
 
 
 def selfplay_problems(cfg: Any) -> list[str]:

@@ -7,7 +7,7 @@
     params, meta = load_best(cfg.run_dir, algo)           # the best version's params and its score
 
 The same code runs inline in the single-process loop (``srljax/loops/train.py``, ``srljax/loops/replay.py``)
-and in the distributed ``eval`` worker (``srljax/system/eval_manager.py``), which follows the
+and in the distributed ``eval`` worker (``srljax/system/managers/eval_manager.py``), which follows the
 trainer's params stream.
 
 An evaluation makes a fresh env (``env`` as trained, ``eval.num_envs`` copies, sync) with seed

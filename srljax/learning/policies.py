@@ -3,7 +3,7 @@
     restore_policies(learner, cfg, spec)          # single process: each policy's ``load`` into its state
     state = load_policy_state(cfg, "defender", spec)   # one policy's TrainState from its ``load`` folder
 
-The workers' streams per policy (followers, senders) are in ``srljax/system/policy_streams.py``. Frozen
+The workers' streams per policy (followers, senders) are in ``srljax/system/acting/policy_streams.py``. Frozen
 policies have no trainer: whoever acts loads their params once, from ``load``, at version 0.
 """
 

@@ -10,7 +10,7 @@ league's match matrix and Elo. One update of member 0, one of member 1, ... (the
 ``Learner``); every ``selfplay.snapshot_every`` updates of a member its params join the league and
 ``league/ratings.jsonl`` gets a line; every ``selfplay.bot_every_updates`` (and at the end) the main agents play
 ``selfplay.bots`` (``eval.jsonl``). Written as the distributed league manager writes them
-(``srljax/system/league_manager.py``, the same ``LeagueRecords``): ``league/table.json``, ``members.json``,
+(``srljax/system/managers/league_manager.py``, the same ``LeagueRecords``): ``league/table.json``, ``members.json``,
 ``matches.json``, ``ratings.png``; ``metrics.jsonl`` has one line per member update with ``member``, ``role`` and
 ``elo``; with ``checkpoint.final`` each member's last train state is in ``RUN_DIR/members/<i>/checkpoints``.
 Not built: resuming a league (refused before launch).

@@ -25,7 +25,7 @@ line per ready step and member: its score, and for an exploiting member whom it 
 learning rate before and after), ``pbt/members.json`` (the final evaluation of every member) and
 ``pbt/lineage.png`` (learning rate per member over updates, a copy drawn as an arrow from the
 member copied). The same population as a worker graph (``layout.mode=distributed``: a trainer per
-member, their actors, a population manager; local and Slurm) is ``srljax/system/population_manager.py``,
+member, their actors, a population manager; local and Slurm) is ``srljax/system/managers/population_manager.py``,
 which ranks and decides with ``plan_copies`` here. Not built: resuming a population (refused in both
 layouts, ``srljax.storage.run_dir.resume_problems``), and per-member checkpoints beyond the final one in the single-process loop.
 """
@@ -126,7 +126,7 @@ def plan_copies(scores: list[float], lrs: list[float], rng: np.random.Generator,
                 cfg: Experiment) -> dict[int, tuple[int, float]]:
     """One ready step's decisions: ``{copier: (member it copies, its new learning rate)}`` (exploit with
     ``exploit_plan``, explore the copied member's rate with ``explore``, in member order). The single-process
-    loop and the distributed population manager (``srljax/system/population_manager.py``) both use it."""
+    loop and the distributed population manager (``srljax/system/managers/population_manager.py``) both use it."""
     copied = dict(exploit_plan(scores, cfg.pbt.num_exploit, rng))
     return {i: (copied[i], explore(lrs[copied[i]], rng, cfg)) for i in range(len(scores)) if i in copied}
 

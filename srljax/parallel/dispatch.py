@@ -1,6 +1,6 @@
 """How this process's JAX runs programs on the CPU: in the calling thread for the light roles.
 
-    dispatch.run_cpu_inline()   # before the first JAX call of the process (srljax/system/run.py)
+    dispatch.run_cpu_inline()   # before the first JAX call of the process (srljax/system/shell/run.py)
 
 JAX's CPU client dispatches every program to a worker thread and returns at once (async dispatch);
 the caller blocks later, when it reads the result. For a program of a few microseconds, as an actor's

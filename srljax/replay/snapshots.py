@@ -7,7 +7,7 @@
 
 The shards' contents cannot go into the trainer's orbax step without shipping them over the wire, so
 each replay buffer worker writes its own file when the trainer says it wrote checkpoint ``step``
-(``save`` on the priorities stream, ``srljax/system/replay_buffer.py``)::
+(``save`` on the priorities stream, ``srljax/system/staging/replay_buffer.py``)::
 
     RUN_DIR/checkpoints/<step>/           the train state (orbax, ``srljax/storage/checkpoint.py``)
     RUN_DIR/replay/<step>/shard-<s>.npz   shard s's replay when it heard of checkpoint <step>

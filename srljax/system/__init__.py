@@ -26,12 +26,12 @@ from __future__ import annotations
 from srljax.objects import lazy_exports
 
 _EXPORTS = {  # name -> the module that defines it
-    "ActorWorker": "srljax.system.actor", "BufferWorker": "srljax.system.buffer",
-    "Controller": "srljax.system.controller", "EvalManager": "srljax.system.eval_manager", "TrialResult": "srljax.system.controller",
-    "PolicyWorker": "srljax.system.policy", "make_worker": "srljax.system.roles", "TrainerWorker": "srljax.system.trainer", "Worker": "srljax.system.worker",
-    "ApexActorWorker": "srljax.system.apex_actor", "ReplayBufferWorker": "srljax.system.replay_buffer",
-    "ReplayTrainerWorker": "srljax.system.replay_trainer",
-    "MemberTrainerWorker": "srljax.system.member_trainer", "PopulationManager": "srljax.system.population_manager",
+    "ActorWorker": "srljax.system.acting.actor", "BufferWorker": "srljax.system.staging.buffer",
+    "Controller": "srljax.system.shell.controller", "EvalManager": "srljax.system.managers.eval_manager", "TrialResult": "srljax.system.shell.controller",
+    "PolicyWorker": "srljax.system.acting.policy", "make_worker": "srljax.system.shell.roles", "TrainerWorker": "srljax.system.training.trainer", "Worker": "srljax.system.shell.worker",
+    "ApexActorWorker": "srljax.system.acting.apex_actor", "ReplayBufferWorker": "srljax.system.staging.replay_buffer",
+    "ReplayTrainerWorker": "srljax.system.training.replay_trainer",
+    "MemberTrainerWorker": "srljax.system.training.member_trainer", "PopulationManager": "srljax.system.managers.population_manager",
 }
 
 __getattr__ = lazy_exports(__name__, _EXPORTS)

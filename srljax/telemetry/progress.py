@@ -4,7 +4,7 @@
     print(progress_line(record, cfg))     # update 120/488, env steps 122,880/500,000, return 187.3, ...
     print(summary_line(ok, reason, record, cfg, wall_s))   # finished: done, 500,224 env steps, ...
 
-The controller prints a progress line every ``PROGRESS_EVERY_S`` (``srljax/system/controller.py``), so the
+The controller prints a progress line every ``PROGRESS_EVERY_S`` (``srljax/system/shell/controller.py``), so the
 launcher's own console (a terminal or a job log) shows the run without opening the trainer's log.
 """
 

@@ -12,7 +12,7 @@ version used. New params (trainer PUB) are swapped in by version. A
 request with zero rows is a version probe and is answered at once.
 
 Feed-forward policies act from ``algo.initial_actor_state`` every call. A recurrent policy's carries
-live here, one per ``(actor, env)`` row (``CarryStore``, ``srljax/system/carries.py``): each actor
+live here, one per ``(actor, env)`` row (``CarryStore``, ``srljax/system/acting/carries.py``): each actor
 sends all its requests to one policy worker, tagged per row with env id, episode start and a
 sequence number; the rows' carries are gathered before ``act`` (which resets them at episode
 starts) and stored back after it.
@@ -31,12 +31,12 @@ import algos
 from srljax.comm import InferenceServer, Request
 from srljax.layout import INFERENCE, POLICY, actor_envs_per_recv
 from srljax.learning.acting import jit_act, warm_up
-from srljax.system.carries import CarryStore, checked_tags
-from srljax.system.common import bind_address, checked_obs
-from srljax.system.packing import ReplyPacking
-from srljax.system.params import ParamsCodec
-from srljax.system.policy_streams import make_follower
-from srljax.system.worker import Worker
+from srljax.system.acting.carries import CarryStore, checked_tags
+from srljax.system.shell.common import bind_address, checked_obs
+from srljax.system.acting.packing import ReplyPacking
+from srljax.system.training.params import ParamsCodec
+from srljax.system.acting.policy_streams import make_follower
+from srljax.system.shell.worker import Worker
 
 
 def buckets(smallest: int, largest: int) -> list[int]:

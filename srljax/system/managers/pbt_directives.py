@@ -56,7 +56,7 @@ def member_of_actor(cfg: Any, actor: int) -> int:
 def member_follower(worker: Any, codec: Any, member: int) -> Any:
     """A ``ParamsFollower`` of member ``member``'s trainer (trainer ``member`` of the layout), following it
     to a new address when it restarts: an actor's (of its member) or the manager's (one per member)."""
-    from srljax.system.params import ParamsFollower
+    from srljax.system.training.params import ParamsFollower
 
     streams = worker.peers.get(TRAINER, {}).get(member, {})
     follower = ParamsFollower(worker.trial, [streams[PARAMS]] if PARAMS in streams else [], codec, worker.stats,

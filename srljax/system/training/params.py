@@ -16,8 +16,8 @@ import jax
 import numpy as np
 
 from srljax.comm import ParamsSubscriber
-from srljax.system.bounds import params_limit
-from srljax.system.common import check_array
+from srljax.system.shell.bounds import params_limit
+from srljax.system.shell.common import check_array
 
 CHECK_PARAMS_S = 0.005  # at most this often a poll looks at the socket
 FOLLOW_DOWN_S = 3.0  # a publisher that keeps sending versions below ours this long is followed back down

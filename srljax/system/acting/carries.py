@@ -25,7 +25,7 @@ import jax
 import numpy as np
 
 from srljax.layout import ACTOR
-from srljax.system.common import check_array
+from srljax.system.shell.common import check_array
 from srljax.types import TimeStep
 
 TAG_KEYS = ("first", "env_id", "seq", ACTOR)

@@ -14,7 +14,7 @@ unanswered for ``REQUEST_RETRY_S`` is sent again (a reply dropped at a full sock
 the env ring) and the late duplicate is counted and ignored. When a policy worker is restarted
 (``resend_all``, from ``ActorWorker.peers_changed``) every request in flight is sent again at once.
 
-A recurrent policy's carries live in the policy worker (``srljax/system/carries.py``): with ``tags``
+A recurrent policy's carries live in the policy worker (``srljax/system/acting/carries.py``): with ``tags``
 every request also says, per row, the env id, whether the row starts an episode and its sequence
 number (so a resend does not step a carry twice), and the actor's index.
 """
@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 
 from srljax.comm import InferenceClient
-from srljax.system.carries import RowTags
-from srljax.system.packing import ReplyPacking
-from srljax.system.params import FOLLOW_DOWN_POLLS, FOLLOW_DOWN_S
+from srljax.system.acting.carries import RowTags
+from srljax.system.acting.packing import ReplyPacking
+from srljax.system.training.params import FOLLOW_DOWN_POLLS, FOLLOW_DOWN_S
 from srljax.telemetry.stats import WorkerStats
 from srljax.types import EnvSpec, TimeStep
 

@@ -26,8 +26,8 @@ from srljax.config.policies import policy_experiment, trainer_policy
 from srljax.layout import TRAINER
 from srljax.learning.learner import Learner
 from srljax.learning.policies import POLICY_KEY, load_policy_state
-from srljax.system.common import stream_key
-from srljax.system.trainer import TrainerWorker
+from srljax.system.shell.common import stream_key
+from srljax.system.training.trainer import TrainerWorker
 
 DONE = "done"  # the name-service stream key a finished policy trainer adds
 DONE_CHECK_S = 0.5

@@ -5,7 +5,7 @@
 
 One worker, in the graph when ``selfplay.league`` names members and ``layout.mode=distributed``. Trainer ``i`` trains
 member ``i`` (``MemberTrainerWorker``, never waiting: a league has no ready points) with ``layout.num_actors /
-members`` actors, whose envs' opponents are drawn by the member's role (``srljax/system/league_actor.py``). The
+members`` actors, whose envs' opponents are drawn by the member's role (``srljax/system/acting/league_actor.py``). The
 manager is the league (``srljax.selfplay.league.League``):
 
 * it follows every member's params; every ``selfplay.snapshot_every`` versions of a member (and its first) it writes
@@ -32,8 +32,8 @@ import jax
 import numpy as np
 
 from srljax.layout import LEAGUE, RESULTS
-from srljax.system.common import BackgroundCall, bind_address, stream_key
-from srljax.system.worker import Worker
+from srljax.system.shell.common import BackgroundCall, bind_address, stream_key
+from srljax.system.shell.worker import Worker
 
 TABLE_EVERY_S = 0.5
 RESULTS_PER_POLL = 256
@@ -49,10 +49,10 @@ class LeagueManager(Worker):
         import envs
         from srljax.selfplay.league import League
         from srljax.selfplay.league_records import LeagueRecords
-        from srljax.system.league_results import ResultsReceiver
-        from srljax.system.params import ParamsCodec
-        from srljax.system.pbt_directives import member_follower
-        from srljax.system.policy_trainer import DONE
+        from srljax.comm.results import ResultsReceiver
+        from srljax.system.training.params import ParamsCodec
+        from srljax.system.managers.pbt_directives import member_follower
+        from srljax.system.training.policy_trainer import DONE
 
         cfg, s = self.cfg, self.cfg.selfplay
         self.done_key = stream_key(cfg, LEAGUE, 0, DONE)

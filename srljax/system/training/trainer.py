@@ -24,7 +24,7 @@ actors throttled on an older version), and again every second (PUB drops; late s
 trainer 0 reports ``done``; the final checkpoint is written on stop.
 
 With ``layout.deterministic`` the trainer cuts batches in lockstep: update k takes the next segment of every
-actor, in actor order (each actor's k-th: it acts segment k with version k, ``srljax/system/actor.py``), and
+actor, in actor order (each actor's k-th: it acts segment k with version k, ``srljax/system/acting/actor.py``), and
 their episodes enter the statistics window then, in that order, so ``metrics.jsonl`` does not depend on
 which segment arrived first.
 
@@ -56,10 +56,10 @@ from srljax.layout import ACTOR, PARAMS, SAMPLES, TRAINER
 from srljax.learning.learner import Learner
 from srljax.learning.rollout import concat_segments, split_segments, zeros_trajectory
 from srljax.storage.run_dir import rollback_metrics
-from srljax.system.bounds import stream_limits
-from srljax.system.common import bind_address, bind_host, checked_trajectory, episodes_from_meta
-from srljax.system.params import ParamsCodec
-from srljax.system.worker import Worker
+from srljax.system.shell.bounds import stream_limits
+from srljax.system.shell.common import bind_address, bind_host, checked_trajectory, episodes_from_meta
+from srljax.system.training.params import ParamsCodec
+from srljax.system.shell.worker import Worker
 from srljax.telemetry.metrics import EpisodeWindow, MetricsLogger, UpdateRecords
 from srljax.types import Trajectory
 
@@ -149,7 +149,7 @@ class TrainerWorker(Worker):
         return zeros_trajectory(self.spec, self.cfg.algo.num_steps, self.extras_spec, self.share)
 
     def samples_limit(self) -> int:
-        """The largest frame the samples socket accepts (``srljax.system.bounds``)."""
+        """The largest frame the samples socket accepts (``srljax.system.shell.bounds``)."""
         return stream_limits(self.cfg, self.spec, self.extras_spec)["samples"]
 
     def ready_info(self) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""One worker as an OS process: ``python -m srljax.system.run RUN_DIR ROLE INDEX [--parent-pid PID]``.
+"""One worker as an OS process: ``python -m srljax.system.shell.run RUN_DIR ROLE INDEX [--parent-pid PID]``.
 
 Started by ``launch/processes.py`` (one per worker). Reads ``RUN_DIR/config.json``, finds the
 controller in ``RUN_DIR/names`` and serves it until ``stop``. SIGTERM / SIGINT stop it cleanly
@@ -27,7 +27,7 @@ def _die_with_parent() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m srljax.system.run", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m srljax.system.shell.run", description=__doc__.splitlines()[0])
     parser.add_argument("run_dir")
     parser.add_argument("role")
     parser.add_argument("index", type=int)
@@ -39,14 +39,14 @@ def main(argv: list[str] | None = None) -> int:
 
     from srljax.comm import DirectoryNames
     from srljax.config import from_dict
-    from srljax.system import auth
-    from srljax.system.names_service import worker_names
-    from srljax.system.roles import make_worker
+    from srljax.system.shell import auth
+    from srljax.system.shell.names_service import worker_names
+    from srljax.system.shell.roles import make_worker
 
     run_dir = Path(args.run_dir)
     cfg = from_dict(json.loads((run_dir / "config.json").read_text()))
     from srljax.layout import ACTOR, TRAINER, role_spec
-    from srljax.system.worker import lower_priority  # imports no jax
+    from srljax.system.shell.worker import lower_priority  # imports no jax
 
     placement = role_spec(cfg, args.role).placement
     if placement == ACTOR and cfg.layout.actor_nice:

@@ -21,7 +21,7 @@ from SIGTERM) ends the loop, calls ``close`` (heartbeats say ``stopping`` meanwh
 traceback and makes ``run`` return 1.
 
 Workers come back: the controller restarts a lost one with the same role and index
-(``srljax/system/controller.py``). Every message a worker sends carries its ``incarnation`` (random,
+(``srljax/system/shell/controller.py``). Every message a worker sends carries its ``incarnation`` (random,
 per object), so the controller tells a newcomer from the worker it replaces. A restarted server
 binds a new address; the controller sends every other worker ``peers`` (that worker's new
 addresses), and each endpoint a role connected with ``connect_peers`` leaves the old address for
@@ -63,9 +63,9 @@ from srljax.comm.security import KeyRing, WireContext
 from srljax.comm.served_names import NameServiceError
 from srljax.config import Experiment
 from srljax.layout import ACTOR, CONTROLLER
-from srljax.system.auth import worker_context
-from srljax.system.bounds import stream_limits
-from srljax.system.common import spec_from_wire, stream_key, trial_name
+from srljax.system.shell.auth import worker_context
+from srljax.system.shell.bounds import stream_limits
+from srljax.system.shell.common import spec_from_wire, stream_key, trial_name
 from srljax.telemetry.exporter import METRICS_STREAM, serve_worker
 from srljax.telemetry.stats import WorkerStats
 from srljax.types import EnvSpec
@@ -111,7 +111,7 @@ class Worker:
     def __init__(self, cfg: Experiment, index: int, names: NameResolver, *, ctx: zmq.Context | None = None,
                  parent_pid: int | None = None, keys: KeyRing | None = None):
         # Every socket of the worker comes from ``self.ctx``: its own context, whose rules give it this
-        # role's CURVE keys (``keys``; None: layout.auth off) and receive bounds (srljax/system/auth.py).
+        # role's CURVE keys (``keys``; None: layout.auth off) and receive bounds (srljax/system/shell/auth.py).
         self._own_ctx = ctx is None
         self.ctx: zmq.Context = worker_context(cfg, keys, self.role) if ctx is None else ctx
         if keys is not None and not isinstance(self.ctx, WireContext):

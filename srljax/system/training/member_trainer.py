@@ -47,16 +47,16 @@ from srljax.config.selfplay import league_members
 from srljax.layout import DIRECTIVES, LEAGUE
 from srljax.learning.learner import Learner
 from srljax.loops.population import lr_scale, with_lr_scale
-from srljax.system.common import bind_address, stream_key
-from srljax.system.pbt_directives import (
+from srljax.system.shell.common import bind_address, stream_key
+from srljax.system.managers.pbt_directives import (
     Directive,
     DirectiveReceiver,
     member_dir,
     member_experiment,
     member_lr,
 )
-from srljax.system.policy_trainer import DONE, PolicyTrainerWorker
-from srljax.system.trainer import TrainerWorker
+from srljax.system.training.policy_trainer import DONE, PolicyTrainerWorker
+from srljax.system.training.trainer import TrainerWorker
 
 
 def restore_member_state(directory: Path, like: Any, step: int | None = None) -> tuple[int, Any]:

@@ -38,9 +38,9 @@ from srljax.layout import ACTOR, BUFFER, PRIORITIES, SAMPLES, TRAINER
 from srljax.replay import snapshots as replay_snapshots
 from srljax.replay.apex import num_shards, shard_actors, shard_capacity, shard_streams, stream_base
 from srljax.replay.buffer import SampleKeys, config_replay, replay_extras
-from srljax.system.bounds import FLOOR, HEADROOM
-from srljax.system.common import bind_address, check_array, episode_meta, episodes_from_meta
-from srljax.system.worker import Worker
+from srljax.system.shell.bounds import FLOOR, HEADROOM
+from srljax.system.shell.common import bind_address, check_array, episode_meta, episodes_from_meta
+from srljax.system.shell.worker import Worker
 
 REPORT_S = 0.25  # how often inserts and episodes go to the trainer when no batch is asked for
 DRAIN_MAX = 64

@@ -11,14 +11,14 @@ from typing import Any
 
 from srljax.config import Experiment
 from srljax.layout import worker_class
-from srljax.system.worker import Worker
+from srljax.system.shell.worker import Worker
 
 
 def make_worker(role: str, cfg: Experiment, *args: Any, **kwargs: Any) -> Worker:
     """The worker class for ``role``, constructed with ``(cfg, index, names, ...)``."""
     cls = worker_class(cfg, role)
     if not (isinstance(cls, type) and issubclass(cls, Worker)):
-        raise TypeError(f"role {role!r}: {cls!r} is not a srljax.system.worker.Worker subclass")
+        raise TypeError(f"role {role!r}: {cls!r} is not a srljax.system.shell.worker.Worker subclass")
     if cls.role != role:
         raise TypeError(f"role {role!r}: {cls.__name__}.role is {cls.role!r}")
     return cls(cfg, *args, **kwargs)

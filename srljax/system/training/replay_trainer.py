@@ -48,9 +48,9 @@ from srljax.layout import BUFFER, PRIORITIES
 from srljax.replay import snapshots as replay_snapshots
 from srljax.replay.apex import num_shards, samples_per_insert, trainer_allowance
 from srljax.replay.buffer import batch_fields, batch_of
-from srljax.system.bounds import FLOOR, HEADROOM
-from srljax.system.common import check_array, episodes_from_meta
-from srljax.system.trainer import DRAIN_MAX, IDLE_POLL_MS, TrainerWorker
+from srljax.system.shell.bounds import FLOOR, HEADROOM
+from srljax.system.shell.common import check_array, episodes_from_meta
+from srljax.system.training.trainer import DRAIN_MAX, IDLE_POLL_MS, TrainerWorker
 from srljax.telemetry.metrics import UpdateRecords
 from srljax.types import ReplayBatch, SequenceBatch
 

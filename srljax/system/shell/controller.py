@@ -15,7 +15,7 @@
    process ends (``exited``, from the backend), it sends no heartbeat for
    ``layout.heartbeat_timeout_seconds`` (e.g. SIGSTOPped), its main loop has not turned for
    ``layout.hang_seconds`` while its control thread still heartbeats (hung: a blocking env
-   ``step``, a deadlock), or it stops on its own. A lost worker is **restarted**, during start-up too (``srljax/system/restarts.py``; its role's policy, up to
+   ``step``, a deadlock), or it stops on its own. A lost worker is **restarted**, during start-up too (``srljax/system/shell/restarts.py``; its role's policy, up to
    ``layout.max_restarts`` times per worker, after ``layout.restart_backoff_seconds``, doubling
    with each restart in a row): the backend makes sure the old one is gone (``kill``: SIGKILL of
    its process group, an abandoned thread, a killed Slurm task) and starts a newcomer with the
@@ -64,11 +64,11 @@ from srljax.comm.security import KeyRing, WireContext
 from srljax.config import Experiment
 from srljax.layout import CONTROLLER, TRAINER, Layout, build_layout
 from srljax.storage.steps import read_meta
-from srljax.system.auth import worker_context
-from srljax.system.common import bind_address, env_spec, spec_to_wire, trial_name
-from srljax.system.fd_limits import FD_MARGIN, raise_open_files
-from srljax.system.names_service import answer_names, served_store
-from srljax.system.restarts import Pending, Restarts
+from srljax.system.shell.auth import worker_context
+from srljax.system.shell.common import bind_address, env_spec, spec_to_wire, trial_name
+from srljax.system.shell.fd_limits import FD_MARGIN, raise_open_files
+from srljax.system.shell.names_service import answer_names, served_store
+from srljax.system.shell.restarts import Pending, Restarts
 from srljax.telemetry.exporter import serve_controller, write_trial_targets
 from srljax.telemetry.progress import PROGRESS_EVERY_S, last_json_line, progress_line
 from srljax.types import EnvSpec
@@ -292,7 +292,7 @@ class Controller:
         current = self.incarnation.get(msg.worker)
         return current is None or current == incarnation
 
-    # -- restarts (srljax/system/restarts.py) ---------------------------------------------------------
+    # -- restarts (srljax/system/shell/restarts.py) ---------------------------------------------------------
     def _lose(self, key: str, why: str, error: bool = False) -> None:
         """``key`` is lost: restart it if its role and budget allow (after ``start``), else end the trial."""
         name = self.expected[key]

@@ -20,8 +20,8 @@ from typing import Any
 from srljax.comm import Message, SampleReceiver, SampleSender
 from srljax.layout import BUFFER, SAMPLES, TRAINER
 from srljax.learning.rollout import concat_segments, split_segments
-from srljax.system.common import bind_address, checked_trajectory, episode_meta, episodes_from_meta
-from srljax.system.worker import Worker
+from srljax.system.shell.common import bind_address, checked_trajectory, episode_meta, episodes_from_meta
+from srljax.system.shell.worker import Worker
 from srljax.types import Trajectory
 
 PUSH_WAIT_MS = 50

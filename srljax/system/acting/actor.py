@@ -11,7 +11,7 @@ while inference runs. Each recv'd batch is acted on
   with the newest params the trainer's PUB delivered; or
 * remote: a request to the policy workers (``PolicyClient``), up to ``ring_size`` in flight. A
   recurrent policy's carries live in the policy worker; this actor then talks to one of them only
-  (``index % num_policy_workers``) and tags each row (``srljax/system/carries.py``).
+  (``index % num_policy_workers``) and tags each row (``srljax/system/acting/carries.py``).
 
 Rows go into a ``SegmentBuilder`` (per-env columns, exact under async envs); a full segment
 ``[T+1, env.num_envs]`` tagged with its oldest policy version is pushed to the sample sinks
@@ -42,7 +42,7 @@ segment, so the run does not depend on timing.
 
 The throttle cannot starve the trainer: when no new version has come for ``ESCAPE_UPDATES`` x the usual
 interval (at least ``ESCAPE_MIN_S``), the trainer may be waiting for columns that were lost, so the actor
-pushes one more segment (``srljax/system/escape.py``; counted as ``throttle_escapes``). With remote
+pushes one more segment (``srljax/system/acting/escape.py``; counted as ``throttle_escapes``). With remote
 inference the newest version follows a restarted trainer back down (``PolicyClient.see_version``), as an
 inline actor's params follower does.
 """
@@ -75,15 +75,15 @@ from srljax.layout import (
 )
 from srljax.learning.acting import Acting
 from srljax.learning.rollout import SegmentBuilder
-from srljax.system.carries import RowTags
-from srljax.system.common import episode_meta
-from srljax.system.escape import StarvationEscape
-from srljax.system.packing import ReplyPacking
-from srljax.system.params import ParamsCodec
-from srljax.system.pbt_directives import member_follower, member_of_actor
-from srljax.system.policy_client import PolicyClient
-from srljax.system.policy_streams import connect_policy_senders, make_follower
-from srljax.system.worker import Worker
+from srljax.system.acting.carries import RowTags
+from srljax.system.shell.common import episode_meta
+from srljax.system.acting.escape import StarvationEscape
+from srljax.system.acting.packing import ReplyPacking
+from srljax.system.training.params import ParamsCodec
+from srljax.system.managers.pbt_directives import member_follower, member_of_actor
+from srljax.system.acting.policy_client import PolicyClient
+from srljax.system.acting.policy_streams import connect_policy_senders, make_follower
+from srljax.system.shell.worker import Worker
 from srljax.types import TimeStep, Trajectory
 
 SEND_HWM = 2  # segments queued in this socket
@@ -121,7 +121,7 @@ class ActorWorker(Worker):
         self.first_version = -1  # the first params version this actor saw; grants count from there
         self.newest_seen = -1
         self.pushed_columns = 0
-        self.bonus = 0  # columns granted by escapes (``srljax/system/escape.py``) beyond the throttle's grants
+        self.bonus = 0  # columns granted by escapes (``srljax/system/acting/escape.py``) beyond the throttle's grants
         self.escape = StarvationEscape()
         self.blocked = ""  # why the last poll did not step ("" when it did)
         codec = ParamsCodec(self.algo)
@@ -143,7 +143,7 @@ class ActorWorker(Worker):
                              else make_follower(self, codec))  # follows a restarted trainer; one stream per policy
         self.league = None
         if league_members(cfg):  # a league member's actor: its opponents and their results (league_actor.py)
-            from srljax.system.league_actor import LeagueSide
+            from srljax.system.acting.league_actor import LeagueSide
 
             self.league = LeagueSide(self, member_of_actor(cfg, self.index))
         self.lockstep = cfg.layout.deterministic  # inline, sync ring (config checks)

@@ -12,7 +12,7 @@ cannot connect to any socket. Clients pin the server's public key: control -> th
 params -> the trainer's, samples/inference -> the role the configure message says serves that
 address. How keys reach workers: threads keep them in memory (``run_threads``); local processes
 and Slurm tasks read ``RUN_DIR/keys/`` (the run folder is on a filesystem every node sees, passed
-as ``python -m srljax.system.run RUN_DIR ROLE I``), written by the launcher before any worker starts.
+as ``python -m srljax.system.shell.run RUN_DIR ROLE I``), written by the launcher before any worker starts.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 from srljax.comm.security import KeyRing, WireContext, WireRules
 from srljax.config import Experiment
 from srljax.layout import CONTROLLER, PARAMS, TRAINER, build_layout
-from srljax.system.bounds import control_limits
+from srljax.system.shell.bounds import control_limits
 
 KEYS_DIR = "keys"
 CONTROL = "control"  # the control stream's name on the wire (ZAP domain); no layout stream

@@ -34,7 +34,7 @@ class MultiFollower:
     def __init__(self, worker: Any, codec: Any):
         from algos.multi_policy import VERSION, make_policy_algorithm, policy_spec
         from srljax.layout import PARAMS, TRAINER
-        from srljax.system.params import ParamsCodec, ParamsFollower
+        from srljax.system.training.params import ParamsCodec, ParamsFollower
 
         cfg, spec = worker.cfg, worker.spec
         self.followers: dict[str, Any] = {}
@@ -95,7 +95,7 @@ def make_follower(worker: Any, codec: Any) -> Any:
     """The params follower of an actor or policy worker: a ``ParamsFollower`` of the trainer (one shared policy)
     or a ``MultiFollower`` (several policies)."""
     from srljax.layout import PARAMS, TRAINER
-    from srljax.system.params import ParamsFollower
+    from srljax.system.training.params import ParamsFollower
 
     if worker.cfg.policies.enabled:
         return MultiFollower(worker, codec)

@@ -4,14 +4,14 @@
     python -m launch.slurm configs/cartpole_pbt_distributed.py     # the same graph as one Slurm job
 
 One worker, in the graph when ``pbt.population`` > 1 (``layout.mode=distributed``). It follows every
-member's params stream (trainer ``i`` trains member ``i``, ``srljax/system/member_trainer.py``) and keeps,
+member's params stream (trainer ``i`` trains member ``i``, ``srljax/system/training/member_trainer.py``) and keeps,
 for each ready point ``r`` (``r x pbt.ready_updates`` < ``num_updates``), the first params version >=
 ``r x pbt.ready_updates`` it sees of each member; a member waits there (``MemberTrainerWorker``) for the
 manager's word. When every member has reached the point the manager evaluates them all
 (``srljax.evaluation.evaluator.Evaluator``: the single-process population's fixed-seed episodes; ``eval.*`` apply),
 in a thread so its loop keeps turning, ranks them with the single-process loop's own
 ``srljax.loops.population.plan_copies`` (``exploit_plan`` + ``explore``) and sends every member's trainer one directive
-on the ``directives`` stream (``srljax/system/pbt_directives.py``): copy member j and train with lr x,
+on the ``directives`` stream (``srljax/system/managers/pbt_directives.py``): copy member j and train with lr x,
 or carry on. A directive whose socket is full is sent again on the next poll.
 
 Its view of each member's learning rate is its own book (the starting rates, then each directive's).
@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 
 from srljax.layout import POPULATION
-from srljax.system.common import BackgroundCall
-from srljax.system.worker import Worker
+from srljax.system.shell.common import BackgroundCall
+from srljax.system.shell.worker import Worker
 
 FINAL_WAIT_S = 10.0  # at stop: how long to wait for a member's last params version
 
@@ -51,8 +51,8 @@ class PopulationManager(Worker):
         from srljax.evaluation.evaluator import EVAL_FILE, Evaluator
         from srljax.layout import DIRECTIVES, TRAINER
         from srljax.loops.population import PBT_DIR
-        from srljax.system.params import ParamsCodec
-        from srljax.system.pbt_directives import DirectiveSender, member_follower, member_lr
+        from srljax.system.training.params import ParamsCodec
+        from srljax.system.managers.pbt_directives import DirectiveSender, member_follower, member_lr
 
         cfg, p = self.cfg, self.cfg.pbt
         self.population, self.ready_every, self.last = p.population, p.ready_updates, cfg.num_updates
@@ -152,7 +152,7 @@ class PopulationManager(Worker):
     def _ready_point(self, ready: int, members: dict[int, tuple[int, Any]], results: dict[int, Any]) -> None:
         """Rank the members at ready point ``ready`` and send the copiers their directives."""
         from srljax.loops.population import lineage_line, plan_copies
-        from srljax.system.pbt_directives import Directive
+        from srljax.system.managers.pbt_directives import Directive
 
         update = ready * self.ready_every
         scores = [float(results[i].mean) for i in range(self.population)]
@@ -199,7 +199,7 @@ class PopulationManager(Worker):
             return
         self.written = True
         from srljax.loops.population import plot_lineage
-        from srljax.system.pbt_directives import member_dir
+        from srljax.system.managers.pbt_directives import member_dir
 
         best = max(self.finals, key=lambda i: self.finals[i]["mean"])
         rows = []

@@ -22,8 +22,8 @@ from __future__ import annotations
 import time
 
 from srljax.layout import EVAL
-from srljax.system.common import BackgroundCall
-from srljax.system.worker import Worker
+from srljax.system.shell.common import BackgroundCall
+from srljax.system.shell.worker import Worker
 
 FINAL_WAIT_S = 10.0  # at stop: how long to wait for the trainer's last params version
 
@@ -36,7 +36,7 @@ class EvalManager(Worker):
         import algos
         from srljax.evaluation.evaluator import EvalBook, Evaluator
         from srljax.layout import PARAMS, TRAINER
-        from srljax.system.params import ParamsCodec, ParamsFollower
+        from srljax.system.training.params import ParamsCodec, ParamsFollower
         from srljax.telemetry.metrics import _start_wandb
 
         algo = algos.make(self.cfg, self.spec)

@@ -43,10 +43,10 @@ from srljax.layout import ACTOR, BUFFER, PARAMS, SAMPLES, TRAINER, actor_envs_pe
 from srljax.learning.acting import Acting
 from srljax.replay.apex import actor_allowance, shard_of
 from srljax.replay.buffer import replay_extras
-from srljax.system.actor import ActorWorker
-from srljax.system.common import episode_meta
-from srljax.system.escape import StarvationEscape
-from srljax.system.params import ParamsCodec, ParamsFollower
+from srljax.system.acting.actor import ActorWorker
+from srljax.system.shell.common import episode_meta
+from srljax.system.acting.escape import StarvationEscape
+from srljax.system.training.params import ParamsCodec, ParamsFollower
 from srljax.types import EnvSpec, TimeStep
 
 SEND_HWM = 2
@@ -206,7 +206,7 @@ class ApexActorWorker(ActorWorker):
             self.stats.gauge(key, value)
 
     def _escape(self) -> bool:
-        """The trainer has published nothing new for a while (``srljax/system/escape.py``): it may be starved (a
+        """The trainer has published nothing new for a while (``srljax/system/acting/escape.py``): it may be starved (a
         restarted shard that lost the rows it would sample), so this actor may insert one more chunk."""
         if not self.escape.due():
             return False
