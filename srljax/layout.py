@@ -83,20 +83,20 @@ ROLES: dict[str, RoleSpec] = {  # in configure order: servers before their clien
 }
 
 
-REPLAY_WORKERS: dict[str, str] = {  # a replay algorithm (Ape-X): the same roles, replay-aware workers
+def trainer_worker(cfg: Experiment) -> str:
+    """``module:Class`` of the trainer this run needs (decided here once; ``Plan.roles``)."""
+    if member_count(cfg):  # a PBT population or a league: a trainer per member
+        return "srljax.system.training.member_trainer:MemberTrainerWorker"
+    if cfg.policies.enabled:  # several policies (srljax/config/policies.py): a trainer per policy
+        return "srljax.system.training.policy_trainer:PolicyTrainerWorker"
+    if consumes(cfg.algo) == "replay":  # Ape-X's learner: batches from the replay shards
+        return "srljax.system.training.replay_trainer:ReplayTrainerWorker"
+    return ROLES[TRAINER].worker
+
+
+REPLAY_WORKERS: dict[str, str] = {  # a replay algorithm (Ape-X): the same roles, replay-aware actors and buffers
     ACTOR: "srljax.system.acting.apex_actor:ApexActorWorker",
     BUFFER: "srljax.system.staging.replay_buffer:ReplayBufferWorker",
-    TRAINER: "srljax.system.training.replay_trainer:ReplayTrainerWorker",
-}
-
-
-POLICY_WORKERS: dict[str, str] = {  # several policies (srljax/config/policies.py): a trainer per policy
-    TRAINER: "srljax.system.training.policy_trainer:PolicyTrainerWorker",
-}
-
-
-POPULATION_WORKERS: dict[str, str] = {  # a PBT population or a league (member_count): a trainer per member
-    TRAINER: "srljax.system.training.member_trainer:MemberTrainerWorker",
 }
 
 
@@ -138,16 +138,18 @@ def role_spec(cfg: Experiment, role: str) -> RoleSpec:
     return roles[role]
 
 
-def worker_class(cfg: Experiment, role: str) -> type:
-    """The ``Worker`` subclass that runs ``role`` (imported now); ``REPLAY_WORKERS`` for a replay algorithm."""
-    path = role_spec(cfg, role).worker
+def worker_path(cfg: Experiment, role: str) -> str:
+    """``module:Class`` of the worker that runs ``role`` in this run (the plan's choice, see ``plan_of``)."""
+    if role == TRAINER:
+        return trainer_worker(cfg)
     if consumes(cfg.algo) == "replay" and role in REPLAY_WORKERS:
-        path = REPLAY_WORKERS[role]
-    if cfg.policies.enabled and role in POLICY_WORKERS:
-        path = POLICY_WORKERS[role]
-    if member_count(cfg) and role in POPULATION_WORKERS:
-        path = POPULATION_WORKERS[role]
-    return load_object(path, f"the {role} worker class")
+        return REPLAY_WORKERS[role]
+    return role_spec(cfg, role).worker
+
+
+def worker_class(cfg: Experiment, role: str) -> type:
+    """The ``Worker`` subclass that runs ``role`` (imported now)."""
+    return load_object(worker_path(cfg, role), f"the {role} worker class")
 
 
 @dataclass(frozen=True)
@@ -220,6 +222,60 @@ def build_layout(cfg: Experiment) -> Layout:
     if league_members(cfg):  # the manager follows every member's params (its snapshots) and the actors' games
         streams += [Stream(PARAMS, TRAINER, LEAGUE), Stream(RESULTS, ACTOR, LEAGUE)]
     return Layout(groups=groups, streams=tuple(streams))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a run is, decided once from a config (``plan_of``): launchers, loops and workers read this instead of
+    testing the config's feature switches again."""
+
+    mode: str
+    """``single`` (one process, ``srljax/loops/``) or ``distributed`` (a worker graph, ``srljax/system/``)."""
+    consumes: str
+    """what the update trains on: ``segments`` (PPO, IMPALA, ...) or ``replay`` (DQN, R2D2, SAC, TD3)."""
+    loop: str
+    """the single-process loop that runs it: ``on_policy``, ``replay``, ``population`` or ``league``."""
+    members: int
+    """members trained side by side (a PBT population's or a league's), each with its own trainer; 0 for one."""
+    pbt: bool
+    """a PBT population: a population manager exploits and explores among the members."""
+    league: int
+    """members of a self-play league (0: none): a league manager, the actors' game results."""
+    policies: tuple[str, ...]
+    """the policies that train when there are several (one trainer each); () for one policy."""
+    remote: bool
+    """inference at policy workers (``layout.inference=remote``) rather than inline in the actors."""
+    layout: Layout
+    """every role with its count and the streams between them (distributed runs)."""
+    workers: dict[str, str]
+    """role -> ``module:Class`` of the worker that runs it."""
+
+    @property
+    def replay(self) -> bool:
+        return self.consumes == "replay"
+
+    @property
+    def sample_sink(self) -> str:
+        """Where actors push samples: the buffer workers if there are any, else the trainers."""
+        return self.layout.sample_sink()
+
+
+def plan_of(cfg: Experiment) -> Plan:
+    """The run's plan: its mode, its loop or roles (with counts, workers and streams). Pure; imports a custom role's
+    class only to read its row."""
+    kind = consumes(cfg.algo)
+    members, league = member_count(cfg), league_members(cfg)
+    if cfg.pbt.enabled:
+        loop = "population"
+    elif league:
+        loop = "league"
+    else:
+        loop = "replay" if kind == "replay" else "on_policy"
+    layout = build_layout(cfg)
+    return Plan(mode=cfg.layout.mode, consumes=kind, loop=loop, members=members, pbt=cfg.pbt.enabled, league=league,
+                policies=cfg.policies.training() if cfg.policies.enabled else (),
+                remote=cfg.layout.inference == "remote", layout=layout,
+                workers={g.role: worker_path(cfg, g.role) for g in layout.groups})
 
 
 def graph_problems(layout: Layout) -> list[str]:

@@ -11,7 +11,8 @@ The loops (this package): ``on_policy.py`` for segment algorithms (PPO, IMPALA, 
 
 from __future__ import annotations
 
-from srljax.config import Experiment, consumes
+from srljax.config import Experiment
+from srljax.layout import plan_of
 from srljax.loops.league import train_league
 from srljax.loops.on_policy import train_on_policy
 from srljax.loops.population import train_population
@@ -27,10 +28,6 @@ def train(cfg: Experiment, resume: bool = False) -> TrainResult:
     compile_cache.enable(cfg.compile_cache)
     if not cfg.trainer.overlap_collection:  # nothing runs beside a computation: no hand-off to a worker thread
         dispatch.run_cpu_inline()
-    if cfg.pbt.enabled:  # a population of policies
-        return train_population(cfg, resume)
-    if cfg.selfplay.enabled and cfg.selfplay.league:  # a self-play league: its members in turn
-        return train_league(cfg, resume)
-    if consumes(cfg.algo) == "replay":  # sampled replay batches, not segments
-        return train_replay(cfg, resume)
-    return train_on_policy(cfg, resume)
+    loop = {"population": train_population, "league": train_league, "replay": train_replay,
+            "on_policy": train_on_policy}[plan_of(cfg).loop]  # srljax/layout.py decides which, once
+    return loop(cfg, resume)

@@ -62,7 +62,7 @@ from srljax.comm.doorbell import Doorbell
 from srljax.comm.security import KeyRing, WireContext
 from srljax.comm.served_names import NameServiceError
 from srljax.config import Experiment
-from srljax.layout import ACTOR, CONTROLLER
+from srljax.layout import ACTOR, CONTROLLER, Plan, plan_of
 from srljax.system.shell.auth import worker_context
 from srljax.system.shell.bounds import stream_limits
 from srljax.system.shell.common import spec_from_wire, stream_key, trial_name
@@ -117,6 +117,7 @@ class Worker:
         if keys is not None and not isinstance(self.ctx, WireContext):
             raise TypeError("keys need the worker's own context: pass keys or ctx, not both")
         self.cfg, self.index, self.names = cfg, index, names.for_worker(self)  # layout.names=controller: asks it
+        self.plan: Plan = plan_of(cfg)  # the run's mode and roles, decided once (srljax/layout.py)
         self.trial = trial_name(cfg)
         self.key = worker_key(cfg.name, cfg.trial, self.role, index)
         self.name = f"{self.role}/{index}"
