@@ -23,6 +23,7 @@ from envs.options import option_problems
 from envs.probe import ConstantRewardTimeLimit, TerminalReward
 from srljax.config import EnvConfig
 from srljax.objects import load_object
+from srljax.types import EnvSpec
 
 __all__ = ["make", "problems", "fit_problems", "VecEnv", "ConstantRewardTimeLimit", "TerminalReward"]
 
@@ -110,33 +111,43 @@ def fit_problems(cfg: Any) -> list[str]:
     return out
 
 
-def _space_problems(e: EnvConfig, algo: Any) -> list[str]:
-    """``algos.fit.spec_problems`` on the spec envpool describes for ``e`` (envpool builds no env for it)."""
+def described_spec(e: EnvConfig) -> EnvSpec | None:
+    """The spec envpool describes for ``e`` without building an env (None where envpool cannot describe it: an
+    ``env.factory``, or options it refuses, which the checks name). Raises ``ValueError`` for spaces srljax cannot
+    map."""
     import dataclasses
     import warnings
 
     import envpool
 
-    from algos.fit import spec_problems
     from envs.envpool_env import envpool_options
     from envs.spaces import spec_from_spaces
 
+    if e.factory:
+        return None
     with warnings.catch_warnings():  # envs.problems warns about options that do not apply
         warnings.simplefilter("ignore")
         try:
             described = envpool.make_spec(e.id, **envpool_options(e, seed=0))
         except Exception:  # noqa: BLE001 - envpool refuses what the config checks name (e.g. env.num_envs=0)
-            return []
+            return None
         spaces = described.gymnasium_observation_space, described.gymnasium_action_space
-    try:
-        spec = spec_from_spaces(e.id, *spaces,
-                                num_envs=e.num_envs, batch_size=e.envs_per_recv, max_episode_steps=0,
-                                image_channels_declared=e.image_channels)
-    except ValueError as error:
-        return [str(error)]
+    spec = spec_from_spaces(e.id, *spaces, num_envs=e.num_envs, batch_size=e.envs_per_recv, max_episode_steps=0,
+                            image_channels_declared=e.image_channels)
     if e.obs_mask:  # envs/obs_mask.py: the kept indices of the flattened observation
         spec = dataclasses.replace(spec, obs_shape=(len(e.obs_mask),), image_channels="", obs_keys=(), obs_key_sizes=())
-    return spec_problems(algo, spec)
+    return spec
+
+
+def _space_problems(e: EnvConfig, algo: Any) -> list[str]:
+    """``algos.fit.spec_problems`` on the spec envpool describes for ``e`` (envpool builds no env for it)."""
+    from algos.fit import spec_problems
+
+    try:
+        spec = described_spec(e)
+    except ValueError as error:
+        return [str(error)]
+    return [] if spec is None else spec_problems(algo, spec)
 
 
 def _built_space_problems(e: EnvConfig, algo: Any) -> list[str]:

@@ -4,8 +4,8 @@
 
 The experiment name defaults to the config file's stem, the trial name to a timestamp plus a
 random suffix (``20250101-120000-3f9a1c``: two launches in one second differ). The whole tree is
-validated (every problem at once) before anything starts, and a trial whose run folder already
-holds a run is refused (``srljax.storage.run_dir``): nothing is created until the config is accepted.
+validated (every problem at once, ``srljax/prepare.py``) before anything starts, and a trial whose run folder
+already holds a run is refused (``srljax.storage.run_dir``): nothing is created until the config is accepted.
 """
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ import argparse
 import dataclasses
 import sys
 
-import envs
 from srljax.config import ConfigError, Experiment, apply_overrides, load_file
 from srljax.config.experiment import deterministic_inference
-from srljax.layout import problems
+from srljax.prepare import check, problems
 from srljax.storage import run_dir
 
 
@@ -37,7 +36,7 @@ def make_parser(prog: str, description: str) -> argparse.ArgumentParser:
     return parser
 
 
-def resolve(args: argparse.Namespace) -> Experiment:
+def resolve(args: argparse.Namespace, backend: str | None = None) -> Experiment:
     """Load, override, name and validate (the tree, its worker graph, its env and its run folder);
     raise ConfigError listing every problem. Creates nothing."""
     cfg = load_file(args.config)
@@ -50,7 +49,7 @@ def resolve(args: argparse.Namespace) -> Experiment:
     names = {"name": args.experiment or cfg.name, "trial": args.trial or run_dir.new_trial_name()}
     cfg = dataclasses.replace(cfg, **names)
     if bad:  # what else is wrong with the config as far as it could be applied; nothing about the run folder yet
-        raise ConfigError(bad + problems(cfg) + envs.problems(cfg.env, cfg.algo))
+        raise ConfigError(bad + problems(cfg, backend))
     resume = getattr(args, "resume", False)
     if resume and not args.trial:
         raise ConfigError(["--resume needs the trial to continue: add -f TRIAL"])
@@ -61,11 +60,7 @@ def resolve(args: argparse.Namespace) -> Experiment:
     cfg, notes = deterministic_inference(cfg)
     for note in notes:
         print(note, flush=True)
-    found, in_use = problems(cfg) + envs.problems(cfg.env, cfg.algo), run_dir.problems(cfg, resume)
-    if found:
-        raise ConfigError(found + in_use)
-    if in_use:
-        raise run_dir.RunFolderInUse(in_use)
+    check(cfg, resume, backend)  # every owner's checks and the run folder's (srljax/prepare.py)
     return cfg
 
 

@@ -21,10 +21,11 @@ def main(cfg: Experiment, resume: bool = False) -> int:
     print(describe_batch(cfg), flush=True)
     if cfg.layout.mode == "single":
         from srljax.loops.train import train
+        from srljax.prepare import prepare
 
         signal.signal(signal.SIGTERM, _interrupt)  # a scheduler's stop: end as Ctrl-C does, checkpoint kept
         try:
-            result = train(cfg, resume=resume)
+            result = train(prepare(cfg, resume, "single", checked=True))  # launch.cli ran the checks
         except KeyboardInterrupt:
             print(f"interrupted; the final checkpoint is in {cfg.run_dir / 'checkpoints'}: continue with "
                   f"-f {cfg.trial} --resume", flush=True)
@@ -39,7 +40,7 @@ def main(cfg: Experiment, resume: bool = False) -> int:
         return 0
     from launch.processes import run_distributed
 
-    return run_distributed(cfg, resume=resume)
+    return run_distributed(cfg, resume=resume, checked=True)
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -31,10 +31,10 @@ from typing import IO
 
 from launch.backend import run_trial
 from srljax.comm import DirectoryNames
-from srljax.config import ConfigError, Experiment, write_json
-from srljax.layout import Layout, build_layout, validate
+from srljax.config import ConfigError, Experiment
+from srljax.layout import Layout, plan_of
 from srljax.parallel.devices import PlacementError, apply_env, process_env, visible_gpus
-from srljax.storage import run_dir as run_folder
+from srljax.prepare import check, prepare
 from srljax.system.shell import auth
 from srljax.telemetry.progress import summary_line, trial_record
 
@@ -148,20 +148,18 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def run_distributed(cfg: Experiment, resume: bool = False) -> int:
+def run_distributed(cfg: Experiment, resume: bool = False, checked: bool = False) -> int:
     """Run ``cfg`` as local processes; return the exit code (0 done, 1 failed, 2 bad config, 130 interrupted).
-    ``resume``: continue the trial from its newest checkpoint."""
+    ``resume``: continue the trial from its newest checkpoint; ``checked``: the launcher just ran the checks."""
     try:
-        validate(cfg)
         cfg = auth.resolved(cfg, slurm=False)
-        layout = build_layout(cfg)
-        envs = worker_envs(cfg, layout)
-        run_dir = run_folder.claim(cfg, resume).absolute()
+        plan = plan_of(cfg) if checked else check(cfg, resume, "processes")
+        envs = worker_envs(cfg, plan.layout)
+        run_dir = prepare(cfg, resume, "processes", checked=True).run_dir  # the folder, config.json
     except (ConfigError, PlacementError) as err:
         print(err, file=sys.stderr)
         return 2
     keys = auth.prepare(cfg, run_dir)  # RUN_DIR/keys, owner-only, before any worker starts
-    write_json(cfg, run_dir / "config.json")
     names = DirectoryNames(run_dir / "names")
     names.clear("")  # an earlier launch's addresses (resume): every worker registers afresh
     procs = WorkerProcesses(run_dir, envs)
@@ -181,7 +179,7 @@ def run_distributed(cfg: Experiment, resume: bool = False) -> int:
 
     began = time.monotonic()
     with sigterm_as_interrupt():
-        result, killed, _ = run_trial(cfg, procs, names, layout, started=started, keys=keys, resume=resume)
+        result, killed, _ = run_trial(cfg, procs, names, plan.layout, started=started, keys=keys, resume=resume)
     if killed:
         print(f"killed after the grace period: {', '.join(killed)}", flush=True)
     if result is None:

@@ -23,9 +23,9 @@ import textwrap
 import typing
 from typing import Any, Literal
 
-import envs
 from srljax.config import ConfigError, Experiment, apply_overrides, consumes, load_file, load_promise
-from srljax.layout import ACTOR, build_layout, describe_batch, problems, segments_ahead
+from srljax.layout import ACTOR, build_layout, describe_batch, segments_ahead
+from srljax.prepare import problems
 from srljax.storage import run_dir
 
 WIDTH = 100
@@ -246,11 +246,9 @@ def show_config(args: argparse.Namespace, prog: str, slurm: bool = False) -> int
     except ConfigError as err:
         print(f"{prog}: {err}", file=sys.stderr)
         return 2
-    found = problems(cfg) + envs.problems(cfg.env, cfg.algo)
     if slurm:
-        from launch.slurm.plan import slurm_problems
-
-        found += slurm_problems(cfg)
+        import launch.slurm.plan  # noqa: F401 - registers the Slurm section's checks
+    found = problems(cfg, "slurm" if slurm else None)  # every owner's checks (srljax/prepare.py)
     if args.trial and (in_use := run_dir.problems(cfg)):
         print(f"\nnote: {in_use[0]}")
     if found:

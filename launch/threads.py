@@ -24,17 +24,18 @@ from typing import Any
 from launch.backend import run_trial
 from srljax.comm import MemoryNames, NameResolver
 from srljax.comm.security import KeyRing
-from srljax.config import ConfigError, Experiment, write_json
-from srljax.layout import build_layout, validate
-from srljax.parallel import compile_cache
+from srljax.config import Experiment
+from srljax.layout import build_layout
 from srljax.parallel.devices import threads_problems
-from srljax.storage.run_dir import claim
+from srljax.prepare import prepare, register
 from srljax.system.shell import auth
 from srljax.system.shell.names_service import worker_names
 from srljax.system.shell.roles import make_worker
 from srljax.system.shell.worker import Worker
 
 JOIN_S = 30.0
+
+register("launch.threads", threads_problems, ("threads",))  # what one process cannot share among worker threads
 
 
 @dataclass
@@ -131,15 +132,10 @@ def run_threads(cfg: Experiment, names: NameResolver | None = None, verbose: boo
     ``layout.auth`` on (``auto`` is on, as in every backend) gives every worker its
     role's CURVE key pair, generated in memory (or ``keys``, e.g. a test's that also plays a peer).
     """
-    validate(cfg)
-    compile_cache.enable(cfg.compile_cache)  # one process: every worker thread shares it
-    cfg = auth.resolved(cfg, slurm=False)
-    if found := threads_problems(cfg):
-        raise ConfigError(found)
     if cfg.layout.mode != "distributed":
         raise ValueError("run_threads needs layout.mode=distributed; use srljax.loops.train for single")
-    claim(cfg, resume)  # refuses a run folder an earlier run left files in (unless resuming it)
-    write_json(cfg, Path(cfg.run_dir) / "config.json")
+    cfg = auth.resolved(cfg, slurm=False)
+    prepare(cfg, resume, "threads")  # checks (threads_problems too), the folder, config.json, the compile cache
     names = names or MemoryNames()
     keys = keys or auth.prepare(cfg)  # memory only: every worker is in this process
     workers = ThreadWorkers(cfg, names, keys)

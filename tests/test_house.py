@@ -28,7 +28,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 TOP = ("srljax", "algos", "envs", "launch", "configs", "examples", "bench")
-MACHINERY = ("comm", "learning", "replay", "parallel", "telemetry", "storage", "evaluation", "selfplay", "layout")
+MACHINERY = ("comm", "learning", "replay", "parallel", "telemetry", "storage", "evaluation", "selfplay", "layout",
+             "prepare")
 
 
 def floor(module: str) -> int | None:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from srljax.config import Experiment, SlurmGroup
 from srljax.config.pbt import member_count
 from srljax.layout import ACTOR, CUSTOM_SLURM_GROUP, POLICY, ROLES, TRAINER, Layout, build_layout
+from srljax.prepare import register
 
 # Slurm --time formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S
 TIME_RE = re.compile(r"^(\d+-)?\d+(:\d+){0,2}$|^\d+-\d+$")
@@ -296,3 +297,6 @@ def _fit_problems(cfg: Experiment, role: str, cpus: int, gpus: int, mem_mb: int,
         out.append(f"{what} needs {mem_mb / 1024:g} GB but its nodes have {node_mem_gb:g} GB "
                    f"({source('node_mem_gb', 0)}={node_mem_gb:g}): no node can run it")
     return out
+
+
+register("launch.slurm", slurm_problems, ("slurm",))  # checked by every entry that targets Slurm

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from launch.cli import make_parser, resolve
 from launch.slurm.jobs import SlurmError, jobs_named, partition_nodes, sbatch
-from launch.slurm.plan import Component, plan, slurm_problems
+from launch.slurm.plan import Component, plan
 from launch.slurm.sbatch import job_name, render, resolved
 from launch.slurm.trial import ACTIONS, RunFiles, Trial, trial_main
 from srljax.config import ConfigError, Experiment
@@ -50,9 +50,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return show_config(args, PROG, slurm=True)
     try:
-        cfg = resolved(resolve(args))
-        if found := slurm_problems(cfg):
-            raise ConfigError(found)
+        cfg = resolved(resolve(args, "slurm"))  # every check, the Slurm section's too (srljax/prepare.py)
     except RunFolderInUse as err:  # an earlier run, or this trial's job still queued or running
         print(f"{PROG}: {err}\n(is its job still queued or running? {PROG} status -e NAME -f TRIAL shows it)\n"
               "nothing was submitted.", file=sys.stderr)

@@ -4,8 +4,8 @@
     planned[0].state                    # "new" | "done" | "partial", read from its run folder
 
 Each trial is resolved exactly as ``python -m launch.local CONFIG -e SWEEP -f TRIAL OVERRIDES``
-would resolve it (``load_file``, ``apply_overrides``, names, ``srljax.layout.problems``,
-``envs.problems``), so a sweep that passes here does not fail at a trial's start for its config.
+would resolve it (``load_file``, ``apply_overrides``, names, every check of
+``srljax/prepare.py``), so a sweep that passes here does not fail at a trial's start for its config.
 A message that many trials share is listed once with the trials it concerns.
 
 A trial is ``done`` when its ``status.json`` says exit code 0 (distributed runs) or its last
@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import envs
 from launch.sweep.spec import Sweep, TrialSpec, expand
 from srljax.config import ConfigError, Experiment, apply_overrides, load_file, to_dict
-from srljax.layout import problems as config_problems
+from srljax.prepare import CHECKS
+from srljax.prepare import problems as check_problems
 
 NEW, DONE, PARTIAL = "new", "done", "partial"
 # set per launch, not by the sweep; or, like the log, checkpoint and slurm sections, without effect on the numbers
@@ -95,7 +95,7 @@ def resolve_trials(sweep: Sweep, *, check_env: bool = True) -> list[Planned]:
         if count > 1:
             problems.add(f"{count} trials share the folder name {name!r} (two configs with one file name, or grid "
                          "values that differ only in characters a folder name cannot hold); rename one")
-    env_problems: dict[Any, list[str]] = {}
+    memo: dict[Any, list[str]] = {}  # the env checks' answers, by env (srljax/prepare.py)
     planned = []
     specs = [s for s in specs if s.config in bases]
     for spec in specs:
@@ -106,11 +106,10 @@ def resolve_trials(sweep: Sweep, *, check_env: bool = True) -> list[Planned]:
             except ConfigError as err:
                 bad += err.problems
         cfg = dataclasses.replace(cfg, name=sweep.name, trial=spec.name)
-        env_key = repr((cfg.env, cfg.algo))  # by value: an env's options are a dict, which does not hash
-        if check_env and env_key not in env_problems:
-            env_problems[env_key] = envs.problems(cfg.env, cfg.algo)
-        # the tree's arithmetic only makes sense once every override applied
-        for message in bad + env_problems.get(env_key, []) + ([] if bad else config_problems(cfg)):
+        # the tree's arithmetic only makes sense once every override applied; the env's checks once per env
+        skip = tuple(owner for owner in CHECKS if owner != "envs") if bad else ()  # bad: the env's checks only
+        found = check_problems(cfg, memo=memo, skip=skip + (() if check_env else ("envs",)))
+        for message in bad + found:
             problems.add(message, spec.name)
         if not bad:
             planned.append(Planned(spec, cfg, *trial_state(cfg)))

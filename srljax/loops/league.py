@@ -28,18 +28,17 @@ import jax
 import numpy as np
 
 import envs
-from srljax.config import ConfigError, Experiment, write_json
+from srljax.config import Experiment
 from srljax.config.pbt import member_dir
-from srljax.layout import validate
 from srljax.learning.learner import Learner
 from srljax.loops.on_policy import Collector
 from srljax.loops.result import TrainResult
+from srljax.prepare import Run, prepared
 from srljax.selfplay.bots import play_bots
 from srljax.selfplay.league import League, player
 from srljax.selfplay.league_opponent import LeagueOpponent
 from srljax.selfplay.league_records import LeagueRecords
 from srljax.storage.checkpoint import Checkpointer
-from srljax.storage.run_dir import claim
 from srljax.telemetry.metrics import MetricsLogger, UpdateRecords
 
 
@@ -54,13 +53,10 @@ class LeagueMember:
     params: Any = None
 
 
-def train_league(cfg: Experiment, resume: bool = False) -> TrainResult:
+def train_league(cfg: Experiment | Run, resume: bool = False) -> TrainResult:
     """Train the league ``cfg.selfplay.league`` in this process (see the module docstring)."""
-    if resume:
-        raise ConfigError(["resuming a league (selfplay.league) is not built yet: start a new trial"])
-    validate(cfg)
-    run_dir = claim(cfg)
-    write_json(cfg, run_dir / "config.json")
+    run = prepared(cfg, resume)  # refuses a resume (srljax.storage.run_dir.resume_problems)
+    cfg, run_dir = run.cfg, run.run_dir
     s = cfg.selfplay
     league = League.from_config(s)
     records = LeagueRecords(run_dir, league, trial=f"{cfg.name}/{cfg.trial}")

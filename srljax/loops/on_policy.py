@@ -45,16 +45,15 @@ from typing import Any
 import jax
 
 import envs
-from srljax.config import Experiment, write_json
+from srljax.config import Experiment
 from srljax.evaluation.evaluator import InlineEval
-from srljax.layout import validate
 from srljax.learning.acting import Acting
 from srljax.learning.learner import Learner
 from srljax.learning.policies import restore_policies
 from srljax.learning.rollout import SegmentBuilder
 from srljax.loops.result import COLLECT_PHASES, PHASES, TrainResult
 from srljax.loops.signals import held
-from srljax.storage.run_dir import claim
+from srljax.prepare import Run, prepared
 from srljax.telemetry.metrics import EpisodeWindow, MetricsLogger, UpdateRecords
 from srljax.types import Trajectory
 
@@ -190,12 +189,11 @@ class _LaggedCollection:
             self._error = error
 
 
-def train_on_policy(cfg: Experiment, resume: bool = False) -> TrainResult:
+def train_on_policy(cfg: Experiment | Run, resume: bool = False) -> TrainResult:
     """Train a segment algorithm (PPO, IMPALA, MAPPO, a user's) in this process; ``resume``: continue its trial
     from the newest checkpoint."""
-    validate(cfg)
-    run_dir = claim(cfg, resume)  # refuses a run folder an earlier run left files in (unless resuming it)
-    write_json(cfg, run_dir / "config.json")
+    run = prepared(cfg, resume)  # checked, folder claimed, config.json written (srljax/prepare.py)
+    cfg, resume = run.cfg, run.resume
 
     env = envs.make(cfg.env, seed=cfg.seed)
     learner = Learner(cfg, env.spec)

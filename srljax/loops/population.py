@@ -45,14 +45,13 @@ import jax.numpy as jnp
 import numpy as np
 
 import envs
-from srljax.config import ConfigError, Experiment, write_json
+from srljax.config import Experiment
 from srljax.config.pbt import member_lr
 from srljax.evaluation.evaluator import EVAL_FILE, Evaluator
-from srljax.layout import validate
 from srljax.learning.learner import Learner
 from srljax.loops.on_policy import Collector
+from srljax.prepare import Run, prepared
 from srljax.storage.checkpoint import Checkpointer
-from srljax.storage.run_dir import claim
 from srljax.telemetry.metrics import MetricsLogger, UpdateRecords
 
 PBT_DIR = "pbt"
@@ -141,13 +140,10 @@ def lineage_line(update: int, member: int, score: float, lr: float, copy: tuple[
     return line
 
 
-def train_population(cfg: Experiment, resume: bool = False) -> PopulationResult:
+def train_population(cfg: Experiment | Run, resume: bool = False) -> PopulationResult:
     """Train ``cfg.pbt.population`` members of ``cfg`` in this process (see the module docstring)."""
-    if resume:
-        raise ConfigError(["resuming a population (pbt.population > 1) is not supported yet: start a new trial"])
-    validate(cfg)
-    run_dir = claim(cfg)
-    write_json(cfg, run_dir / "config.json")
+    run = prepared(cfg, resume)  # refuses a resume (srljax.storage.run_dir.resume_problems)
+    cfg, run_dir = run.cfg, run.run_dir
 
     p = cfg.pbt
     rng = np.random.default_rng(p.seed)

@@ -37,15 +37,14 @@ import jax
 import numpy as np
 
 import envs
-from srljax.config import ConfigError, Experiment, write_json
+from srljax.config import ConfigError, Experiment
 from srljax.evaluation.evaluator import InlineEval
-from srljax.layout import validate
 from srljax.learning.acting import Acting
 from srljax.learning.learner import Learner
 from srljax.loops.result import PHASES, TrainResult
 from srljax.loops.signals import held
+from srljax.prepare import Run, prepared
 from srljax.replay.buffer import Replay, SampleKeys, config_replay, extras_bytes, memory_problem, replay_extras
-from srljax.storage.run_dir import claim, resume_problems
 from srljax.storage.steps import read_meta
 from srljax.telemetry.metrics import EpisodeWindow, MetricsLogger, UpdateRecords
 from srljax.types import EnvSpec
@@ -63,19 +62,16 @@ def make_replay(cfg: Experiment, spec: EnvSpec) -> Replay:
     return config_replay(cfg, spec, r.capacity, spec.num_envs, check_memory=False)
 
 
-def train_replay(cfg: Experiment, resume: bool = False) -> TrainResult:
+def train_replay(cfg: Experiment | Run, resume: bool = False) -> TrainResult:
     """Train a replay algorithm (``srljax.config.algo.consumes(cfg.algo) == "replay"``) in this process."""
-    validate(cfg)
-    if resume and (found := resume_problems(cfg)):  # also: a replay trial needs checkpoint.replay
-        raise ConfigError(found)
+    run = prepared(cfg, resume)  # checked (a replay's memory too), folder claimed, config.json written
+    cfg, resume = run.cfg, run.resume
     env = envs.make(cfg.env, seed=cfg.seed)
     try:
         replay = make_replay(cfg, env.spec)
     except ConfigError:
         env.close()
         raise
-    run_dir = claim(cfg, resume)
-    write_json(cfg, run_dir / "config.json")
     learner = Learner(cfg, env.spec)
     if learner.algo.consumes != "replay":
         raise TypeError(f"{type(cfg.algo).__name__} declares consumes='replay' but its algorithm's update consumes "

@@ -12,22 +12,23 @@ The loops (this package): ``on_policy.py`` for segment algorithms (PPO, IMPALA, 
 from __future__ import annotations
 
 from srljax.config import Experiment
-from srljax.layout import plan_of
 from srljax.loops.league import train_league
 from srljax.loops.on_policy import train_on_policy
 from srljax.loops.population import train_population
 from srljax.loops.replay import train_replay
 from srljax.loops.result import TrainResult
-from srljax.parallel import compile_cache, dispatch
+from srljax.parallel import dispatch
+from srljax.prepare import Run, prepared
 
 __all__ = ["TrainResult", "train"]
 
 
-def train(cfg: Experiment, resume: bool = False) -> TrainResult:
-    """Train ``cfg`` in this process; ``resume``: continue its trial from the newest checkpoint."""
-    compile_cache.enable(cfg.compile_cache)
-    if not cfg.trainer.overlap_collection:  # nothing runs beside a computation: no hand-off to a worker thread
+def train(cfg: Experiment | Run, resume: bool = False) -> TrainResult:
+    """Train ``cfg`` in this process; ``resume``: continue its trial from the newest checkpoint. ``cfg`` may be a
+    ``Run`` a launcher prepared (``srljax.prepare``); else it is checked and prepared here."""
+    run = prepared(cfg, resume)
+    if not run.cfg.trainer.overlap_collection:  # nothing runs beside a computation: no hand-off to a worker thread
         dispatch.run_cpu_inline()
     loop = {"population": train_population, "league": train_league, "replay": train_replay,
-            "on_policy": train_on_policy}[plan_of(cfg).loop]  # srljax/layout.py decides which, once
-    return loop(cfg, resume)
+            "on_policy": train_on_policy}[run.plan.loop]  # srljax/layout.py decides which, once
+    return loop(run)

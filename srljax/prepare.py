@@ -1,0 +1,143 @@
+"""One prepare pass for every entry point: all checks before launch, then the run folder, ``config.json`` and the
+compile cache, done once.
+
+    run = prepare(cfg, resume=False, backend="single")   # ConfigError (every problem at once) or RunFolderInUse
+    run.cfg, run.plan, run.run_dir                        # the plan: srljax.layout.plan_of
+    plan = check(cfg, resume, backend)                    # the checks only; creates nothing (--show, sweeps, Slurm)
+
+Each owner's checks are registered once (``register``): the config tree, its worker graph and what fits the env
+(``srljax.layout.problems``), the env itself (``envs.problems``), a replay's memory with the env's described spec
+(``srljax.replay.buffer``); launchers add theirs on import (Slurm: ``launch/slurm/plan.py``, threads:
+``launch/threads.py``). ``check`` runs those of a backend and the run folder's (``srljax.storage.run_dir``, which
+also refuses a resume that cannot continue) and reports every problem together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import envs
+from srljax.config import ConfigError, Experiment, consumes, write_json
+from srljax.layout import Plan, plan_of
+from srljax.layout import problems as layout_problems
+from srljax.storage import run_dir as run_folder
+
+BACKENDS = ("single", "threads", "processes", "slurm")
+
+
+@dataclass(frozen=True)
+class Check:
+    owner: str
+    problems: Callable[[Experiment], list[str]]
+    backends: tuple[str, ...]
+    key: Callable[[Experiment], str] | None = None
+    """what its answer depends on, for a caller that checks many configs (a sweep's trials) with one memo."""
+
+
+CHECKS: dict[str, Check] = {}
+
+
+def register(owner: str, problems: Callable[[Experiment], list[str]], backends: tuple[str, ...] = BACKENDS,
+             key: Callable[[Experiment], str] | None = None) -> None:
+    """Add ``owner``'s checks for ``backends`` (once per owner; registering again replaces them)."""
+    unknown = set(backends) - set(BACKENDS)
+    if unknown:
+        raise ValueError(f"check {owner!r}: unknown backends {sorted(unknown)}; pick from {BACKENDS}")
+    CHECKS[owner] = Check(owner, problems, tuple(backends), key)
+
+
+def backend_of(cfg: Experiment) -> str:
+    """The backend ``python -m launch.local`` uses for ``cfg``."""
+    return "single" if cfg.layout.mode == "single" else "processes"
+
+
+def problems(cfg: Experiment, backend: str | None = None, memo: dict | None = None,
+             skip: tuple[str, ...] = ()) -> list[str]:
+    """Every registered check's problems with ``cfg`` on ``backend`` (default: ``backend_of(cfg)``); no disk.
+    ``memo``: answers of checks with a ``key`` kept across calls; ``skip``: owners not to ask."""
+    backend = backend or backend_of(cfg)
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; pick from {BACKENDS}")
+    found: list[str] = []
+    for check in CHECKS.values():
+        if backend not in check.backends or check.owner in skip:
+            continue
+        if memo is not None and check.key is not None:
+            key = (check.owner, check.key(cfg))
+            if key not in memo:
+                memo[key] = check.problems(cfg)
+            answer = memo[key]
+        else:
+            answer = check.problems(cfg)
+        found += [p for p in answer if p not in found]
+    return found
+
+
+def check(cfg: Experiment, resume: bool = False, backend: str | None = None) -> Plan:
+    """The run's plan, or ``ConfigError`` with every problem (the config's and the run folder's) or
+    ``RunFolderInUse`` when only the folder is in the way. Creates nothing."""
+    found, in_use = problems(cfg, backend), run_folder.problems(cfg, resume)
+    if found:
+        raise ConfigError(found + in_use)
+    if in_use:
+        raise run_folder.RunFolderInUse(in_use)
+    return plan_of(cfg)
+
+
+@dataclass(frozen=True)
+class Run:
+    """A prepared run: its config, its plan and its claimed folder (``config.json`` written)."""
+
+    cfg: Experiment
+    plan: Plan
+    run_dir: Path
+    resume: bool = False
+
+
+def prepare(cfg: Experiment, resume: bool = False, backend: str | None = None, checked: bool = False) -> Run:
+    """``check`` (skipped when the caller just ran it: ``checked``), then claim the run folder (on resume: cut its
+    metrics back to the checkpoint), write ``config.json`` and, where JAX computes in this process (``single``,
+    ``threads``), enable the compile cache."""
+    backend = backend or backend_of(cfg)
+    plan = plan_of(cfg) if checked else check(cfg, resume, backend)
+    run_dir = run_folder.claim(cfg, resume).absolute()
+    write_json(cfg, run_dir / "config.json")
+    if backend in ("single", "threads"):  # JAX computes in this process (worker processes enable it themselves)
+        from srljax.parallel import compile_cache
+
+        compile_cache.enable(cfg.compile_cache)
+    return Run(cfg, plan, run_dir, resume)
+
+
+def prepared(cfg: Experiment | Run, resume: bool = False) -> Run:
+    """A loop's entry: the ``Run`` a launcher prepared, or ``cfg`` prepared here (a notebook's ``train(cfg)``)."""
+    return cfg if isinstance(cfg, Run) else prepare(cfg, resume, "single")
+
+
+def replay_memory_problems(cfg: Experiment) -> list[str]:
+    """A replay that does not fit in this machine's memory, sized with the spec envpool describes for the env (an
+    ``env.factory``'s is checked when the replay is built)."""
+    if consumes(cfg.algo) != "replay" or not hasattr(cfg.algo, "replay") or cfg.layout.mode != "single":
+        return []
+    from srljax.replay.buffer import config_memory_problems, extras_bytes, memory_problem, replay_extras
+
+    if config_memory_problems(cfg):
+        return []  # an Atari replay: srljax.layout.problems names it, sized from the config
+    try:
+        spec = envs.described_spec(cfg.env)
+    except ValueError:
+        return []  # envs.problems names it
+    if spec is None:
+        return []
+    r = cfg.algo.replay
+    problem = memory_problem(r.capacity, spec.num_envs, spec.obs_shape, spec.obs_dtype, spec.action_shape,
+                             spec.action_dtype, dedup_frames=r.dedup_frames,
+                             extra_row_bytes=extras_bytes(replay_extras(cfg.algo)))
+    return [problem] if problem else []
+
+
+register("srljax.layout", layout_problems)  # the tree, the worker graph, fit to the env, loads, Atari replays
+register("envs", lambda cfg: envs.problems(cfg.env, cfg.algo), key=lambda cfg: repr((cfg.env, cfg.algo)))
+register("srljax.replay", replay_memory_problems, ("single",))
