@@ -1,12 +1,13 @@
 """Algorithms: ``make(cfg, spec) -> Algorithm`` (``algos/factory.py``; ``algos/base.py`` for the seam).
 
-Each algorithm is a module of pure functions (``ppo.py``, ``impala.py``, ``dqn.py``, ``sac.py``, ``td3.py``,
-``mappo.py``) with its config beside it (``ppo_config.py``, ...), which imports no JAX, so launchers read configs
-without it.
+Each algorithm is a module of pure functions (``ppo.py``, ``impala.py``, ``dqn.py``, ``r2d2.py``, ``sac.py``,
+``td3.py``, ``mappo.py``) with its config beside it (``ppo_config.py``, ...), which imports no JAX, so launchers
+read configs without it; each built-in is one line of the registry ``srljax.config.registry`` (its config class
+and its make function), which ``make`` reads.
 
 A user's algorithm plugs in without touching this package: its config dataclass (in ``cfg.algo``)
 carries ``factory = "package.module:make_fn"`` and ``make`` calls ``make_fn(cfg, spec)``, which
-returns an ``Algorithm`` (``examples/reinforce.py``, ``examples/double_dqn.py``; ``docs/architecture.md``).
+returns an ``Algorithm`` (``examples/reinforce.py``, ``examples/expected_sarsa.py``; ``docs/architecture.md``).
 Names are loaded on first use.
 """
 
