@@ -6,7 +6,7 @@ Floors (``docs/architecture.md``, "Folder map"), lowest first:
    (``algos/*_config.py``): plain dataclasses and checks, no JAX, no env, no disk.
 1. parts: ``algos.*`` (pure JAX functions) and ``envs.*`` (the env seam).
 2. machinery: the rooms of ``srljax`` the loops and workers share (``comm``, ``learning``, ``replay``, ``selfplay``,
-   ``parallel``, ``telemetry``, ``storage``, ``evaluation``) and ``srljax.layout``.
+   ``population``, ``parallel``, ``telemetry``, ``storage``, ``evaluation``) and ``srljax.layout``.
 3. loops: ``srljax.loops.*``, the single-process training loops.
 4. workers: ``srljax.system.*``.
 5. launchers: ``launch.*``.
@@ -30,7 +30,8 @@ from srljax.config.registry import BUILTIN_ALGOS, config_exports
 
 ROOT = Path(__file__).resolve().parents[1]
 TOP = ("srljax", "algos", "envs", "launch", "configs", "examples", "bench")
-MACHINERY = ("comm", "learning", "replay", "parallel", "telemetry", "storage", "evaluation", "selfplay", "layout")
+MACHINERY = ("comm", "learning", "replay", "parallel", "telemetry", "storage", "evaluation", "selfplay", "population",
+             "layout")
 
 
 def floor(module: str) -> int | None:

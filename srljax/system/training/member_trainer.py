@@ -7,7 +7,7 @@ of a league (``selfplay.league``, whose members never wait at ready points: no r
 Trainer ``i`` of the layout trains member ``i`` (``member_experiment``: seed ``seed + i``, run folder
 ``RUN_DIR/members/<i>/`` for ``metrics.jsonl`` and ``checkpoints/``, a checkpoint every
 ``pbt.ready_updates`` updates), starting at learning rate ``pbt.member_lr[i]`` (a factor in the
-optimiser state, ``srljax.loops.population.with_lr_scale``: no recompile). It binds its own samples and params
+optimiser state, ``srljax.population.pbt.with_lr_scale``: no recompile). It binds its own samples and params
 sockets like a policy's trainer (its actors, ``layout.num_actors / population`` of them, push only to it
 and follow only it) and a third, ``directives`` (PULL), on which the population manager speaks.
 
@@ -46,7 +46,7 @@ from srljax.config.pbt import member_count
 from srljax.config.selfplay import league_members
 from srljax.layout import DIRECTIVES, LEAGUE
 from srljax.learning.learner import Learner
-from srljax.loops.population import lr_scale, with_lr_scale
+from srljax.population.pbt import lr_scale, with_lr_scale
 from srljax.system.shell.common import bind_address, stream_key
 from srljax.system.managers.pbt_directives import (
     Directive,
