@@ -272,3 +272,42 @@ def test_one_registry_of_built_in_algorithms():
         assert not repeated, f"{module} names built-in algorithms itself (a second table): {repeated}"
         assert not any(isinstance(n, ast.Dict) and len(n.keys) > 1 for n in ast.walk(tree)), f"{module} holds a dict"
     importlib.import_module("algos.factory")  # still imports
+
+
+# -- the docs name every module, and every path they name exists -----------------------------------------------
+DOCUMENTED = ("srljax", "algos", "envs", "launch")
+
+
+def undocumented_modules() -> list[str]:
+    """Modules of ``DOCUMENTED`` that ``docs/architecture.md`` does not name (by repo path, path inside its package,
+    or dotted name) and whose package's ``__init__`` docstring does not name by file name."""
+    docs = (ROOT / "docs" / "architecture.md").read_text()
+    out = []
+    for top in DOCUMENTED:
+        for path in sorted((ROOT / top).rglob("*.py")):
+            if path.name in ("__init__.py", "__main__.py") or "__pycache__" in path.parts:
+                continue
+            rel = path.relative_to(ROOT).as_posix()
+            inner, dotted = rel.split("/", 1)[1], rel[:-3].replace("/", ".")
+            if rel in docs or inner in docs or dotted in docs:
+                continue
+            init = path.parent / "__init__.py"
+            doc = ast.get_docstring(ast.parse(init.read_text())) if init.exists() else None
+            if not (doc and path.name in doc):
+                out.append(rel)
+    return out
+
+
+def test_the_docs_or_the_package_docstring_name_every_module():
+    missing = undocumented_modules()
+    assert not missing, ("modules named neither in docs/architecture.md nor in their package's __init__ docstring "
+                         f"(name them in one): {missing}")
+
+
+def test_every_python_path_the_docs_name_exists():
+    import re
+
+    docs = (ROOT / "docs" / "architecture.md").read_text()
+    named = {m for m in re.findall(r"[\w./-]+\.py", docs) if "/" in m}
+    missing = sorted(m for m in named if not (ROOT / m).exists() and not any((ROOT / t / m).exists() for t in DOCUMENTED))
+    assert not missing, f"docs/architecture.md names paths that do not exist: {missing}"

@@ -24,6 +24,11 @@ Every receive path decodes with ``codec.decode``; bad, foreign-trial or wrong-sc
 are dropped and counted per reason (``endpoint.drops``, ``endpoint.counters()``), never raised.
 Sockets made from a ``security.WireContext`` follow its rules: CURVE on bind and connect (keys
 per identity, a ZAP handler admitting only the trial's), and ``ZMQ_MAXMSGSIZE`` per receiver.
+
+Modules: ``codec.py``, ``sockets.py`` (options, binding, the drop-and-count receive loop), one per stream
+(``inference.py``, ``samples.py``, ``params.py``, ``control.py``, ``priorities.py``; the league's ``results.py``),
+``names.py`` and ``served_names.py`` (name resolution), ``hosts.py`` (bind addresses), ``security.py`` (CURVE,
+receive bounds), ``doorbell.py`` (a file descriptor any thread can ring beside a socket).
 """
 
 from srljax.comm.codec import (
