@@ -1,6 +1,7 @@
 """``make(cfg, spec) -> Algorithm``: the configured algorithm (see ``algos.base`` for the seam).
 
-A user's algorithm plugs in without touching this package: its config dataclass (in ``cfg.algo``)
+A built-in algorithm is found in the one registry, ``srljax.config.registry`` (its config class -> its make
+function). A user's algorithm plugs in without touching this package: its config dataclass (in ``cfg.algo``)
 carries ``factory = "package.module:make_fn"`` and ``make`` calls ``make_fn(cfg, spec)``, which
 returns an ``Algorithm`` (``examples/reinforce.py``; ``docs/architecture.md``).
 """
@@ -8,22 +9,9 @@ returns an ``Algorithm`` (``examples/reinforce.py``; ``docs/architecture.md``).
 from __future__ import annotations
 
 from algos.base import Algorithm
-from algos.dqn import make_dqn
-from algos.dqn_config import DQNConfig
-from algos.impala import make_impala
-from algos.impala_config import IMPALAConfig
-from algos.mappo import make_mappo
-from algos.mappo_config import MAPPOConfig
 from algos.multi_policy import make_multi_policy
-from algos.ppo import make_ppo
-from algos.ppo_config import PPOConfig
-from algos.r2d2 import make_r2d2
-from algos.r2d2_config import R2D2Config
-from algos.sac import make_sac
-from algos.sac_config import SACConfig
-from algos.td3 import make_td3
-from algos.td3_config import TD3Config
 from srljax.config.experiment import Experiment
+from srljax.config.registry import BUILTIN_ALGOS, make_path
 from srljax.objects import load_object
 from srljax.types import EnvSpec
 
@@ -37,21 +25,9 @@ def make(cfg: Experiment, spec: EnvSpec) -> Algorithm:
         if not isinstance(algo, Algorithm):
             raise TypeError(f"algo.factory={cfg.algo.factory!r} returned {type(algo).__name__}, not algos.Algorithm")
         return algo
-    match cfg.algo:
-        case MAPPOConfig():  # before PPOConfig, its base class
-            return make_mappo(cfg, spec)
-        case PPOConfig():
-            return make_ppo(cfg, spec)
-        case IMPALAConfig():
-            return make_impala(cfg, spec)
-        case R2D2Config():  # before DQNConfig, its base class
-            return make_r2d2(cfg, spec)
-        case DQNConfig():
-            return make_dqn(cfg, spec)
-        case SACConfig():
-            return make_sac(cfg, spec)
-        case TD3Config():
-            return make_td3(cfg, spec)
-        case other:
-            raise ValueError(f"unknown algorithm config {type(other).__name__}; known: PPOConfig, IMPALAConfig, "
-                             "DQNConfig, R2D2Config, SACConfig, TD3Config, or a config with factory='package.module:make_fn'")
+    path = make_path(type(cfg.algo))  # the nearest built-in in its MRO: MAPPOConfig before PPOConfig, its base
+    if path is None:
+        known = ", ".join(config.partition(":")[2] for config, _ in BUILTIN_ALGOS.values())
+        raise ValueError(f"unknown algorithm config {type(cfg.algo).__name__}; known: {known}, "
+                         "or a config with factory='package.module:make_fn'")
+    return load_object(path, "algo")(cfg, spec)

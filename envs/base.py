@@ -1,28 +1,21 @@
 """The VecEnv interface: what every environment batch (envpool, gymnasium, probes, yours) offers.
 
-Synchronous use (``batch_size == num_envs``)::
-
     env = envs.make(EnvConfig(id="CartPole-v1", num_envs=4), seed=0)
     ts = env.reset()                       # TimeStep, leading axis 4
     ts = env.step(np.zeros(4, np.int32))   # all envs, or step(action, env_id) for a subset
 
-Asynchronous use (an env ring: each ``recv`` returns whichever ``batch_size`` envs are ready)::
-
-    env = envs.make(EnvConfig(id="CartPole-v1", num_envs=4, batch_size=2), seed=0)
+    env = envs.make(EnvConfig(id="CartPole-v1", num_envs=4, batch_size=2), seed=0)   # an env ring
     env.async_reset()
-    for _ in range(100):
-        ts = env.recv()                    # leading axis 2; ts.env_id says which envs
-        env.send(policy(ts.obs), ts.env_id)
+    ts = env.recv()                        # whichever 2 envs are ready; ts.env_id says which
+    env.send(policy(ts.obs), ts.env_id)
     env.close()
 
-Everything returned is numpy with leading axis ``spec.batch_size``. Autoreset is lazy, as in
-envpool: the step after a done ignores its action and returns the next episode's first
-observation with reward 0 and both flags False (see ``srljax.types.TimeStep``).
-
-A user-defined environment plugs in through ``EnvConfig(factory="my_package.my_module:make_env")``
-where ``make_env(env_config, seed)`` returns any object with this interface; the quickest way to
-write one is to subclass ``envs.python_loop.PythonLoopVecEnv`` or wrap a gymnasium env with
-``envs.gym_adapter.GymnasiumVecEnv`` (``SubprocGymnasiumVecEnv`` steps the copies in parallel processes).
+Everything returned is numpy with leading axis ``spec.batch_size``. Autoreset is lazy, as in envpool: the
+step after a done ignores its action and returns the next episode's first observation with reward 0 and both
+flags False (``srljax.types.TimeStep``). A user's env plugs in through
+``EnvConfig(factory="my_package.my_module:make_env")``, ``make_env(env_config, seed)`` returning any object with
+this interface: subclass ``envs.python_loop.PythonLoopVecEnv`` or wrap a gymnasium env with
+``envs.gym_adapter.GymnasiumVecEnv`` (``SubprocGymnasiumVecEnv`` for parallel processes).
 """
 
 from __future__ import annotations

@@ -18,11 +18,9 @@ and true episode statistics come for free::
             self.count[index] += 1
             return np.full(1, self.count[index]), 1.0, False, self.count[index] >= 10
 
-Lazy autoreset, as envpool: after a terminated or truncated row, the env's next step ignores
-its action, calls ``_reset_env`` and returns that observation with reward 0 and no flags.
-Async mode is emulated: ``send`` steps the envs at once and queues the batch; ``recv`` returns
-queued batches in the order they were sent (``async_reset`` queues the reset rows in batches of
-``spec.batch_size``, env ids ascending).
+Lazy autoreset, as envpool: the step after a done ignores its action and returns ``_reset_env``'s observation
+with reward 0 and no flags. Async mode is emulated: ``send`` steps at once and queues; ``recv`` returns batches
+in the order sent.
 """
 
 from __future__ import annotations

@@ -4,28 +4,15 @@ Shared by the envpool wrapper and the gymnasium adapter (envpool exposes gymnasi
 
     spec = spec_from_spaces("HalfCheetah-v4", env.observation_space, env.action_space,
                             num_envs=8, batch_size=8, max_episode_steps=1000)
-    to_agent = ObsConverter(env.observation_space)
-    to_env = ActionConverter(env.action_space)
-    obs = to_agent(raw_obs)               # Box: as is (float -> float32); Dict: one flat float32 vector
-    env.step(to_env(agent_action))        # discrete -> int32; continuous -> clipped, env dtype
+    obs = ObsConverter(env.observation_space)(raw_obs)        # Box: as is (float -> float32); Dict: one vector
+    env.step(ActionConverter(env.action_space)(agent_action))  # discrete -> int32; continuous -> clipped
 
-Observations:
-
-* ``Box`` arrays of any shape. A 3-D ``Box`` is an image; which axis holds its channels is detected by shape
-  (channels first when the first axis is <= 4 and the last is not, as envpool's Atari frame stack ``4x84x84``;
-  channels last when the last axis is <= 4 and the first is not, as envpool's Football ``72x96x4``) or declared
-  with ``env.image_channels=first|last``; an image whose shape says neither is refused until it is declared.
-* ``Dict`` (and nested ``Dict``) observations arrive flattened: one float32 vector, the leaves in the space's
-  key order, each leaf flattened (a ``Discrete`` leaf one-hot), so every built-in network takes them
-  (dm_control's ``position``/``velocity``, MiniGrid's ``image``/``direction``/``mission``). A leaf named
-  ``action_mask`` (a ``MultiBinary`` or ``Box`` of one flag per action of a ``Discrete`` action space) flags the
-  legal actions: ``EnvSpec.legal_actions`` says where it lies, and the built-in networks give illegal actions
-  a logit / Q-value of ``algos.networks.MASKED``, so PPO, IMPALA, DQN and R2D2 never pick one.
-  ``EnvSpec.obs_keys`` and ``obs_key_sizes`` record where each leaf lies, for a network of your own that wants
-  the parts back (``unflatten_obs``).
-
-Actions: ``Discrete``, ``MultiDiscrete`` (1-D: ``K`` sub-actions, ``EnvSpec.action_nvec``) and 1-D ``Box``.
-Tuple and Dict actions are refused with a message saying how to plug such an env in.
+Observations: ``Box`` of any shape (a 3-D ``Box`` is an image, channels first or last detected by shape or
+declared with ``env.image_channels``); ``Dict`` (nested too) flattened to one float32 vector in key order
+(``EnvSpec.obs_keys``, ``obs_key_sizes``, ``unflatten_obs`` give the parts back), a leaf named ``action_mask``
+flagging the legal actions (``EnvSpec.legal_actions``; the built-in networks mask the rest). Actions:
+``Discrete``, 1-D ``MultiDiscrete`` (``EnvSpec.action_nvec``) and 1-D ``Box``; Tuple and Dict actions are
+refused with a message saying how to plug such an env in.
 """
 
 from __future__ import annotations

@@ -1,51 +1,19 @@
 """Blocks of Python envs stepped in parallel in worker processes, with envpool's semantics (a VecEnv).
 
-A gymnasium env (``GymnasiumVecEnv``'s copies in workers; ``envs/gym_adapter.py``)::
-
     env = SubprocGymnasiumVecEnv(functools.partial(gymnasium.make, "Acrobot-v1"), num_envs=16, seed=0)
-    env = SubprocGymnasiumVecEnv(functools.partial(MyEnv, level=3), num_envs=16, seed=0, batch_size=8)  # a ring
+    env = SubprocVecEnv(functools.partial(MyLoopEnv, level=3), num_envs=16, seed=0, batch_size=8)  # a ring
+    # from a config: env.factory=envs.gym_adapter:make_gymnasium env.options.processes=16
 
-from a config: ``env.factory=envs.gym_adapter:make_gymnasium env.options.processes=16``; any
-``PythonLoopVecEnv`` subclass that takes ``(num_envs, seed)``::
-
-    env = SubprocVecEnv(functools.partial(MyLoopEnv, level=3), num_envs=16, seed=0)
-
-``SubprocVecEnv(make_block, ...)``: worker ``w`` builds ``make_block(num_envs=count, seed=seed + first)``, the
-envs ``first .. first + count - 1`` (a ``PythonLoopVecEnv`` whose env ``j`` is seeded ``seed + j``, as
-``GymnasiumVecEnv``), and runs its per-env ``_reset_env`` / ``_step_env``; so the seeding, lazy autoreset and
-episode statistics (kept here) are the in-process ones. ``make_block`` (and the env constructor inside it)
-reaches the workers by pickle, once: a module-level function or class, or a ``functools.partial`` of one
-(``gymnasium.make`` with an id; an id you register must be importable by a fresh process, e.g.
-``"my_pkg.envs:MyEnv-v0"``). Not a lambda, a closure, or a class defined in a notebook cell. Workers start
-by ``forkserver`` (``spawn`` where there is none), never ``fork``: this process has JAX threads. The fork
-server imports the worker's module (``envs/subproc_worker.py``) and ``make_block``'s once, for all workers
-(the first SubprocVecEnv of a process sets that).
-
-Sync ``reset``/``step`` wait for the envs they name. The async ring is truly asynchronous: ``send`` hands
-the envs to their workers and returns; ``recv`` returns the first ``batch_size`` envs to finish, in the order
-they finished (envpool's rule), so with one seed and one policy each env's stream is the in-process one but
-which envs share a batch may differ.
-
-Processes: contiguous blocks of envs of equal size (one apart at most). ``processes`` defaults to one per
-env: a slow Python env either computes (then the cores bound it, however many processes share them) or
-waits (a simulator, a sleep, I/O; then only more processes help). ``bench/python_envs.py``, 16 envs on 2
-shared cores: waiting envs (2 ms) 11.9x the in-process loop with one process per env, 1.9x with one per
-core; computing envs 1.06x vs 1.03x (other load left about one core; RESULTS.md). Give fewer to save
-memory (each worker is a Python process with your env's imports). For envs as fast as CartPole the pipe
-round trip costs more than the step (0.16x): keep those in-process.
-
-Data path: one shared memory block holds, per env, the observation (``spec.obs_dtype``), the action (int64
-or float64, so the worker converts exactly what the caller passed), the raw reward (float64) and the two
-flags. The parent writes actions, then sends each worker a few bytes (a command byte and int32 env ids);
-the worker steps those envs, writes their rows and answers with the ids. Nothing on the pipes is pickled: the spec
-and the block's name travel once as JSON, error reports as text.
-
-Shutdown: ``close()`` (also run when the object is collected or at exit) asks the workers to stop, joins
-them (terminates any still running after 5 s) and frees the block. A worker exits by itself when its pipe
-to the parent closes, which the kernel does when the parent dies, even by SIGKILL, or within a second of
-the parent's death if an env's step hangs (a thread polls the parent's pid); multiprocessing's resource
-tracker then frees the block. An env that raises in reset or step surfaces here as one RuntimeError naming the env and
-the exception (with the worker's traceback); the VecEnv is then unusable but still closes.
+Worker ``w`` builds ``make_block(num_envs=count, seed=seed + first)`` (a ``PythonLoopVecEnv``) and steps its
+envs, so seeding, lazy autoreset and episode statistics are the in-process ones. Why: a Python env that waits
+(a simulator, I/O) is bound by the one loop; processes let its waits overlap (``bench/RESULTS.md``, "Python envs
+in parallel"; for envs as fast as CartPole keep them in-process). ``make_block`` reaches the workers by pickle,
+once (a module-level function or class, or a ``functools.partial`` of one; not a lambda); workers start by
+``forkserver`` (``spawn`` where there is none), never ``fork``, since this process has JAX threads. Data goes
+through one shared memory block (observations, actions, rewards, flags); the pipes carry only env ids, never
+pickles. ``recv`` returns the first ``batch_size`` envs to finish (envpool's rule). ``close()`` stops the workers
+and frees the block; a worker exits by itself when its parent dies; an env that raises surfaces as one
+RuntimeError naming the env, with the worker's traceback.
 """
 
 from __future__ import annotations

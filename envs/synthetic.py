@@ -1,29 +1,15 @@
 """A synthetic env for measuring the system: each batch step costs a set wall time and almost no CPU.
 
-Like a remote simulator or a GPU sim, the env's time is spent waiting, not computing, so on a small
-machine the data path (actors, inference, transport, trainer), not the simulator, is what a scaling run
-measures. From a config or the command line, through the same factory seam as a user's env::
-
     env.factory=envs.synthetic:make_synthetic env.options.step_ms=20 env.options.obs_shape=84x84x4 \\
         env.options.obs_dtype=uint8
 
-Options (``OPTIONS``, checked before launch):
-
-* ``step_ms``: wall time of one batch step (``step``, ``reset``, or one ``send`` -> ``recv`` of an env
-  ring), whatever the batch size. Each batch in flight waits on its own, as requests to a simulator
-  server with spare capacity: a ring of 2 half batches gives two steps in one ``step_ms``.
-* ``obs_shape`` (``"4"``, ``"17"``, ``"84x84x4"``) and ``obs_dtype`` (``float32`` or ``uint8``): the
-  observations are rows of a random table made once from the seed, so making one costs a copy.
-* ``action_kind`` (``discrete`` with ``num_actions``, or ``continuous`` with ``action_dim`` in [-1, 1]).
-* ``episode_length``: steps per episode; ``random_length``: each episode draws its length uniformly
-  from 1 .. 2 x ``episode_length`` - 1 (mean ``episode_length``) instead.
-
-Rewards are learnable, so a learning curve is a sign of life: each observation row has a target read off
-it (discrete: the index of the largest of its first ``num_actions`` numbers; continuous: its first number
-mapped to [-1, 1]); matching it earns 1 (continuous: ``1 - |a - target|`` averaged over the action's
-dimensions). Everything (table, targets, lengths) follows from the seed and the order
-of calls, so two runs with one seed and one action sequence see the same rows. Semantics as envpool:
-sync and async modes, lazy autoreset, true episode statistics; episodes end as terminations.
+Like a remote simulator, the env's time is spent waiting, not computing, so on a small machine a scaling run
+measures the data path (actors, inference, transport, trainer), not the simulator. Options (``OPTIONS``,
+checked before launch): ``step_ms`` (wall time of one batch step, each batch in flight waiting on its own),
+``obs_shape`` and ``obs_dtype`` (rows of a random table made once from the seed), ``action_kind``
+(``num_actions`` or ``action_dim``), ``episode_length`` and ``random_length``. Rewards are learnable (each row
+has a target action; matching it earns 1), so a learning curve is a sign of life. Everything follows from the
+seed and the order of calls; semantics as envpool (sync and async, lazy autoreset, true episode statistics).
 """
 
 from __future__ import annotations

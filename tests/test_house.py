@@ -6,7 +6,7 @@ Floors (``docs/architecture.md``, "Folder map"), lowest first:
    (``algos/*_config.py``): plain dataclasses and checks, no JAX, no env, no disk.
 1. parts: ``algos.*`` (pure JAX functions) and ``envs.*`` (the env seam).
 2. machinery: the rooms of ``srljax`` the loops and workers share (``comm``, ``learning``, ``replay``, ``selfplay``,
-   ``parallel``, ``telemetry``, ``storage``, ``evaluation``) and ``srljax.layout``.
+   ``population``, ``parallel``, ``telemetry``, ``storage``, ``evaluation``) and ``srljax.layout``.
 3. loops: ``srljax.loops.*``, the single-process training loops.
 4. workers: ``srljax.system.*``.
 5. launchers: ``launch.*``.
@@ -26,10 +26,12 @@ from pathlib import Path
 
 import pytest
 
+from srljax.config.registry import BUILTIN_ALGOS, config_exports
+
 ROOT = Path(__file__).resolve().parents[1]
 TOP = ("srljax", "algos", "envs", "launch", "configs", "examples", "bench")
-MACHINERY = ("comm", "learning", "replay", "parallel", "telemetry", "storage", "evaluation", "selfplay", "layout",
-             "prepare")
+MACHINERY = ("comm", "learning", "replay", "parallel", "telemetry", "storage", "evaluation", "selfplay", "population",
+             "layout", "prepare")
 
 
 def floor(module: str) -> int | None:
@@ -73,6 +75,7 @@ def lazy_exports(path: Path) -> dict[str, str]:
 def import_graph() -> dict[str, set[str]]:
     mods = modules()
     exports = {m: lazy_exports(p) for m, p in mods.items() if p.name == "__init__.py"}
+    exports["srljax.config"].update(config_exports())  # the built-in algorithms' configs, from the one registry
 
     def resolve(name: str) -> str | None:
         while name and name not in mods:
@@ -230,3 +233,81 @@ def test_the_folder_map_in_docs_names_every_folder_and_only_real_paths():
             if "*" in file:
                 continue
             assert any((ROOT / folder / file).exists() for folder in named), f"{file} is not in {named}"
+
+
+# -- one registry of built-in algorithms -----------------------------------------------------------------------
+def test_one_registry_of_built_in_algorithms():
+    """``srljax.config.registry.BUILTIN_ALGOS`` is the only table of built-in algorithms: the config loader, the
+    exports of ``srljax.config`` and ``algos.make`` read it, and none of them holds a table of its own."""
+    import dataclasses
+    import importlib
+
+    import srljax.config
+    from srljax.objects import load_object
+
+    for name, (config_path, make_path) in BUILTIN_ALGOS.items():
+        cls = load_object(config_path, name)
+        assert cls.name == name, f"{config_path}.name is {cls.name!r}, registered as {name!r}"
+        assert srljax.config.algo_config_class(name) is cls
+        assert getattr(srljax.config, cls.__name__) is cls and cls.__name__ in srljax.config.__all__
+        assert make_path.partition(":")[0].startswith("algos.") and ":" in make_path
+    # every algorithm config srljax.config exports (a dataclass with a ``name`` the loader picks) is registered
+    registered = {path.partition(":")[2] for path, _ in BUILTIN_ALGOS.values()}
+    for export in srljax.config.__all__:
+        value = getattr(srljax.config, export)
+        if isinstance(value, type) and dataclasses.is_dataclass(value) and value.__module__.startswith("algos."):
+            fields = {f.name: f for f in dataclasses.fields(value)}
+            if "name" in fields and fields["name"].default not in ("", dataclasses.MISSING):
+                assert export in registered, f"srljax.config exports algorithm config {export} not in the registry"
+    # no second table: the package's literal exports, srljax.config.algo and algos.factory name no algorithm config
+    literal = lazy_exports(ROOT / "srljax" / "config" / "__init__.py")
+    assert not registered & set(literal), f"srljax.config's _EXPORTS repeats the registry: {registered & set(literal)}"
+    for module in ("srljax/config/algo.py", "algos/factory.py"):
+        tree = ast.parse((ROOT / module).read_text())
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
+            a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+        strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+        repeated = sorted((registered & names) | {s for s in strings for key in BUILTIN_ALGOS
+                                                  if s.startswith((f"algos.{key}:", f"algos.{key}_config:"))})
+        assert not repeated, f"{module} names built-in algorithms itself (a second table): {repeated}"
+        assert not any(isinstance(n, ast.Dict) and len(n.keys) > 1 for n in ast.walk(tree)), f"{module} holds a dict"
+    importlib.import_module("algos.factory")  # still imports
+
+
+# -- the docs name every module, and every path they name exists -----------------------------------------------
+DOCUMENTED = ("srljax", "algos", "envs", "launch")
+
+
+def undocumented_modules() -> list[str]:
+    """Modules of ``DOCUMENTED`` that ``docs/architecture.md`` does not name (by repo path, path inside its package,
+    or dotted name) and whose package's ``__init__`` docstring does not name by file name."""
+    docs = (ROOT / "docs" / "architecture.md").read_text()
+    out = []
+    for top in DOCUMENTED:
+        for path in sorted((ROOT / top).rglob("*.py")):
+            if path.name in ("__init__.py", "__main__.py") or "__pycache__" in path.parts:
+                continue
+            rel = path.relative_to(ROOT).as_posix()
+            inner, dotted = rel.split("/", 1)[1], rel[:-3].replace("/", ".")
+            if rel in docs or inner in docs or dotted in docs:
+                continue
+            init = path.parent / "__init__.py"
+            doc = ast.get_docstring(ast.parse(init.read_text())) if init.exists() else None
+            if not (doc and path.name in doc):
+                out.append(rel)
+    return out
+
+
+def test_the_docs_or_the_package_docstring_name_every_module():
+    missing = undocumented_modules()
+    assert not missing, ("modules named neither in docs/architecture.md nor in their package's __init__ docstring "
+                         f"(name them in one): {missing}")
+
+
+def test_every_python_path_the_docs_name_exists():
+    import re
+
+    docs = (ROOT / "docs" / "architecture.md").read_text()
+    named = {m for m in re.findall(r"[\w./-]+\.py", docs) if "/" in m}
+    missing = sorted(m for m in named if not (ROOT / m).exists() and not any((ROOT / t / m).exists() for t in DOCUMENTED))
+    assert not missing, f"docs/architecture.md names paths that do not exist: {missing}"

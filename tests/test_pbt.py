@@ -25,7 +25,7 @@ from srljax.config import (
     problems,
 )
 from srljax.config.pbt import PBTConfig
-from srljax.loops.population import exploit_plan, explore, lr_scale, with_lr_scale
+from srljax.population.pbt import exploit_plan, explore, lr_scale, with_lr_scale
 from srljax.types import EnvSpec
 
 ROOT = Path(__file__).resolve().parents[1]

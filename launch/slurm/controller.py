@@ -1,34 +1,14 @@
 """The controller of a Slurm trial: ``python -m launch.slurm.controller RUN_DIR``, in the batch step.
 
-Started by the sbatch script of ``python -m launch.slurm`` next to the worker steps, which it
-does not own: it waits for their registrations in ``RUN_DIR/names``, configures and starts them,
-watches heartbeats and each group's step (a step that ended writes its exit status to
-``RUN_DIR/slurm/exit/ROLE``), and ends the trial. SIGUSR1 (Slurm's warning before the time
-limit) and SIGTERM / SIGINT (``launch.slurm stop``, ``scancel``) become a clean stop: every
-worker is told to stop and the trainer writes its final checkpoint. The outcome goes to
-``RUN_DIR/slurm/result.json`` for ``launch.slurm status`` (the ``Controller`` also writes
-``RUN_DIR/status.json``, as in every backend; this file adds the job id and covers a signal that
-came before or after ``Controller.run``). Exit code, which becomes the job's: 0 only when the
-trial reached ``total_env_steps`` or was stopped on request; ``TIME_LIMIT_EXIT_CODE`` when
-Slurm's time limit cut it short (the job shows ``FAILED``: the training did not finish, and a
-resubmission must resume it); otherwise the ``Controller``'s non-zero code (a worker failed or
-was lost, a timeout).
-
-Resume: when the run folder already holds a checkpoint (the job was requeued, ``slurm.requeue``, or
-the trial was resubmitted with ``--resume``), the trial continues from the newest one: the
-trainers restore it, ``metrics.jsonl`` is cut back to its update (later lines move to
-``metrics.discarded.jsonl``). Every start is appended to ``RUN_DIR/slurm/starts.jsonl`` (job id,
-Slurm's restart count, the update resumed from), which ``launch.slurm status`` reports.
-
-Restarts (``layout.max_restarts``): one task of a group's ``srun`` step cannot be started again
-inside that step, so a lost worker comes back as a single-task step of the controller's own, on
-the node it ran on, in its group's component, with the group's per-task resources and
-``--overlap`` (the old step keeps its share until its other tasks end; a restarted GPU worker may
-share a GPU with another task). Before that the old process is killed where it ran
-(``srun --overlap --nodelist=NODE kill -KILL PID``, with the pid and node it registered with)
-and its own restart step, if it had one, is ended. This needs ``srun`` where the controller runs:
-with ``slurm.container_image`` the image must have it, or a lost worker ends the trial (said at
-start).
+Started by the sbatch script of ``python -m launch.slurm`` next to the worker steps, which it does not own:
+it waits for their registrations in ``RUN_DIR/names``, configures, starts and watches them (a step that ended
+writes its exit status to ``RUN_DIR/slurm/exit/ROLE``) and ends the trial. SIGUSR1 (Slurm's time-limit
+warning), SIGTERM and SIGINT become a clean stop with a final checkpoint. The outcome goes to
+``RUN_DIR/slurm/result.json`` for ``launch.slurm status``; the exit code (the job's) is 0 only for a finished
+or requested stop, ``TIME_LIMIT_EXIT_CODE`` when Slurm's limit cut it short. A run folder with a checkpoint
+(requeue, ``--resume``) continues from the newest; every start is appended to ``RUN_DIR/slurm/starts.jsonl``.
+A lost worker comes back as a single-task ``srun --overlap`` step of the controller's own on its node, after
+the old process is killed there (needs ``srun`` where the controller runs). ``docs/architecture.md``, "Slurm".
 """
 
 from __future__ import annotations

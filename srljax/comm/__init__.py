@@ -1,14 +1,10 @@
 """Communication layer: wire codec, name resolution and the ZMQ streams (six: the five below and PBT's directives,
 ``srljax/system/managers/pbt_directives.py``). No pickle anywhere.
 
-    from srljax.comm import SampleReceiver, SampleSender, DirectoryNames, worker_key
-
     names = DirectoryNames(cfg.run_dir / "names")
     rx = SampleReceiver("tcp://127.0.0.1:*", trial="exp/t0")
     names.add(worker_key("exp", "t0", "buffer", 0), rx.address, ttl=30)
     tx = SampleSender(names.wait("exp/t0/buffer/0", timeout=60), trial="exp/t0")
-
-Streams (each owns one socket; use it from one thread; ``close()`` or ``with``):
 
 =========  ==============================  =================================  ==================
 stream     server side (binds)             client side (connects)             semantics
@@ -20,10 +16,11 @@ control    ControlServer (ROUTER)          ControlClient (DEALER)             sm
 priorities PriorityReceiver (PULL)         PrioritySender (PUSH, per shard)   lossy, replay only
 =========  ==============================  =================================  ==================
 
-Every receive path decodes with ``codec.decode``; bad, foreign-trial or wrong-schema messages
-are dropped and counted per reason (``endpoint.drops``, ``endpoint.counters()``), never raised.
-Sockets made from a ``security.WireContext`` follow its rules: CURVE on bind and connect (keys
-per identity, a ZAP handler admitting only the trial's), and ``ZMQ_MAXMSGSIZE`` per receiver.
+Each stream owns one socket (one thread; ``close()`` or ``with``); bad, foreign-trial or wrong-schema messages
+are dropped and counted per reason (``endpoint.counters()``), never raised. Modules: ``codec.py``,
+``sockets.py``, one per stream (``inference.py``, ``samples.py``, ``params.py``, ``control.py``,
+``priorities.py``; the league's ``results.py``), ``names.py`` and ``served_names.py``, ``hosts.py`` (bind
+addresses), ``security.py`` (CURVE, receive bounds), ``doorbell.py``.
 """
 
 from srljax.comm.codec import (

@@ -2,30 +2,18 @@
 
     keys = KeyRing.generate(["controller", "trainer", "actor"])      # one key pair per identity
     keys.write(run_dir / "keys")                  # 0700 folder, 0600 files (zmq certificate format)
-    keys = KeyRing.load(run_dir / "keys")         # in a worker process
-
-    ctx = WireContext(WireRules(keys=keys, identity="actor",
+    ctx = WireContext(WireRules(keys=KeyRing.load(run_dir / "keys"), identity="actor",
                                 pinned={"control": "controller", "params": "trainer"}))
     rx = SampleReceiver("tcp://127.0.0.1:*", trial, ctx=ctx)   # binds as a CURVE server, actor's key
     ctx.rules.peer_roles[rx.address] = "actor"   # who serves an address (from the configure message)
     tx = SampleSender(rx.address, trial, ctx=ctx) # pins the key of the role serving that address
     ctx.close()                                   # stops the ZAP handler, terms the context
 
-Every stream created with ``ctx=`` such a context applies ``ctx.rules`` itself (``Endpoint``):
-
-- **bind**: CURVE server with this identity's secret key; the context's ZAP handler admits only
-  clients whose public key is one of the ring's and names the identity as the peer's ``User-Id``
-  (the controller checks a worker's messages come from its role's key).
-- **connect**: CURVE client with this identity's key pair, pinning the server's public key: the
-  stream's ``pinned`` identity (control: the controller, params: the trainer), else the role
-  serving that address (``peer_roles``). A server without that secret key fails the handshake,
-  so only the trainer can publish params and only the controller can command.
-- **receive bounds**: ``ZMQ_MAXMSGSIZE`` from ``limits[endpoint.receives]`` (bytes per frame:
-  libzmq reads a frame's length first and drops the connection without allocating an oversized
-  one), and the ROUTER/DEALER receive queues capped at ``queue_bytes`` per peer.
-
-Without keys (``layout.auth=off``) the rules still bound sizes. Handshakes refused on an
-endpoint are counted in its ``counters()`` (``auth_refused``, ``handshake_failed``).
+Every stream made with such a context applies its rules: a bind is a CURVE server whose ZAP handler admits
+only the ring's keys (naming the peer's identity as ``User-Id``); a connect pins the server's public key (the
+stream's ``pinned`` identity, else ``peer_roles``), so only the trainer can publish params and only the
+controller can command; every receiver is bounded (``ZMQ_MAXMSGSIZE`` per frame, ROUTER/DEALER queues per
+peer), also with ``layout.auth=off``. Refused handshakes are counted (``auth_refused``, ``handshake_failed``).
 """
 
 from __future__ import annotations

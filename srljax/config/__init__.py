@@ -14,14 +14,16 @@ at run time.
 
 The tree, one module a section: ``experiment.py`` (``Experiment``, ``problems``, ``validate``),
 ``env.py``, ``sections.py`` (trainer, layout, log, checkpoint), ``eval.py``, ``pbt.py``,
-``policies.py``, ``slurm.py``; ``algo.py`` (what algorithm configs share, ``algo=NAME``), and
-``tree.py`` (overrides, config files, JSON). Each algorithm's config lives beside the algorithm
+``policies.py``, ``slurm.py``, ``selfplay.py``, ``promise.py``, ``errors.py``, ``dicts.py``; ``algo.py`` (what
+algorithm configs share, ``algo=NAME``), ``registry.py`` (the built-in algorithms, one line each) and ``tree.py``
+(overrides, config files, JSON). Each algorithm's config lives beside the algorithm
 (``algos/ppo_config.py``, ...). Every name below is importable from ``srljax.config``; each is
 loaded on first use, so ``import srljax.config`` costs nothing.
 """
 
 from __future__ import annotations
 
+from srljax.config.registry import config_exports
 from srljax.objects import lazy_exports
 
 _EXPORTS = {  # name -> the module that defines it
@@ -39,14 +41,12 @@ _EXPORTS = {  # name -> the module that defines it
     "consumes": "srljax.config.algo", "algo_config_class": "srljax.config.algo",
     "apply_overrides": "srljax.config.tree", "load_file": "srljax.config.tree", "to_dict": "srljax.config.tree",
     "from_dict": "srljax.config.tree", "write_json": "srljax.config.tree",
-    # the built-in algorithms' configs, each beside its algorithm
-    "PPOConfig": "algos.ppo_config", "IMPALAConfig": "algos.impala_config", "MAPPOConfig": "algos.mappo_config",
-    "DQNConfig": "algos.dqn_config", "ReplayConfig": "algos.replay_config",
-    "SelfPlayConfig": "srljax.config.selfplay",
-    "SACConfig": "algos.sac_config", "TD3Config": "algos.td3_config", "R2D2Config": "algos.r2d2_config",
+    "ReplayConfig": "algos.replay_config", "SelfPlayConfig": "srljax.config.selfplay",
 }
+# and each built-in algorithm's config class (PPOConfig, ...), beside its algorithm, named by the one registry
+_ALGO_EXPORTS = config_exports()
 
-__getattr__ = lazy_exports(__name__, _EXPORTS)
+__getattr__ = lazy_exports(__name__, {**_EXPORTS, **_ALGO_EXPORTS})
 
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted({**_EXPORTS, **_ALGO_EXPORTS})

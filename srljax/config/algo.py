@@ -1,8 +1,8 @@
 """What every algorithm config shares, and how a name picks one (the ``algo`` key of a config).
 
 Each algorithm's config lives beside the algorithm (``algos/ppo_config.py`` beside ``algos/ppo.py``); this
-module holds what they share and the table of built-in names. ``Experiment.algo`` holds one of them or a
-user's own frozen dataclass (``docs/architecture.md``, "Adding your own algorithm"). Every algo config
+module holds what they share (the built-in names are in ``srljax.config.registry``). ``Experiment.algo`` holds
+one of them or a user's own frozen dataclass (``docs/architecture.md``, "Adding your own algorithm"). Every algo config
 has ``name`` (the key ``algo=NAME`` and the JSON round trip choose the class by: a built-in name or the
 user's ``"package.module:Class"``), ``num_steps`` (segment length T) and ``gamma``; a
 ``problems(cfg) -> list[str]`` method, where present, adds its own config errors to
@@ -18,25 +18,15 @@ import json
 from typing import Any, Literal
 
 from srljax.config.errors import ConfigError
+from srljax.config.registry import BUILTIN_ALGOS
 from srljax.objects import load_object
-
-BUILTIN_ALGOS: dict[str, str] = {
-    "ppo": "algos.ppo_config:PPOConfig",
-    "impala": "algos.impala_config:IMPALAConfig",
-    "dqn": "algos.dqn_config:DQNConfig",
-    "mappo": "algos.mappo_config:MAPPOConfig",
-    "sac": "algos.sac_config:SACConfig",
-    "td3": "algos.td3_config:TD3Config",
-    "r2d2": "algos.r2d2_config:R2D2Config",
-}
-"""``algo=NAME`` -> the config class, loaded on first use like a user's ``"package.module:Class"``."""
 
 
 def algo_config_class(name: str, key: str = "algo") -> type:
-    """The algo config class ``name`` picks: a built-in name (``BUILTIN_ALGOS``) or a user's
+    """The algo config class ``name`` picks: a built-in name (``srljax.config.registry``) or a user's
     ``"package.module:Class"`` (a frozen dataclass whose ``name`` field defaults to that same path)."""
     if name in BUILTIN_ALGOS:
-        return load_object(BUILTIN_ALGOS[name], key)
+        return load_object(BUILTIN_ALGOS[name][0], key)
     if ":" not in name:
         raise ConfigError([f"{key}={name!r}: unknown algorithm; known: {', '.join(BUILTIN_ALGOS)}, "
                            "or a user config class 'package.module:Class'"])

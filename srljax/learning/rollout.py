@@ -10,19 +10,11 @@ Used by the single-process loop and by ActorWorker alike::
     if builder.ready(batch_envs):
         batch = builder.pop(batch_envs)   # Trajectory [T+1, batch_envs, ...]
 
-Each environment fills its own column; when a column holds ``T + 1`` rows it becomes a finished
-segment and its last row starts the next one (the bootstrap row is shared). This is exact for
-envpool's async mode, where a ``recv`` returns whichever environments are ready.
-
-With ``return_gamma`` (an algorithm that normalises rewards, ``Algorithm.return_gamma``) the
-builder also keeps each env's running discounted return, reset after a done row, and stores it
-per row as the extra ``ret_acc``: the learner starts each column's return from its row 0, so
-the accumulator belongs to the env (of this actor) and not to a batch column.
-
-``state()`` / ``load_state()`` save and restore everything the builder holds (the rows of the
-segments being built, finished columns not yet popped, the accumulators) as a dict of numpy
-arrays, for a run's checkpoint; ``cut_episodes()`` after a restore marks each env's last row as
-truncated when the env is recreated (its episode in progress is gone, see docs/architecture.md).
+Each environment fills its own column; a column of ``T + 1`` rows is a finished segment and its last row
+starts the next one (the bootstrap row is shared), which is exact for envpool's async mode. With
+``return_gamma`` the builder keeps each env's running discounted return as the extra ``ret_acc``.
+``state()`` / ``load_state()`` save and restore what it holds for a run's checkpoint; ``cut_episodes()`` after a
+restore truncates each env's episode in progress (``docs/architecture.md``, "Run state and resume").
 """
 
 from __future__ import annotations

@@ -5,33 +5,14 @@
     result = train(Experiment(total_env_steps=100_000))
     result.metrics[-1]["episode_return"]
 
-envpool batches (async when ``env.batch_size < env.num_envs``) -> jitted ``act`` ->
-``SegmentBuilder`` -> jitted ``update``. The distributed workers run the same ``act``/``update``.
-
-By default collection and update alternate: batch k is collected with the params of update k,
-strictly on-policy as CleanRL. With ``trainer.overlap_collection`` a collector thread gathers
-batch k+1 while the learner updates on batch k, with the params one update older (batch k
-always uses the params of update k-1, so runs stay deterministic for a seed, as Cleanba's actor
-does). That pays when the update leaves the CPU or accelerator part idle, e.g. an Atari CNN
-update on a CPU keeps ~1.3 of 2 cores busy.
-
-Each metrics record carries where the wall time went since the previous record:
-``time_env`` (waiting in ``recv`` plus ``send``), ``time_act`` (the jitted ``act`` up to its
-action on the host), ``time_update`` (``update`` until the new params are ready) and
-``time_store`` (rollout storage and episode stats), in seconds. With async envpool the envs step
-while the loop acts and updates, so ``time_env`` is only the part not hidden behind them; with
-overlapped collection the phases run at once and may add up to more than the wall time.
-
-Every checkpoint holds the whole run (``Learner.save``): the train state, and from this loop the
-act key, per-env actor states, the rows of the segments being built with each env's reward
-accumulator, the env-step and episode counters, the episode window, the wandb run id and the
-elapsed time. ``train(cfg, resume=True)`` continues the trial from its newest checkpoint. The
-envs are recreated, so each env's episode in progress at the checkpoint ends there, as if cut by
-a time limit (``SegmentBuilder.cut_episodes``): the resumed run is the uninterrupted one exactly
-when every env had just finished an episode at the checkpoint and the env's resets do not depend
-on its history; otherwise it differs from the env side only. With ``overlap_collection`` the
-collector runs ahead of the checkpoint, so only the learner and the counters are kept and the
-collection starts afresh (a new act key folded from the checkpoint's update).
+envpool batches -> jitted ``act`` -> ``SegmentBuilder`` -> jitted ``update``, the same ``act``/``update`` as the
+distributed workers. By default collection and update alternate (strictly on-policy, as CleanRL); with
+``trainer.overlap_collection`` a collector thread gathers batch k+1 during update k with params one update
+older (deterministic per seed, as Cleanba), which pays when the update leaves cores idle (``bench/RESULTS.md``,
+"How Pong got past the sum of its parts"). Each record carries where the wall time went (``time_env``,
+``time_act``, ``time_update``, ``time_store``). Every checkpoint holds the whole run; ``train(cfg,
+resume=True)`` continues it, each env's episode in progress cut as by a time limit
+(``SegmentBuilder.cut_episodes``). ``docs/architecture.md``, "Run state and resume".
 """
 
 from __future__ import annotations

@@ -3,38 +3,19 @@
     python -m launch.local configs/cartpole_pbt.py                     # RUN_DIR/pbt/lineage.jsonl, lineage.png
     result = train(cfg)                                                # srljax.loops.train hands populations here
 
-K members, each a policy with its own ``TrainState`` (params, optimiser state, normaliser stats),
-envs (seed ``seed + i``), act key and learning rate, train in turn in this process: one update of
-member 0, one of member 1, ... (the same ``Collector`` and ``Learner`` as the ordinary loop). Every
-``pbt.ready_updates`` updates every member is evaluated (``srljax.evaluation.evaluator.Evaluator``: fixed-seed,
-deterministic episodes, ``eval.episodes`` of them) and ranked; each of the bottom
-``floor(pbt.quantile x K)`` members whose score is below a randomly chosen member of the top as many
-copies that member's whole train state (weights, optimiser state, normaliser stats; exploit) and
-multiplies its learning rate by one of ``pbt.perturb_factors`` or, with ``pbt.resample_probability``,
-draws it log-uniformly from ``pbt.lr_range`` (explore).
-
-The learning rate lives in the train state: with a population, PPO's optimiser ends in
-``optax.inject_hyperparams(optax.scale)`` and a member's rate is ``trainer.lr x step_size`` (times
-the annealing schedule), so every member runs the one compiled update and a perturbation is a new
-number in the state, never a recompile. Only the learning rate is explored in this first version
-(the entropy coefficient and clip range are closed over by the loss).
-
-Written to the run folder: ``metrics.jsonl`` (one line per member update, with ``member`` and its
-``lr``), ``eval.jsonl`` (every member's evaluations, with ``member``), ``pbt/lineage.jsonl`` (one
-line per ready step and member: its score, and for an exploiting member whom it copied, the
-learning rate before and after), ``pbt/members.json`` (the final evaluation of every member) and
-``pbt/lineage.png`` (learning rate per member over updates, a copy drawn as an arrow from the
-member copied). The same population as a worker graph (``layout.mode=distributed``: a trainer per
-member, their actors, a population manager; local and Slurm) is ``srljax/system/managers/population_manager.py``,
-which ranks and decides with ``plan_copies`` here. Not built: resuming a population (refused in both
-layouts, ``srljax.storage.run_dir.resume_problems``), and per-member checkpoints beyond the final one in the single-process loop.
+K members, each with its own train state, envs (seed ``seed + i``) and learning rate, train in turn in this
+process with the ordinary loop's ``Collector`` and ``Learner``; every ``pbt.ready_updates`` updates each is
+evaluated (``Evaluator``) and the bottom copy the top and perturb their learning rate (``plan_copies`` in
+``srljax/population/pbt.py``, which the distributed ``population_manager.py`` uses too). Written:
+``metrics.jsonl`` and ``eval.jsonl`` (with ``member``), ``pbt/lineage.jsonl``, ``pbt/members.json``,
+``pbt/lineage.png`` and the best member's final checkpoint. Resuming a population is refused
+(``srljax.storage.run_dir.resume_problems``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,24 +31,10 @@ from srljax.config.pbt import member_lr
 from srljax.evaluation.evaluator import EVAL_FILE, Evaluator
 from srljax.learning.learner import Learner
 from srljax.loops.on_policy import Collector
+from srljax.population.pbt import PBT_DIR, lineage_line, lr_scale, plan_copies, plot_lineage, with_lr_scale
 from srljax.prepare import Run, prepared
 from srljax.storage.checkpoint import Checkpointer
 from srljax.telemetry.metrics import MetricsLogger, UpdateRecords
-
-PBT_DIR = "pbt"
-
-
-def lr_scale(state: Any) -> float:
-    """A member's learning-rate factor (``step_size`` of the optimiser's last, injected, transform)."""
-    return float(state.opt_state[-1].hyperparams["step_size"])
-
-
-def with_lr_scale(state: Any, scale: float) -> Any:
-    """``state`` with the learning-rate factor set to ``scale`` (same shapes and dtypes: no recompile)."""
-    last = state.opt_state[-1]
-    old = last.hyperparams["step_size"]
-    hyper = {**last.hyperparams, "step_size": jnp.asarray(scale, old.dtype)}
-    return state.replace(opt_state=(*state.opt_state[:-1], last._replace(hyperparams=hyper)))
 
 
 @dataclass
@@ -97,47 +64,6 @@ class PopulationResult:
     @property
     def run_dir(self) -> Path:
         return self.config.run_dir
-
-
-def explore(lr: float, rng: np.random.Generator, cfg: Experiment) -> float:
-    """A perturbed learning rate: ``lr`` x a factor, or a log-uniform draw from ``pbt.lr_range``, clipped to it."""
-    p = cfg.pbt
-    low, high = p.lr_range
-    if rng.random() < p.resample_probability:
-        return float(math.exp(rng.uniform(math.log(low), math.log(high))))
-    return float(min(max(lr * float(rng.choice(p.perturb_factors)), low), high))
-
-
-def exploit_plan(scores: list[float], n: int, rng: np.random.Generator) -> list[tuple[int, int]]:
-    """``(bottom member, top member it copies)`` pairs: each of the ``n`` lowest-scoring members copies a
-    random one of the ``n`` highest if that one scored strictly more (ties at a score cap copy nothing)."""
-    order = sorted(range(len(scores)), key=lambda i: (scores[i], i))
-    bottom, top = order[:n], order[-n:]
-    out = []
-    for i in bottom:
-        j = int(rng.choice(top))
-        if scores[j] > scores[i]:
-            out.append((i, j))
-    return out
-
-
-def plan_copies(scores: list[float], lrs: list[float], rng: np.random.Generator,
-                cfg: Experiment) -> dict[int, tuple[int, float]]:
-    """One ready step's decisions: ``{copier: (member it copies, its new learning rate)}`` (exploit with
-    ``exploit_plan``, explore the copied member's rate with ``explore``, in member order). The single-process
-    loop and the distributed population manager (``srljax/system/managers/population_manager.py``) both use it."""
-    copied = dict(exploit_plan(scores, cfg.pbt.num_exploit, rng))
-    return {i: (copied[i], explore(lrs[copied[i]], rng, cfg)) for i in range(len(scores)) if i in copied}
-
-
-def lineage_line(update: int, member: int, score: float, lr: float, copy: tuple[int, float] | None,
-                 scores: list[float], lrs: list[float], **extra: Any) -> dict[str, Any]:
-    """One line of ``pbt/lineage.jsonl``: a member's score at a ready step and, if it copied, whom and the rates."""
-    line: dict[str, Any] = {"update": update, "member": member, "score": score, "lr": lr, **extra}
-    if copy is not None:
-        src, new_lr = copy
-        line |= {"copied": src, "copied_score": scores[src], "copied_lr": lrs[src], "new_lr": new_lr}
-    return line
 
 
 def train_population(cfg: Experiment | Run, resume: bool = False) -> PopulationResult:
@@ -251,43 +177,3 @@ def train_population(cfg: Experiment | Run, resume: bool = False) -> PopulationR
         eval_file.close()
         logger.close()
     return result
-
-
-def plot_lineage(directory: Path, histories: list[list[tuple[int, float]]], lineage: list[dict[str, Any]],
-                 num_updates: int) -> Path | None:
-    """``lineage.png``: each member's learning rate over updates (log scale) with an arrow for every copy from
-    the member copied to the one that copied it, and below each member's evaluation score at every ready
-    step. None (and a note) when matplotlib is missing."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("pbt: matplotlib is not installed; lineage.png not drawn (lineage.jsonl has the same data)")
-        return None
-    fig, (ax, score_ax) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
-    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for i, hist in enumerate(histories):
-        xs = [u for u, _ in hist] + [num_updates]
-        ys = [lr for _, lr in hist] + [hist[-1][1]]
-        ax.step(xs, ys, where="post", color=colours[i % len(colours)], label=f"member {i}")
-        scores = [(x["update"], x["score"]) for x in lineage if x["member"] == i]
-        if scores:
-            score_ax.plot(*zip(*scores), marker="o", ms=3, color=colours[i % len(colours)], label=f"member {i}")
-    for line in lineage:
-        if "copied" in line:
-            ax.annotate("", xy=(line["update"], line["new_lr"]), xytext=(line["update"], line["copied_lr"]),
-                        arrowprops={"arrowstyle": "->", "color": colours[line["member"] % len(colours)], "lw": 1.2})
-            ax.text(line["update"], line["new_lr"], f" {line['copied']}->{line['member']}", fontsize=7)
-    ax.set_yscale("log")
-    ax.set_ylabel("learning rate (before annealing)")
-    ax.set_title("PBT lineage: learning rate per member; arrows: copied member -> copier")
-    ax.legend(fontsize=8)
-    score_ax.set_xlabel("update")
-    score_ax.set_ylabel("evaluation score at ready steps\n(before the copy)")
-    fig.tight_layout()
-    path = directory / "lineage.png"
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path

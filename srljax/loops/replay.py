@@ -1,31 +1,17 @@
-"""Single-process training for replay algorithms (DQN, SAC, TD3): the notebook / one-GPU path.
+"""Single-process training for replay algorithms (DQN, SAC, TD3, R2D2): the notebook / one-GPU path.
 
     from srljax.config import load_file
     from srljax.loops.replay import train_replay
     result = train_replay(load_file("configs/cartpole_dqn.py"))
     result.metrics[-1]["episode_return"]
 
-envpool batches -> ``Acting``'s jitted act (the PPO loop's acting code; each row's exploration values
-are its actor state, here this step's ``algo.exploration(env_steps, None, 1)`` for every row: DQN's
-epsilon, SAC's and TD3's ``random`` start and TD3's ``noise``) -> ``Replay.add`` (every
-row, kept per env stream) -> every ``algo.num_steps`` recvs, the updates the replay ratio owes:
-``Replay.sample`` -> ``Learner.step`` -> the update's per-sample ``priority`` back to
-``Replay.update_priorities`` (skipped for uniform replay, ``alpha = 0``, so the host never waits
-on the device for it). Update k is owed once ``replay_ratio * (env_steps - learning_starts)``
-reaches ``k * batch_size`` samples, which with one env is CleanRL's "train every
-``batch_size / replay_ratio`` steps after ``learning_starts``". Importance-sampling beta is annealed
-linearly from ``algo.replay.beta0`` to 1 over the run.
-
-Records, one per ``log.log_every`` updates and a last one at the end, carry what the PPO loop's
-do (``env_steps``, ``episode_return``, ``sps``, losses, ``time_env`` / ``time_act`` /
-``time_update`` / ``time_store``) plus ``time_sample`` (replay sampling and priority updates),
-the exploration values (``epsilon``; ``random``, ``noise``), ``beta``, ``replay_size`` (sampleable transitions)
-and ``samples_per_insert`` (samples trained per env step inserted since ``learning_starts``: the replay ratio
-achieved).
-With ``checkpoint.replay=true`` every checkpoint also holds the replay's contents (in the same orbax
-step as the train state), so ``train_replay(cfg, resume=True)`` / ``--resume`` continues with the
-replay restored; each env's episode in progress then ends at its last stored row, as a time limit
-does (the envs are new). Without it, resuming a replay trial is refused.
+envpool batches -> ``Acting``'s jitted act (each row's exploration values, ``algo.exploration``, in its actor
+state) -> ``Replay.add`` -> the updates the replay ratio owes (``Replay.sample`` -> ``Learner.step`` -> priorities
+back, skipped for uniform replay). Update k is owed once ``replay_ratio * (env_steps - learning_starts)``
+reaches ``k * batch_size`` samples (CleanRL's "train every ``batch_size / replay_ratio`` steps"); beta anneals
+from ``algo.replay.beta0`` to 1. Records add ``time_sample``, the exploration values, ``beta``, ``replay_size``
+and ``samples_per_insert`` (the ratio achieved). With ``checkpoint.replay=true`` checkpoints hold the replay
+and ``--resume`` continues with it; without it, resuming a replay trial is refused.
 """
 
 from __future__ import annotations

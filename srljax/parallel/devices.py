@@ -3,45 +3,17 @@
     env = devices.process_env(cfg, "policy", 1, os.environ, trainer_gpus=4)   # {"CUDA_VISIBLE_DEVICES": "5", ...}
     subprocess.Popen(cmd, env=devices.apply_env(env, dict(os.environ)))       # None values are removed
 
-Every launcher builds a worker's environment here and nowhere else: ``launch/processes.py`` for
-local processes (``trainer_gpus``: all of the config's trainers are on this node) and
-``launch/slurm/task.py`` for Slurm tasks (``$SLURM_LOCALID``, and ``trainer_gpus=0`` because
-Slurm hands each task its own GPUs in ``CUDA_VISIBLE_DEVICES``). JAX reads these variables
-when its backends start, so they are set in the child's environment before it imports JAX;
-this module never imports JAX. ``launch.threads.run_threads`` runs every worker in one process
-and cannot honour per-role placement, so it refuses configs that ask for it
-(``threads_problems``).
-
-The rule, on a node whose visible GPUs are ``gpus`` (``CUDA_VISIBLE_DEVICES`` if set, e.g. by
-Slurm, else every GPU the driver lists), by the role's ``placement`` in ``srljax.layout.ROLES``:
-
-- ``trainer`` number k on the node takes ``gpus[k*d:(k+1)*d]`` with d = ``trainer.devices``; on a
-  node without GPUs it runs on CPU. ``trainer.memory_fraction`` > 0 preallocates that share; 0
-  leaves JAX's default (and any ``XLA_PYTHON_CLIENT_*`` the user exported) alone.
-- ``policy`` / ``actor`` number i runs on CPU or, per ``layout.policy_device`` / ``actor_device``,
-  on ``pool[i % len(pool)]``, where ``pool`` is the GPUs no trainer on this node holds
-  (``trainer_gpus``), or all of them if trainers hold every GPU. Several such processes share a
-  GPU, so they never take JAX's default 75%: ``layout.memory_fraction`` > 0 preallocates that
-  share, 0 turns preallocation off (memory on demand).
-- ``cpu`` (buffers, user-defined roles) runs on CPU.
-
-A process on CPU gets ``JAX_PLATFORMS=cpu`` and an empty ``CUDA_VISIBLE_DEVICES`` (no CUDA
-context, no probing for one). Every role but the trainer also gets single-threaded XLA:CPU
-flags, appended to any ``XLA_FLAGS`` it inherits, so many light processes on a few cores do not
-oversubscribe them; the trainer keeps all cores for the update.
-
-A ``JAX_PLATFORMS`` the user exported is kept where the config leaves the choice open and
-overridden where the config decides:
-
-- without ``cuda``/``gpu`` in it (``cpu``, ``tpu``) it rules GPUs out for the whole launch: the
-  trainer keeps that value (a TPU host runs its trainer on TPU), every other role runs on CPU, and
-  ``layout.*_device=gpu`` is an error naming the variable;
-- with ``cuda`` in it (e.g. ``cuda`` without the CPU fallback) GPU processes keep it, while
-  processes the config puts on CPU (``actor_device=cpu``, buffers) still get ``cpu``.
-
-Memory variables: ``XLA_PYTHON_CLIENT_PREALLOCATE`` and ``XLA_CLIENT_MEM_FRACTION`` (jaxlib
-0.10's name; it refuses the old ``XLA_PYTHON_CLIENT_MEM_FRACTION`` alongside it, so that one is
-removed whenever a fraction is set).
+Every launcher builds a worker's environment here and nowhere else (``launch/processes.py``,
+``launch/slurm/task.py``): JAX reads these variables when its backends start, so they are set before the
+child imports JAX, and this module imports no JAX. By the role's ``placement`` (``srljax.layout.ROLES``):
+trainer k on a node takes ``gpus[k*d:(k+1)*d]`` (d = ``trainer.devices``; ``trainer.memory_fraction``);
+policy and actor processes run on CPU or share the GPUs no trainer holds (``layout.*_device``,
+``layout.memory_fraction``, never JAX's default 75%); ``cpu`` roles run on CPU with ``JAX_PLATFORMS=cpu``.
+Every role but the trainer gets single-threaded XLA:CPU flags so many light processes do not oversubscribe
+the cores. A ``JAX_PLATFORMS`` the user exported is kept where the config leaves the choice open (without
+``cuda`` it rules GPUs out; ``layout.*_device=gpu`` is then an error). Memory: ``XLA_PYTHON_CLIENT_PREALLOCATE``,
+``XLA_CLIENT_MEM_FRACTION`` (the old ``XLA_PYTHON_CLIENT_MEM_FRACTION`` is removed when a fraction is set).
+``launch.threads.run_threads`` cannot place roles and refuses configs that ask (``threads_problems``).
 """
 
 from __future__ import annotations

@@ -6,38 +6,13 @@
     batch, keys = replay.sample(32, beta=0.4, rng=rng)          # a ReplayBatch with importance weights
     replay.update_priorities(keys, np.abs(td_error))            # after the update; stale keys are skipped
 
-Shape letters: N samples, n the n-step window, E streams, L = capacity // E rows per stream,
-``*O`` observation shape, ``*A`` action shape.
-
-**Rows, stored once.** Each stream (one env of one actor) owns a ring of L consecutive rows; a
-row is one ``TimeStep`` (the obs, and the reward and flags that led to it) plus the action taken
-there. A transition is never stored: sampling row t reads its n-step window from the stream's
-rows t+1..t+n, so observations are not duplicated and a window cannot reach another env's rows.
-Row t becomes sampleable once its window is written, unless it is a done row (its transition is
-envpool's autoreset step); windows that cross a done are cut there when the return is computed
-(``algos.returns.n_step_return``) and bootstrap from the done row, which holds the final obs.
-
-**Priorities.** A sum-tree (``srljax.replay.sum_tree``) holds ``(priority + eps) ** alpha`` per sampleable
-row and 0 otherwise; new rows get the largest priority seen so far; ``alpha = 0`` is uniform.
-Importance weights ``(size * P(i)) ** -beta`` are divided by the batch's largest (as Acme's DQN).
-A sample's key records when its row was written, so a priority that comes back after the row was
-overwritten (a buffer worker, or a lagged update) is dropped instead of landing on new data.
-
-**Frame deduplication** (``dedup_frames``): Atari observations are stacks ``[S, H, W]`` of which
-S - 1 frames repeat the previous row's. With it, each row keeps its newest frame and whether its
-stack starts afresh (envpool repeats the first frame after a game reset; after a lost life the
-stack runs on), checked against the observation at insert, so ``sample`` restacks exactly what
-the env returned: 4x less memory for S = 4. Rows whose stack history has been overwritten are not
-sampled.
-
-**Sequences** (``sequence_length=L``, R2D2): a sample is L consecutive rows of one stream from a sampled start
-row (``SequenceBatch``), the start row sampleable once its L - 1 following rows are written (the window),
-unless it is a done row; a sequence may cross episode ends (the learner's unroll resets there). Per-row
-``extras`` (R2D2: the LSTM carry each row was acted with) are stored beside the rows, and a sample
-carries the start row's as its ``state``. A priority belongs to the sequence's start row.
-
-**Memory** is checked when the replay is built (``memory_problem``; ``config_memory_problems``
-estimates it from the config for Atari before launch): ``replay_bytes`` against MemAvailable.
+Rows are stored once, in one ring per stream (one env of one actor): sampling row t reads its n-step window
+from the stream's next rows, so observations are not duplicated and a window never reaches another env's
+rows. A sum-tree (``srljax.replay.sum_tree``) holds ``(priority + eps) ** alpha`` per sampleable row; a key
+records when its row was written, so a late priority never lands on new data. ``dedup_frames`` keeps only
+each Atari row's newest frame and restacks exactly what the env returned; ``sequence_length`` samples R2D2's
+sequences with their stored ``extras``. ``memory_problem`` checks ``replay_bytes`` against MemAvailable when
+the replay is built. ``docs/architecture.md``, "Replay: DQN".
 """
 
 from __future__ import annotations

@@ -5,29 +5,13 @@
     serve_controller(controller)             # the controller's own endpoint
     write_trial_targets(controller)          # RUN_DIR/prometheus_targets.json: every registered worker
 
-What a worker serves is what it already counts (``WorkerStats``) plus its ``metrics()`` (endpoint
-counters, queue depths), as whole-run values, so PromQL's ``rate()`` (or ``launch.status``, from
-two scrapes) turns them into rates and shares of wall time:
-
-- ``srljax_<counter>_total``: every ``stats.add`` counter (``env_steps``, ``rows``, ``updates``,
-  ``samples``, ``dropped_stale_columns``, ``samples_invalid``, ``requests_invalid``, ...);
-- ``srljax_time_seconds_total{phase}``: seconds in each ``stats.time`` phase (``wait/env``,
-  ``wait/inference``, ``compute/act``, ``compute/update`` with the running update included, ...);
-- ``srljax_<gauge>``: ``stats.gauge`` values and the numbers ``metrics()`` returns that are not
-  endpoint counters (``queue_pending_rows``, ``queue_segments_waiting``, ``policy_version``);
-- ``srljax_<sample>{stat="p50"|"p99"|"mean"}``: the sample windows (``latency_inference_ms``,
-  ``batch_fill``, ``time_update_s``);
-- ``srljax_<histogram>``: whole-run histograms as Prometheus histograms (``lag_received``, the
-  policy lag of the columns the trainer took; ``lag_pushed``), and latencies as ``srljax_<name>_hist``
-  (``latency_inference_ms_hist``: the actors' inference round trips, buckets 0.25 ms to 5 s);
-- ``srljax_socket_events_total{socket, event}``: the endpoints' counters (``sent``, ``received``,
-  ``drop.<reason>``, ``auth_refused``);
-- ``srljax_worker_up{state}`` 1 for the worker's state; ``process_resident_memory_bytes`` and
-  ``process_cpu_seconds_total`` (the whole process: under the threads backend, every worker's), with
-  ``srljax_process_id`` and ``srljax_host_cpus`` (the cores it may use) to add CPU up per host.
-
-``metrics()`` reads sockets, which only the worker's main thread may touch: the endpoint serves the
-copy the main loop last wrote to ``workers/<role>-<i>.jsonl`` (every ``METRICS_EVERY_S``).
+A worker serves what it already counts (``WorkerStats``) plus its ``metrics()``, as whole-run values, so
+PromQL's ``rate()`` (or ``launch.status``, from two scrapes) makes rates and shares of wall time:
+``srljax_<counter>_total``, ``srljax_time_seconds_total{phase}``, gauges, sample windows
+(``{stat="p50"|"p99"|"mean"}``), histograms (``lag_received``, ``srljax_<name>_hist``),
+``srljax_socket_events_total{socket, event}``, ``srljax_worker_up{state}`` and the process's memory and CPU.
+The endpoint serves the copy the main loop last wrote (only the main thread touches sockets).
+``docs/architecture.md``, "Monitoring".
 """
 
 from __future__ import annotations

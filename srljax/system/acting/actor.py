@@ -3,48 +3,16 @@ waits on a params version.
 
     worker = ActorWorker(cfg, index=0, names=names)   # run by a backend: worker.run()
 
-The ring is one envpool instance in async mode: ``env.num_envs`` envs, ``recv`` returns
-``env.num_envs / layout.ring_size`` of them, so ``ring_size`` batches are in flight and envs step
-while inference runs. Each recv'd batch is acted on
-
-* inline: ``srljax.learning.acting.Acting`` in this process (the single-process loop's own acting code),
-  with the newest params the trainer's PUB delivered; or
-* remote: a request to the policy workers (``PolicyClient``), up to ``ring_size`` in flight. A
-  recurrent policy's carries live in the policy worker; this actor then talks to one of them only
-  (``index % num_policy_workers``) and tags each row (``srljax/system/acting/carries.py``).
-
-Rows go into a ``SegmentBuilder`` (per-env columns, exact under async envs); a full segment
-``[T+1, env.num_envs]`` tagged with its oldest policy version is pushed to the sample sinks
-(buffers or trainers, round robin) with the true returns of the games that ended since the last
-push in ``meta``.
-
-The actor acts with the newest params it holds and swaps them when a newer version arrives; no
-version barrier. It waits only where waiting saves work:
-
-* back-pressure: at most ``MAX_QUEUED`` segments wait here for a full sink (plus the socket's
-  high-water mark), then the actor stops stepping until the sink takes one;
-* the lag throttle (Sample Factory's): each new params version grants the actor its share of a
-  batch (``batch_envs / num_actors`` columns per version since the first one it saw); it may push
-  ``segments_ahead(cfg)`` segments beyond what it has been granted, then waits for a newer
-  version. By default that is its share of ``publish_every + 1`` batches: it collects the next
-  batch while the trainer updates and no more (more would only go stale in socket buffers), and
-  with more envs than the batch needs, actors take turns instead of overproducing;
-* a segment already staler than ``trainer.max_policy_lag`` against the newest version the actor
-  knows is dropped here (counted; its episodes still count) rather than sent to be dropped.
-
-With ``layout.deterministic`` (inline, one env batch per recv) the actor runs in lockstep instead: every
-action is acted with params version ``v0 + k``, ``k`` the segments it has completed and ``v0`` the first
-version it saw, waiting for that version (``wait/lag_limit``); rows are acted in env order. The row that
-ends segment k (its bootstrap row) is acted again with version ``v0 + k + 1`` before its action goes to the
-env, as the next segment's first row, so each segment is acted with one version (a recurrent policy keeps
-that row's first action: its state cannot step twice). The trainer's update k takes every actor's k-th
-segment, so the run does not depend on timing.
-
-The throttle cannot starve the trainer: when no new version has come for ``ESCAPE_UPDATES`` x the usual
-interval (at least ``ESCAPE_MIN_S``), the trainer may be waiting for columns that were lost, so the actor
-pushes one more segment (``srljax/system/acting/escape.py``; counted as ``throttle_escapes``). With remote
-inference the newest version follows a restarted trainer back down (``PolicyClient.see_version``), as an
-inline actor's params follower does.
+The ring is one envpool instance in async mode (``layout.ring_size`` batches in flight, so envs step while
+inference runs). Each batch is acted on inline (``srljax.learning.acting.Acting``, the single-process loop's
+code, with the newest params the trainer published) or remotely (``PolicyClient`` to the policy workers; a
+recurrent policy's carries live there, ``srljax/system/acting/carries.py``). Rows go into a ``SegmentBuilder``;
+a full segment ``[T+1, env.num_envs]`` is pushed to the sample sinks round robin. It waits only where
+waiting saves work: back-pressure (``MAX_QUEUED``), the lag throttle (its share of a batch per params
+version, ``segments_ahead(cfg)``), with a starvation escape (``srljax/system/acting/escape.py``); a segment
+already staler than ``trainer.max_policy_lag`` is dropped here. With ``layout.deterministic`` it acts in
+lockstep, segment k with version ``v0 + k``. The rules and why: ``docs/architecture.md``, "Data flow" and
+"Liveness".
 """
 
 from __future__ import annotations

@@ -2,29 +2,15 @@
 
     worker = ApexActorWorker(cfg, index=2, names=names)   # run by a backend for algo=dqn, distributed
 
-The ACTOR role's worker for a replay algorithm (``srljax.layout.REPLAY_WORKERS``). It steps its
-envpool ring like ``ActorWorker`` and acts inline (``srljax.learning.acting.Acting``, the single-process
-loop's acting code) with the newest params the trainer published, every env row with the
-algorithm's exploration values for actor i of N (``Algorithm.exploration(steps, i, N)``, DQN: Ape-X's
-constant epsilon; SAC and TD3: uniformly random actions until ``algo.learning_starts``) held in its actor state
-(never in the params). ``steps`` is the trial's env steps as this actor reckons them: its own times N, plus
-``algo.learning_starts`` when the trainer had updated before this actor's first params (a restarted or resumed
-actor does not start exploring from scratch).
-
-Rows are kept per env (``RowChunker``): once an env has ``T + n`` rows (``algo.num_steps`` and the
-algorithm's ``priority_lookahead``, DQN: ``algo.n_step``), its first ``T`` have whole windows, get
-their initial priorities from what the actor computed while acting (``Algorithm.initial_priorities``;
-DQN: from its Q-values, as Ape-X does),
-and go to shard ``i % S`` (``srljax.replay.apex``; always the same one, which keeps its envs' streams)
-as one chunk ``[T, k]`` once every env has one ready; the last n rows start the next chunk.
-
-Waits: at most ``MAX_QUEUED`` chunks wait here for a full shard; and with ``algo.throttle``
-``both`` or ``inserts``, an actor that has inserted more than its share of the env steps the
-updates so far allow (``srljax.replay.apex.actor_allowance``, with one chunk of slack; counted from the first
-version it saw, so a resumed or restarted actor does not insert the whole history's share again) waits for newer params;
-if none comes for 3x the usual time between versions (at least 5 s: the trainer may be starved,
-e.g. by a restarted shard that lost its rows) it may insert one more chunk, and so on.
-A full replay never blocks it: the shard overwrites its oldest rows.
+The actor role for a replay algorithm (``srljax.layout.REPLAY_WORKERS``): it steps its envpool ring like
+``ActorWorker`` and acts inline (``srljax.learning.acting.Acting``) with the newest params, every row with actor
+i of N's exploration values (``Algorithm.exploration``: DQN's Ape-X epsilon; SAC's and TD3's random start)
+held in its actor state. Rows are kept per env (``RowChunker``); once whole windows are there they get
+initial priorities from what acting computed (``Algorithm.initial_priorities``) and go as one chunk to shard
+``i % S``, always the same one (``srljax.replay.apex``). It waits only for a full shard (``MAX_QUEUED``) and,
+with ``algo.throttle`` ``both`` or ``inserts``, beyond its share of inserts (``actor_allowance``), with an
+escape when no params come for a while. A full replay never blocks it: the shard overwrites its oldest rows.
+``docs/architecture.md``, "Ape-X".
 """
 
 from __future__ import annotations

@@ -3,27 +3,15 @@
     python -m launch.local configs/cartpole_pbt_distributed.py     # RUN_DIR/pbt/lineage.jsonl, lineage.png
     python -m launch.slurm configs/cartpole_pbt_distributed.py     # the same graph as one Slurm job
 
-One worker, in the graph when ``pbt.population`` > 1 (``layout.mode=distributed``). It follows every
-member's params stream (trainer ``i`` trains member ``i``, ``srljax/system/training/member_trainer.py``) and keeps,
-for each ready point ``r`` (``r x pbt.ready_updates`` < ``num_updates``), the first params version >=
-``r x pbt.ready_updates`` it sees of each member; a member waits there (``MemberTrainerWorker``) for the
-manager's word. When every member has reached the point the manager evaluates them all
-(``srljax.evaluation.evaluator.Evaluator``: the single-process population's fixed-seed episodes; ``eval.*`` apply),
-in a thread so its loop keeps turning, ranks them with the single-process loop's own
-``srljax.loops.population.plan_copies`` (``exploit_plan`` + ``explore``) and sends every member's trainer one directive
-on the ``directives`` stream (``srljax/system/managers/pbt_directives.py``): copy member j and train with lr x,
-or carry on. A directive whose socket is full is sent again on the next poll.
-
-Its view of each member's learning rate is its own book (the starting rates, then each directive's).
-As each member reaches its last version the manager evaluates it (``final``), so the final evaluations
-are mostly done before the trial ends; ``close`` evaluates any member left (waiting up to
-``FINAL_WAIT_S`` for its last params).
-
-Written to the run folder: ``eval.jsonl`` (every evaluation, with ``member``, ``ready`` and ``final``),
-``pbt/lineage.jsonl`` (one line per ready point and member: its version, score and learning rate and,
-for a copier, whom it copied and the rates), and at the end ``pbt/members.json`` (each member's final
-evaluation, learning rate and checkpoint folder; the best one marked ``best``) and ``pbt/lineage.png``
-(``srljax.loops.population.plot_lineage``).
+One worker, in the graph when ``pbt.population`` > 1 (``layout.mode=distributed``). It follows every member's
+params stream (trainer ``i`` trains member ``i``, ``srljax/system/training/member_trainer.py``) and, when every
+member has reached a ready point (``r x pbt.ready_updates``), evaluates them all in a thread
+(``srljax.evaluation.evaluator.Evaluator``), decides with the single-process loop's own
+``srljax.population.pbt.plan_copies`` (``exploit_plan`` + ``explore``) and sends every member's trainer one
+directive (``srljax/system/managers/pbt_directives.py``): copy member j and train with lr x, or carry on. It
+evaluates each member's last version as it comes. Written: ``eval.jsonl``, ``pbt/lineage.jsonl``,
+``pbt/members.json`` (the best marked ``best``) and ``pbt/lineage.png`` (``srljax.population.pbt.plot_lineage``).
+``docs/architecture.md``, "Distributed population".
 """
 
 from __future__ import annotations
@@ -50,7 +38,7 @@ class PopulationManager(Worker):
         import algos
         from srljax.evaluation.evaluator import EVAL_FILE, Evaluator
         from srljax.layout import DIRECTIVES, TRAINER
-        from srljax.loops.population import PBT_DIR
+        from srljax.population.pbt import PBT_DIR
         from srljax.system.training.params import ParamsCodec
         from srljax.system.managers.pbt_directives import DirectiveSender, member_follower, member_lr
 
@@ -151,7 +139,7 @@ class PopulationManager(Worker):
 
     def _ready_point(self, ready: int, members: dict[int, tuple[int, Any]], results: dict[int, Any]) -> None:
         """Rank the members at ready point ``ready`` and send the copiers their directives."""
-        from srljax.loops.population import lineage_line, plan_copies
+        from srljax.population.pbt import lineage_line, plan_copies
         from srljax.system.managers.pbt_directives import Directive
 
         update = ready * self.ready_every
@@ -198,7 +186,7 @@ class PopulationManager(Worker):
         if self.written or not self.finals:
             return
         self.written = True
-        from srljax.loops.population import plot_lineage
+        from srljax.population.pbt import plot_lineage
         from srljax.system.managers.pbt_directives import member_dir
 
         best = max(self.finals, key=lambda i: self.finals[i]["mean"])

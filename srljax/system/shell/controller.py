@@ -4,46 +4,14 @@
                             start=backend.start, kill=backend.kill)   # launch/backend.py does this
     result = controller.run()          # TrialResult(exit_code, reason, message); also RUN_DIR/status.json
 
-1. binds a ControlServer and registers it as ``<exp>/<trial>/controller/0``; reads the env spec of
-   one actor once (a throw-away env), for every worker;
-2. waits until every worker of ``build_layout(cfg)`` has said ``register`` (pid, role);
-3. sends ``configure`` role by role in the layout's order (servers before their clients), each
-   group waiting for ``status ready``. The message carries the env spec, the extras spec (from the
-   trainer's ready status) and ``peers``: the addresses every worker configured so far serves,
-   so no worker rebuilds the layout or opens an env to learn a shape. Then ``start`` to all;
-4. watches. A worker is lost when it reports an exception (``status error``, its traceback), its
-   process ends (``exited``, from the backend), it sends no heartbeat for
-   ``layout.heartbeat_timeout_seconds`` (e.g. SIGSTOPped), its main loop has not turned for
-   ``layout.hang_seconds`` while its control thread still heartbeats (hung: a blocking env
-   ``step``, a deadlock), or it stops on its own. A lost worker is **restarted**, during start-up too (``srljax/system/shell/restarts.py``; its role's policy, up to
-   ``layout.max_restarts`` times per worker, after ``layout.restart_backoff_seconds``, doubling
-   with each restart in a row): the backend makes sure the old one is gone (``kill``: SIGKILL of
-   its process group, an abandoned thread, a killed Slurm task) and starts a newcomer with the
-   same role and index (``start``). A trainer is restarted with its whole group (every process of
-   a multi-host trainer), and its ``configure`` says ``resume``: it restores the newest checkpoint
-   (or starts over if none was written yet) and cuts ``metrics.jsonl`` back to it; followers take
-   its lower params versions after ``params.FOLLOW_DOWN_S`` and actors restart their lag throttle. Errors are restarted too: an env or a machine fails as often as code does, and a
-   deterministic bug spends the budget within seconds and ends the trial all the same. The
-   newcomer registers (a new ``incarnation``: late messages of the old one are ignored), gets
-   ``configure`` with the current peers (or, lost before its role's turn in start-up, with its
-   group) and ``start`` (or, before the trial's ``start``, with everyone), and takes the newest params from the
-   params stream like any late subscriber. If it serves a stream at a new address, every other
-   worker gets ``peers`` and its endpoints follow (``Worker.connect_peers``); the trainer gets
-   the trial's restart count (``restarts``, logged as ``worker_restarts``). Each restart is
-   printed with its reason and recorded in ``status.json``. The trial ends
-   - ``done`` (exit 0): the trainer reached ``total_env_steps``;
-   - ``error`` (1): a worker reported an exception it may not be restarted after (its traceback is
-     in the message): a worker whose budget is spent, or any worker before ``start``;
-   - ``lost`` (1): likewise for the other losses; the message names the worker, its pid, why, what
-     it waited on, how often it was restarted and its last log lines;
-   - ``stalled`` (1): the trainer made no update for ``layout.stall_seconds``; the message names
-     every worker that waits and on what ("trainer/0 waits for samples: holds 6/8 columns");
-   - ``timeout`` (1): ``timeout_seconds`` passed before ``total_env_steps``;
-5. sends ``stop`` (clients first, trainers last) and waits for each worker to report ``stopped``;
-   ``status.json`` in the run folder records the outcome and the restarts.
-
-Control messages only ever travel on the ROUTER/DEALER control channel: never on PUB, which
-drops silently at its high-water mark.
+One controller per trial, whatever the backend: it binds a ControlServer, reads the env spec once, waits for
+every worker of ``build_layout(cfg)`` to ``register``, sends ``configure`` role by role (servers before their
+clients, with the env spec, extras spec and ``peers``, so no worker rebuilds the layout) and ``start``, then
+watches: a worker that errs, exits, stops heartbeating or hangs is lost and restarted
+(``srljax/system/shell/restarts.py``; a trainer with its whole group, resuming from its newest checkpoint).
+The trial ends ``done`` (0), or ``error``, ``lost``, ``stalled`` or ``timeout`` (1) with a message naming the
+worker and what it waited on; ``stop`` goes to clients first, trainers last. Control messages travel only on
+the ROUTER/DEALER control channel, never on PUB. The lifecycle in full: ``docs/architecture.md``, "Control".
 """
 
 from __future__ import annotations

@@ -6,38 +6,18 @@
         placement = "cpu"      # srljax.parallel.devices rule for its process
         def setup(self): ...   # bind servers (``self.register``), connect to peers (``self.connect_peers``);
                                # make every socket with ``ctx=self.ctx``: it carries auth keys and bounds
-        def poll(self): ...    # one short slice of work (return within ~0.1 s)
+        def poll(self): ...    # one short slice of work (return quickly)
         def close(self): ...   # release sockets, envs; final checkpoint
 
     code = EchoWorker(cfg, index=0, names=names).run()   # blocks until the controller says stop
 
-``run`` registers with the controller (found in ``names``), then follows its commands:
-``configure`` carries what the controller computed once for the whole graph (``self.spec``, the
-env spec of one actor; ``self.extras_spec``; ``self.peers``, the addresses every configured
-worker serves), calls ``setup`` and answers ``status ready`` with the addresses this worker
-registered; ``start`` / ``pause`` switch ``poll`` on and off; ``stop`` (or ``request_stop``, e.g.
-from SIGTERM) ends the loop, calls ``close`` (heartbeats say ``stopping`` meanwhile) and answers
-``status stopped``. An exception anywhere is sent to the controller as ``status error`` with its
-traceback and makes ``run`` return 1.
-
-Workers come back: the controller restarts a lost one with the same role and index
-(``srljax/system/shell/controller.py``). Every message a worker sends carries its ``incarnation`` (random,
-per object), so the controller tells a newcomer from the worker it replaces. A restarted server
-binds a new address; the controller sends every other worker ``peers`` (that worker's new
-addresses), and each endpoint a role connected with ``connect_peers`` leaves the old address for
-the new one by itself; ``peers_changed`` lets a role react (an actor resends the inference
-requests the lost policy worker held). ``restarts`` tells the trial's restart count
-(``self.trial_restarts``; the trainer logs it).
-
-A control thread owns the control socket: it heartbeats every second (every 5 s before ``start``,
-``STARTUP_HEARTBEAT_S``; names served by the controller ride it too) even while the main thread
-is busy in a long jit compile or update, and carries commands in and messages out through queues.
-Each heartbeat carries the main loop's age (seconds since a ``poll`` last returned), the
-worker's ``progress()`` (the trainer: updates) and ``waiting()`` (what its loop waits for), so
-the controller tells a hung loop and a starved trial from a slow one.
-Metrics (``self.stats`` plus ``metrics()``) go to ``runs/<exp>/<trial>/workers/<role>-<i>.jsonl``
-every few seconds, each line stamped with pid and role, and are served on the worker's Prometheus
-endpoint (``srljax/telemetry/exporter.py``; its address goes to the controller in ``register``).
+``run`` registers with the controller and follows its commands (``configure`` -> ``setup``; ``start`` /
+``pause``; ``stop`` -> ``close``); an exception goes to the controller as ``status error`` and ``run``
+returns 1. A control thread owns the control socket and heartbeats (with the main loop's age, ``progress()``
+and ``waiting()``) even while the main thread compiles or updates. Every message carries the worker's
+``incarnation``, so a restarted worker is told from the one it replaces; ``peers`` moves connected endpoints
+to a restarted server's new address. Metrics go to ``workers/<role>-<i>.jsonl`` and the worker's Prometheus
+endpoint (``srljax/telemetry/exporter.py``). ``docs/architecture.md``, "Control".
 """
 
 from __future__ import annotations

@@ -4,32 +4,14 @@ of a league (``selfplay.league``, whose members never wait at ready points: no r
     python -m launch.local configs/cartpole_pbt_distributed.py     # trainer i trains member i
     python -m launch.local configs/connect_four_league.py          # trainer i trains league member i
 
-Trainer ``i`` of the layout trains member ``i`` (``member_experiment``: seed ``seed + i``, run folder
-``RUN_DIR/members/<i>/`` for ``metrics.jsonl`` and ``checkpoints/``, a checkpoint every
-``pbt.ready_updates`` updates), starting at learning rate ``pbt.member_lr[i]`` (a factor in the
-optimiser state, ``srljax.loops.population.with_lr_scale``: no recompile). It binds its own samples and params
-sockets like a policy's trainer (its actors, ``layout.num_actors / population`` of them, push only to it
-and follow only it) and a third, ``directives`` (PULL), on which the population manager speaks.
-
-At every ready point (its version reaching ``r x pbt.ready_updates``, before its last update) it starts
-no further update (``may_update``) until the manager's directive for point ``r`` comes: carry on, or
-copy member j and train with learning rate x. It keeps receiving samples and republishing meanwhile.
-
-A copy: restore member j's newest complete checkpoint (orbax renames a step's folder only once it is
-whole; read-only, nothing of j's is written or deleted), give it a fresh rng and the new learning rate,
-and count the copy as a new params version of its own (``version + 1``: followers take only higher
-versions, so the copied params reach its actors and the manager at once; a member that copied c times
-trains ``num_updates - c`` updates). The new state is checkpointed in its own folder at once (meta
-``copied_from``, ``source_step``). Samples in flight, acted with the old params, are trained on as usual
-(PPO's clipped ratio bounds them; dropping them would starve the actors' lag throttle, whose grants
-count pushed columns). A directive that names another member, an old ready point, or comes after the
-member finished is counted and ignored (``directives_*`` in its worker metrics; one that does not decode
-is counted by the receiver, ``directives/drop.directive``); a checkpoint that cannot be read is counted
-(``copies_failed``) and the member carries on.
-
-The trial ends as for several policies (``PolicyTrainerWorker``, whose done-by-name-keys mechanism this
-reuses): a member that trained its updates adds its ``done`` key and keeps draining samples and
-republishing; trainer 0 tells the controller ``done`` once every member's key is there.
+Trainer ``i`` trains member ``i`` (``member_experiment``: seed ``seed + i``, run folder ``RUN_DIR/members/<i>/``),
+its learning rate a factor in the optimiser state (``srljax.population.pbt.with_lr_scale``: no recompile). It
+binds its own samples and params sockets like a policy's trainer, and a ``directives`` PULL socket on which the
+population manager speaks. At every ready point it starts no further update (``may_update``) until the
+directive comes: carry on, or copy member j (its newest complete checkpoint, read-only) and train at rate x;
+a copy counts as a new params version of its own. Bad or stale directives and unreadable checkpoints are
+counted and ignored. The trial ends as for several policies (``PolicyTrainerWorker``'s done keys).
+``docs/architecture.md``, "Distributed population".
 """
 
 from __future__ import annotations
@@ -46,7 +28,7 @@ from srljax.config.pbt import member_count
 from srljax.config.selfplay import league_members
 from srljax.layout import DIRECTIVES, LEAGUE
 from srljax.learning.learner import Learner
-from srljax.loops.population import lr_scale, with_lr_scale
+from srljax.population.pbt import lr_scale, with_lr_scale
 from srljax.system.shell.common import bind_address, stream_key
 from srljax.system.managers.pbt_directives import (
     Directive,

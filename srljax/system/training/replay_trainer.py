@@ -2,36 +2,14 @@
 
     worker = ReplayTrainerWorker(cfg, index=0, names=names)   # run by a backend for algo=dqn, distributed
 
-The TRAINER role's worker for a replay algorithm (``srljax.layout.REPLAY_WORKERS``): the segment
-trainer's setup, params publishing, checkpoints and resume (``TrainerWorker``), with batches from
-replay buffer workers instead of segments from actors:
-
-* **Credit.** A shard samples only batches the trainer asked for: the trainer grants each shard
-  incarnation it has heard from up to ``PREFETCH`` batches (2 x ``algo.updates_per_call`` if more) in
-  flight, counted in the shard's own served count (every message carries it, so batches lost with a
-  restarted trainer do not hold credit back; ``PrioritySender.grant``, cumulative, resent every
-  second), and only while it holds fewer than ``QUEUE`` batches (or 2 x ``algo.updates_per_call``).
-  So batches are sampled with fresh priorities and no queue grows.
-* **Updates per call.** With ``algo.updates_per_call=K`` the trainer waits for K batches and trains them in one
-  compiled call (``Learner.steps``): one dispatch and one wake-up for the update's end per K updates, which is
-  what bounds a small network's update rate when the processes share a few cores.
-* **Reports.** Every shard message (batch or report) carries the env steps inserted since its last
-  one, completed episodes and the actors' epsilons: they are this trainer's ``env_steps``, episode
-  window, ``epsilon/actor_<i>`` and ``episode_return/actor_<i>`` (each actor's last ``log.window``
-  games: with Ape-X's epsilons from 0.4 down to ~0, the mixed ``episode_return`` is held down by
-  the most exploring actors).
-* **Replay ratio.** With ``algo.throttle`` ``both`` or ``updates`` an update is dispatched only while
-  the updates stay within ``srljax.replay.apex.trainer_allowance`` of the inserts (``algo.ratio_tolerance``
-  over ``algo.replay_ratio``); time spent waiting is ``wait/replay_ratio``, and every metrics line has
-  ``samples_per_insert``, the ratio achieved.
-* **Priorities back.** When an update ends, its ``|TD error|`` goes to the shard incarnation that
-  drew the batch (one PUSH per shard, following a restarted one), keyed by slot and write count;
-  nothing is sent for uniform replay (``algo.replay.alpha=0``).
-* **Checkpoints.** After each checkpoint (and after the final one, written while stopping) the shards
-  are told to ``save`` the replay for that step (``checkpoint.replay``, ``srljax.replay.snapshots``).
-  ``--resume`` restores the newest step whose replay every shard wrote: newer orbax steps are first
-  moved to ``RUN_DIR/checkpoints-without-replay/``, and each shard's first message says which step it
-  restored, which must be the trainer's.
+The trainer role for a replay algorithm (``srljax.layout.REPLAY_WORKERS``): ``TrainerWorker``'s setup,
+publishing, checkpoints and resume, with batches from the replay buffer workers instead of segments. A shard
+samples only the batches this trainer granted it (``PREFETCH`` in flight, ``QUEUE`` held), so batches carry
+fresh priorities and no queue grows; ``algo.updates_per_call`` trains K batches in one compiled call; the
+shards' reports make its ``env_steps`` and episode window; ``algo.throttle`` holds updates to the replay ratio
+(``srljax.replay.apex.trainer_allowance``); each update's ``|TD error|`` goes back to the shard that drew the
+batch. After each checkpoint the shards save the replay for that step, and ``--resume`` restores the newest
+step every shard wrote. ``docs/architecture.md``, "Ape-X".
 """
 
 from __future__ import annotations

@@ -2,38 +2,15 @@
 
     worker = TrainerWorker(cfg, index=0, names=names)  # run by a backend: worker.run()
 
-Segments ``[T+1, b]`` from any actors (or buffers) are checked against the env spec, counted as
-``T x b`` env steps, and dropped (and counted) when their oldest policy version lags the
-learner by more than ``trainer.max_policy_lag``, both when they arrive and when a batch is cut.
-A batch is ``cfg.batch_envs`` columns, whatever the number of actors, envs per actor and
-buffers: columns from any segments, the remainder kept for the next batch.
-
-A trainer group of ``trainer.num_hosts`` processes joins one ``jax.distributed`` group
-(``srljax.parallel.multihost``, the coordinator found through name resolution) in ``setup``. Every
-sample source sends each trainer process segments round robin; each process cuts its own
-``batch_envs / num_hosts`` columns and the update is one sharded, compiled step over all of
-them. Only process 0 (trainer 0) publishes params, writes ``metrics.jsonl`` and tells the
-controller ``done``; every process takes part in checkpoints (orbax writes each array once).
-
-The update is dispatched and not waited for: while it runs, the trainer keeps receiving, cuts
-the next batch and starts its host-to-device copy (``Learner.put``), so the next update's input
-is on the devices when the current one ends. When an update ends, its params go out on the PUB
-every ``trainer.publish_every`` updates (an update that does not publish costs nothing extra),
-whenever the trainer is idle waiting for samples with unpublished updates (free, and it frees
-actors throttled on an older version), and again every second (PUB drops; late subscribers). After ``cfg.num_updates`` updates,
-trainer 0 reports ``done``; the final checkpoint is written on stop.
-
-With ``layout.deterministic`` the trainer cuts batches in lockstep: update k takes the next segment of every
-actor, in actor order (each actor's k-th: it acts segment k with version k, ``srljax/system/acting/actor.py``), and
-their episodes enter the statistics window then, in that order, so ``metrics.jsonl`` does not depend on
-which segment arrived first.
-
-Checkpoints hold the run (``Learner.save``): the train state and version, plus the group's env-step
-count, dropped columns, the episode window, the wandb run id and the elapsed time. When the
-controller's ``configure`` says ``resume`` (``--resume``, or a restarted trainer group), setup
-restores the newest checkpoint before compiling: params go out with the checkpoint's version, the
-counters continue, and ``metrics.jsonl`` continues after the checkpoint's update. Segments that
-were in flight or pending at the stop are lost (they were counted as env steps when received).
+Segments ``[T+1, b]`` from any actors or buffers are checked, counted as env steps, and dropped (counted)
+when older than ``trainer.max_policy_lag``; a batch is ``cfg.batch_envs`` columns from any segments, the
+remainder kept. A group of ``trainer.num_hosts`` processes is one ``jax.distributed`` group
+(``srljax.parallel.multihost``); only trainer 0 publishes, logs and says ``done``. The update is dispatched
+and not waited for: meanwhile the trainer receives, cuts the next batch and starts its copy to the devices.
+Params go out every ``trainer.publish_every`` updates, when idle with unpublished updates, and every second.
+With ``layout.deterministic`` update k takes every actor's k-th segment, in actor order. Checkpoints hold the
+run (``Learner.save``); ``configure`` with ``resume`` restores the newest before compiling.
+``docs/architecture.md``, "Data flow" and "Run state and resume".
 """
 
 from __future__ import annotations
