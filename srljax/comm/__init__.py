@@ -1,5 +1,5 @@
-"""Communication layer: wire codec, name resolution and the ZMQ streams (six: the five below and PBT's directives,
-``srljax/system/managers/pbt_directives.py``). No pickle anywhere.
+"""Communication layer: wire codec, name resolution and every ZMQ stream's endpoints (the five below, PBT's
+directives and the league's results). No pickle anywhere.
 
     names = DirectoryNames(cfg.run_dir / "names")
     rx = SampleReceiver("tcp://127.0.0.1:*", trial="exp/t0")
@@ -14,12 +14,15 @@ samples    SampleReceiver (PULL)           SampleSender (PUSH)                bo
 params     ParamsPublisher (PUB)           ParamsSubscriber (SUB)             lossy, newest wins
 control    ControlServer (ROUTER)          ControlClient (DEALER)             small msgpack commands
 priorities PriorityReceiver (PULL)         PrioritySender (PUSH, per shard)   lossy, replay only
+directives DirectiveReceiver (PULL)        DirectiveSender (PUSH)             PBT manager -> a member
+results    ResultsReceiver (PULL)          ResultsSender (PUSH)               league actors -> manager
 =========  ==============================  =================================  ==================
 
 Each stream owns one socket (one thread; ``close()`` or ``with``); bad, foreign-trial or wrong-schema messages
 are dropped and counted per reason (``endpoint.counters()``), never raised. Modules: ``codec.py``,
 ``sockets.py``, one per stream (``inference.py``, ``samples.py``, ``params.py``, ``control.py``,
-``priorities.py``; the league's ``results.py``), ``names.py`` and ``served_names.py``, ``hosts.py`` (bind
+``priorities.py``, ``directives.py``, ``results.py``; the last two on one generic meta-only PUSH/PULL pair,
+``meta_stream.py``), ``names.py`` and ``served_names.py``, ``hosts.py`` (bind
 addresses), ``security.py`` (CURVE, receive bounds), ``doorbell.py``.
 """
 

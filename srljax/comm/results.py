@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import zmq
 
 from srljax.comm.codec import DecodeError, Message
-from srljax.comm.sockets import Endpoint, context, make_socket
+from srljax.comm.meta_stream import MetaReceiver, MetaSender
 from srljax.layout import RESULTS
 from srljax.selfplay.pool import LATEST
 
@@ -56,41 +56,27 @@ def checked_results(msg: Message, members: int) -> Results:
     return Results(member, tuple(opponents), tuple(float(s) for s in scores))
 
 
-class ResultsSender(Endpoint):
+class ResultsSender(MetaSender):
     """PUSH, connected to the league manager. One thread only. ``counters()``: sent, send_timeouts."""
 
-    stream, receives = RESULTS, "subscriptions"
+    stream = RESULTS
 
     def __init__(self, address: str | None, trial: str, *, ctx: zmq.Context | None = None, hwm: int = 64) -> None:
-        super().__init__(make_socket(context(ctx), zmq.PUSH, sndhwm=hwm), trial, None)
-        if address:
-            self.connect(address)
+        super().__init__(address, trial, ctx=ctx, hwm=hwm)
 
     def send(self, results: Results, timeout_ms: int = 0) -> bool:
         meta: dict[str, Any] = {"member": int(results.member), "opponents": list(results.opponents),
                                 "scores": [float(s) for s in results.scores]}
-        return self._encode_send(KIND_RESULTS, {}, timeout_ms, version=0, meta=meta)
+        return self.send_meta(KIND_RESULTS, meta, 0, timeout_ms)
 
 
-class ResultsReceiver(Endpoint):
+class ResultsReceiver(MetaReceiver):
     """PULL, bound (the league manager). One thread only. ``counters()``: received, drop.*."""
 
     stream, receives = RESULTS, RESULTS
 
     def __init__(self, address: str, trial: str, members: int, *, ctx: zmq.Context | None = None,
                  hwm: int = 1024) -> None:
-        sock = make_socket(context(ctx), zmq.PULL, rcvhwm=hwm)
-        super().__init__(sock, trial, {KIND_RESULTS}, max_bytes=MAX_RESULTS_BYTES)
+        super().__init__(address, trial, kind=KIND_RESULTS, check=lambda msg: checked_results(msg, members),
+                         max_bytes=MAX_RESULTS_BYTES, ctx=ctx, hwm=hwm)
         self.members = members
-        self.bind(address)
-
-    def recv(self, timeout_ms: int | None = 0) -> Results | None:
-        """The next well-formed results, or None after ``timeout_ms``; malformed ones are counted and skipped."""
-        while (got := self._recv_valid(timeout_ms)) is not None:
-            try:
-                return checked_results(got[1], self.members)
-            except DecodeError as err:
-                self.drops.add(err)
-                self.counts["received"] -= 1
-            timeout_ms = 0
-        return None
