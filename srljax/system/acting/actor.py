@@ -79,14 +79,14 @@ from srljax.layout import (
 from srljax.learning.acting import Acting
 from srljax.learning.rollout import SegmentBuilder
 from srljax.system.acting.carries import RowTags
-from srljax.system.shell.common import episode_meta
 from srljax.system.acting.escape import StarvationEscape
 from srljax.system.acting.packing import ReplyPacking
-from srljax.system.training.params import ParamsCodec
-from srljax.system.managers.pbt_directives import member_follower, member_of_actor
 from srljax.system.acting.policy_client import PolicyClient
 from srljax.system.acting.policy_streams import connect_policy_senders, make_follower
+from srljax.system.managers.pbt_directives import member_follower, member_of_actor
+from srljax.system.shell.common import episode_meta
 from srljax.system.shell.worker import Worker
+from srljax.system.training.params import ParamsCodec
 from srljax.types import TimeStep
 
 SEND_HWM = 2  # segments queued in this socket

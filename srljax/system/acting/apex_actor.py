@@ -47,8 +47,8 @@ from srljax.learning.acting import Acting
 from srljax.replay.apex import actor_allowance, shard_of
 from srljax.replay.buffer import replay_extras
 from srljax.system.acting.actor import ActorWorker
-from srljax.system.shell.common import episode_meta
 from srljax.system.acting.escape import StarvationEscape
+from srljax.system.shell.common import episode_meta
 from srljax.system.training.params import ParamsCodec, ParamsFollower
 from srljax.types import EnvSpec, TimeStep
 

@@ -35,11 +35,11 @@ from srljax.config import Experiment
 from srljax.layout import INFERENCE, POLICY, actor_envs_per_recv
 from srljax.learning.acting import jit_act, warm_up
 from srljax.system.acting.carries import CarryStore, checked_tags
-from srljax.system.shell.common import bind_address, checked_obs
 from srljax.system.acting.packing import ReplyPacking
-from srljax.system.training.params import ParamsCodec
 from srljax.system.acting.policy_streams import make_follower
+from srljax.system.shell.common import bind_address, checked_obs
 from srljax.system.shell.worker import Worker
+from srljax.system.training.params import ParamsCodec
 
 
 def buckets(smallest: int, largest: int) -> list[int]:

@@ -75,11 +75,11 @@ class LeagueManager(Worker):
     def setup(self) -> None:
         import algos
         import envs
+        from srljax.comm.results import ResultsReceiver
         from srljax.selfplay.league import League
         from srljax.selfplay.league_records import LeagueRecords
-        from srljax.comm.results import ResultsReceiver
-        from srljax.system.training.params import ParamsCodec
         from srljax.system.managers.pbt_directives import member_follower
+        from srljax.system.training.params import ParamsCodec
         from srljax.system.training.policy_trainer import DONE
 
         cfg, s = self.cfg, self.cfg.selfplay

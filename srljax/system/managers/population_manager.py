@@ -79,8 +79,8 @@ class PopulationManager(Worker):
         from srljax.evaluation.evaluator import EVAL_FILE, Evaluator
         from srljax.layout import DIRECTIVES, TRAINER
         from srljax.loops.population import PBT_DIR
-        from srljax.system.training.params import ParamsCodec
         from srljax.system.managers.pbt_directives import DirectiveSender, member_follower, member_lr
+        from srljax.system.training.params import ParamsCodec
 
         cfg, p = self.cfg, self.cfg.pbt
         self.population, self.ready_every, self.last = p.population, p.ready_updates, cfg.num_updates
