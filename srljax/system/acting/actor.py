@@ -24,10 +24,13 @@ from typing import Any
 
 import jax
 import numpy as np
+import zmq
 
 import algos
 import envs
-from srljax.comm import InferenceClient, SampleSender
+from srljax.comm import InferenceClient, NameResolver, SampleSender
+from srljax.comm.security import KeyRing
+from srljax.config import Experiment
 from srljax.config.pbt import member_count
 from srljax.config.selfplay import league_members
 from srljax.layout import (
@@ -44,15 +47,15 @@ from srljax.layout import (
 from srljax.learning.acting import Acting
 from srljax.learning.rollout import SegmentBuilder
 from srljax.system.acting.carries import RowTags
-from srljax.system.shell.common import episode_meta
 from srljax.system.acting.escape import StarvationEscape
 from srljax.system.acting.packing import ReplyPacking
-from srljax.system.training.params import ParamsCodec
-from srljax.system.managers.pbt_directives import member_follower, member_of_actor
 from srljax.system.acting.policy_client import PolicyClient
 from srljax.system.acting.policy_streams import connect_policy_senders, make_follower
+from srljax.system.managers.pbt_directives import member_follower, member_of_actor
+from srljax.system.shell.common import episode_meta
 from srljax.system.shell.worker import Worker
-from srljax.types import TimeStep, Trajectory
+from srljax.system.training.params import ParamsCodec
+from srljax.types import TimeStep
 
 SEND_HWM = 2  # segments queued in this socket
 MAX_QUEUED = 2  # segments waiting here for room in the sink before the actor stops stepping
@@ -62,6 +65,36 @@ PUSH_WAIT_MS = 20  # while blocked: how long one poll waits for room or for newe
 class ActorWorker(Worker):
     role = ACTOR
     placement = ACTOR
+
+    def __init__(self, cfg: Experiment, index: int, names: NameResolver, *, ctx: zmq.Context | None = None,
+                 parent_pid: int | None = None, keys: KeyRing | None = None):
+        super().__init__(cfg, index, names, ctx=ctx, parent_pid=parent_pid, keys=keys)
+        # what ``setup`` makes (None until then: ``close``, ``metrics`` and ``waiting`` run after a partial setup too)
+        self.remote = False
+        self.env: Any = None
+        self.algo: Any = None
+        self.builder: SegmentBuilder | None = None
+        self.sender: Any = None  # a SampleSender, or a PolicySender (several policies)
+        self.outgoing: deque[tuple[Any, dict[str, Any]]] = deque()  # (segment, meta) waiting for room in a sink
+        self.returns: list[float] = []
+        self.lengths: list[int] = []
+        self.ahead_columns = 0
+        self.share = 0.0
+        self.first_version = -1
+        self.newest_seen = -1
+        self.pushed_columns = 0
+        self.bonus: float = 0
+        self.escape: StarvationEscape | None = None
+        self.blocked = ""
+        self.inference: PolicyClient | None = None  # remote inference
+        self.stepping = 0
+        self.acting: Acting | None = None  # inline inference
+        self.follower: Any = None  # a ParamsFollower or a MultiFollower (several policies)
+        self.league: Any = None  # a LeagueSide (league_actor.py)
+        self.lockstep = False
+        self.lockstep_first = -1
+        self.segments_done = 0
+        self.reacting: TimeStep | None = None
 
     def setup(self) -> None:
         cfg = self.cfg
@@ -81,9 +114,9 @@ class ActorWorker(Worker):
             sinks = self.connect_peers(self.sender, sink, SAMPLES, members)  # follows a restarted buffer to its new address
         if not sinks:
             raise RuntimeError("the configure message named no sample sink (trainer or buffer) to push to")
-        self.outgoing: deque[tuple[Trajectory, dict[str, Any]]] = deque()
-        self.returns: list[float] = []
-        self.lengths: list[int] = []
+        self.outgoing = deque()  # (segment, meta)
+        self.returns = []
+        self.lengths = []
         self.ahead_columns = segments_ahead(cfg) * cfg.env.num_envs
         self.share = columns_per_version(cfg)
         self.first_version = -1  # the first params version this actor saw; grants count from there
@@ -117,7 +150,7 @@ class ActorWorker(Worker):
         self.lockstep = cfg.layout.deterministic  # inline, sync ring (config checks)
         self.lockstep_first = -1  # v0: the first params version seen (a resumed trainer's, or 0)
         self.segments_done = 0
-        self.reacting: TimeStep | None = None  # lockstep: a row acted again once the next version is here
+        self.reacting = None  # lockstep: a row acted again once the next version is here
         self.env.async_reset()
         self.log(f"{self.spec.num_envs} envs {self.spec.id}, {self.spec.batch_size} per recv, "
                  f"{'remote' if self.remote else 'inline'} inference, {len(sinks)} sample sink(s), "
@@ -308,23 +341,22 @@ class ActorWorker(Worker):
         return int(self.stats.counters["env_steps"])
 
     def waiting(self) -> str:
-        blocked = getattr(self, "blocked", "")
-        if blocked or getattr(self, "builder", None) is None:
+        blocked = self.blocked
+        if blocked or self.builder is None:
             return blocked
         low, high = self.builder.rows_filled
         return f"stepping: env columns at rows {low}..{high} of {self.cfg.algo.num_steps + 1}"
 
     def metrics(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"queue/segments_waiting": len(getattr(self, "outgoing", ()))}
-        endpoints = {"sender": getattr(self, "sender", None), "client": getattr(getattr(self, "inference", None), "client", None),
-                     "params": getattr(getattr(self, "follower", None), "sub", None)}
+        out: dict[str, Any] = {"queue/segments_waiting": len(self.outgoing)}
+        endpoints = {"sender": self.sender, "client": None if self.inference is None else self.inference.client,
+                     "params": None if self.follower is None else self.follower.sub}
         for name, endpoint in endpoints.items():
             if endpoint is not None:
                 out.update({f"{name}/{k}": v for k, v in endpoint.counters().items()})
         return out
 
     def close(self) -> None:
-        for name in ("league", "env", "sender", "inference", "follower"):
-            thing = getattr(self, name, None)
+        for thing in (self.league, self.env, self.sender, self.inference, self.follower):
             if thing is not None:
                 thing.close()

@@ -21,17 +21,20 @@ from typing import Any
 
 import jax
 import numpy as np
+import zmq
 
 import algos
 import envs
-from srljax.comm import SampleSender
+from srljax.comm import NameResolver, SampleSender
+from srljax.comm.security import KeyRing
+from srljax.config import Experiment
 from srljax.layout import ACTOR, BUFFER, PARAMS, SAMPLES, TRAINER, actor_envs_per_recv
 from srljax.learning.acting import Acting
 from srljax.replay.apex import actor_allowance, shard_of
 from srljax.replay.buffer import replay_extras
 from srljax.system.acting.actor import ActorWorker
-from srljax.system.shell.common import episode_meta
 from srljax.system.acting.escape import StarvationEscape
+from srljax.system.shell.common import episode_meta
 from srljax.system.training.params import ParamsCodec, ParamsFollower
 from srljax.types import EnvSpec, TimeStep
 
@@ -102,6 +105,19 @@ class ApexActorWorker(ActorWorker):
     role = ActorWorker.role
     placement = ActorWorker.placement
 
+    def __init__(self, cfg: Experiment, index: int, names: NameResolver, *, ctx: zmq.Context | None = None,
+                 parent_pid: int | None = None, keys: KeyRing | None = None):
+        super().__init__(cfg, index, names, ctx=ctx, parent_pid=parent_pid, keys=keys)
+        # what ``setup`` makes beyond ``ActorWorker``'s attributes (None until then)
+        self.explore: dict[str, Any] = {}
+        self.epsilon: float | None = None
+        self.env_steps = 0
+        self.shard = -1
+        self.chunker: RowChunker | None = None
+        self.rows_sent = 0
+        self.start_version = -1
+        self.throttle = False
+
     def setup(self) -> None:
         cfg = self.cfg
         self.remote = False  # apex_problems refuses remote inference
@@ -125,9 +141,9 @@ class ApexActorWorker(ActorWorker):
         self.follower = ParamsFollower(self.trial, self.peers_of(TRAINER, PARAMS), codec, self.stats, self.ctx)
         self.follow_peers(self.follower.sub, TRAINER, PARAMS)
         self.chunker = RowChunker(self.spec, cfg.algo.num_steps, self.algo, tuple(replay_extras(cfg.algo)))
-        self.outgoing: deque[tuple[dict[str, np.ndarray], dict[str, Any]]] = deque()
-        self.returns: list[float] = []
-        self.lengths: list[int] = []
+        self.outgoing = deque()  # (chunk, meta)
+        self.returns = []
+        self.lengths = []
         self.rows_sent = 0
         self.start_version = -1  # the first params version seen: the throttle counts updates since then
         self.throttle = cfg.algo.throttle in ("both", "inserts")
@@ -231,7 +247,7 @@ class ApexActorWorker(ActorWorker):
             self.stats.add("segments")
 
     def waiting(self) -> str:
-        return getattr(self, "blocked", "")
+        return self.blocked
 
     def metrics(self) -> dict[str, Any]:
-        return {**super().metrics(), "epsilon": getattr(self, "epsilon", None), "rows_sent": getattr(self, "rows_sent", 0)}
+        return {**super().metrics(), "epsilon": self.epsilon, "rows_sent": self.rows_sent}

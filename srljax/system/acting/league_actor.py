@@ -19,11 +19,11 @@ from typing import Any
 
 import jax
 
+from srljax.comm.results import MAX_GAMES, Results, ResultsSender
 from srljax.layout import LEAGUE, RESULTS
 from srljax.selfplay.league_opponent import LeagueOpponent
 from srljax.selfplay.league_records import LEAGUE_DIR, TABLE, load_params, read_table
 from srljax.selfplay.pool import LATEST
-from srljax.comm.results import MAX_GAMES, Results, ResultsSender
 
 TABLE_EVERY_S = 0.5
 SEND_EVERY_S = 0.5

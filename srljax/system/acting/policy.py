@@ -26,17 +26,20 @@ from typing import Any
 
 import jax
 import numpy as np
+import zmq
 
 import algos
-from srljax.comm import InferenceServer, Request
+from srljax.comm import InferenceServer, NameResolver, Request
+from srljax.comm.security import KeyRing
+from srljax.config import Experiment
 from srljax.layout import INFERENCE, POLICY, actor_envs_per_recv
 from srljax.learning.acting import jit_act, warm_up
 from srljax.system.acting.carries import CarryStore, checked_tags
-from srljax.system.shell.common import bind_address, checked_obs
 from srljax.system.acting.packing import ReplyPacking
-from srljax.system.training.params import ParamsCodec
 from srljax.system.acting.policy_streams import make_follower
+from srljax.system.shell.common import bind_address, checked_obs
 from srljax.system.shell.worker import Worker
+from srljax.system.training.params import ParamsCodec
 
 
 def buckets(smallest: int, largest: int) -> list[int]:
@@ -56,6 +59,25 @@ class PolicyWorker(Worker):
     at once; batches still grow by themselves while ``act`` runs (requests queue meanwhile), and
     on small networks one ``act`` call (~0.2 ms on a laptop core) costs less than any wait."""
 
+    def __init__(self, cfg: Experiment, index: int, names: NameResolver, *, ctx: zmq.Context | None = None,
+                 parent_pid: int | None = None, keys: KeyRing | None = None):
+        super().__init__(cfg, index, names, ctx=ctx, parent_pid=parent_pid, keys=keys)
+        # what ``setup`` makes (None until then: ``close``, ``metrics`` and ``waiting`` run after a partial setup too);
+        # ``setup`` also replaces ``self.key`` (the worker's key, which the control thread has read by then) with the
+        # PRNG key of its ``act`` calls
+        self.algo: Any = None
+        self.packing: ReplyPacking | None = None
+        self.act: Any = None  # the jitted ``act`` (``jit_act``)
+        self.max_rows = 0
+        self.buckets: list[int] = []
+        self.server: InferenceServer | None = None
+        self.follower: Any = None  # a ParamsFollower or a MultiFollower (several policies)
+        self.recurrent = False
+        self.carries: CarryStore | None = None
+        self.pending: list[tuple[Request, np.ndarray]] = []
+        self.pending_rows = 0
+        self.oldest = 0.0
+
     def setup(self) -> None:
         cfg = self.cfg
         if self.spec is None:
@@ -73,7 +95,7 @@ class PolicyWorker(Worker):
         self.follower = make_follower(self, codec)  # follows a restarted trainer; one stream per policy
         self.recurrent = bool(jax.tree.leaves(self.algo.initial_actor_state(1)))
         self.carries = CarryStore(self.algo.initial_actor_state, cfg.env.num_envs, cfg.layout.num_actors) if self.recurrent else None
-        self.pending: list[tuple[Request, np.ndarray]] = []
+        self.pending = []
         self.pending_rows = 0
         self.oldest = 0.0
         self.log(f"serving {self.server.address}; buckets {self.buckets}")
@@ -156,21 +178,20 @@ class PolicyWorker(Worker):
         return int(self.stats.counters["rows"])
 
     def waiting(self) -> str:
-        follower = getattr(self, "follower", None)
+        follower = self.follower
         if follower is not None and follower.params is None:
             return "params: none received yet"
-        return f"requests: {getattr(self, 'pending_rows', 0)} rows pending"
+        return f"requests: {self.pending_rows} rows pending"
 
     def metrics(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        if getattr(self, "server", None) is not None:
+        if self.server is not None:
             out.update({f"inference/{k}": v for k, v in self.server.counters().items()})
-        if getattr(self, "follower", None) is not None:
+        if self.follower is not None:
             out.update({f"params/{k}": v for k, v in self.follower.sub.counters().items()})
         return out
 
     def close(self) -> None:
-        for name in ("server", "follower"):
-            thing = getattr(self, name, None)
+        for thing in (self.server, self.follower):
             if thing is not None:
                 thing.close()

@@ -20,7 +20,13 @@ than fanning them out to several eval actors.
 from __future__ import annotations
 
 import time
+from typing import Any
 
+import zmq
+
+from srljax.comm import NameResolver
+from srljax.comm.security import KeyRing
+from srljax.config import Experiment
 from srljax.layout import EVAL
 from srljax.system.shell.common import BackgroundCall
 from srljax.system.shell.worker import Worker
@@ -31,6 +37,16 @@ FINAL_WAIT_S = 10.0  # at stop: how long to wait for the trainer's last params v
 class EvalManager(Worker):
     role = EVAL
     placement = "cpu"
+
+    def __init__(self, cfg: Experiment, index: int, names: NameResolver, *, ctx: zmq.Context | None = None,
+                 parent_pid: int | None = None, keys: KeyRing | None = None):
+        super().__init__(cfg, index, names, ctx=ctx, parent_pid=parent_pid, keys=keys)
+        # what ``setup`` makes (None until then: ``close`` runs after a partial setup too)
+        self.follower: Any = None  # a ParamsFollower of the trainer
+        self.evaluator: Any = None  # an Evaluator (srljax/evaluation/evaluator.py)
+        self._wandb: Any = None  # its own wandb run, when log.wandb is on
+        self.book: Any = None  # an EvalBook
+        self._job: BackgroundCall | None = None
 
     def setup(self) -> None:
         import algos
@@ -75,15 +91,15 @@ class EvalManager(Worker):
         self.stats.gauge("eval_mean", record["mean"])
 
     def progress(self) -> int:
-        return max(0, getattr(getattr(self, "book", None), "last_version", 0))
+        return 0 if self.book is None else max(0, self.book.last_version)
 
     def waiting(self) -> str:
-        job = getattr(self, "_job", None)
+        job = self._job
         return "" if job is not None and job.busy else "for a params version due for evaluation"
 
     def close(self) -> None:
         try:
-            if getattr(self, "book", None) is None:
+            if self.book is None:
                 return
             self._job.join()
             self._collect()
@@ -91,10 +107,10 @@ class EvalManager(Worker):
                 self._final()
             self.log(self.book.summary())
         finally:
-            for thing in (getattr(self, "book", None), getattr(self, "follower", None)):
+            for thing in (self.book, self.follower):
                 if thing is not None:
                     thing.close()
-            if getattr(self, "_wandb", None) is not None:
+            if self._wandb is not None:
                 self._wandb.finish()
 
     def _final(self) -> None:

@@ -30,7 +30,11 @@ from typing import Any
 
 import jax
 import numpy as np
+import zmq
 
+from srljax.comm import NameResolver
+from srljax.comm.security import KeyRing
+from srljax.config import Experiment
 from srljax.layout import LEAGUE, RESULTS
 from srljax.system.shell.common import BackgroundCall, bind_address, stream_key
 from srljax.system.shell.worker import Worker
@@ -44,14 +48,38 @@ class LeagueManager(Worker):
     serves = (RESULTS,)
     placement = "cpu"
 
+    def __init__(self, cfg: Experiment, index: int, names: NameResolver, *, ctx: zmq.Context | None = None,
+                 parent_pid: int | None = None, keys: KeyRing | None = None):
+        super().__init__(cfg, index, names, ctx=ctx, parent_pid=parent_pid, keys=keys)
+        # what ``setup`` makes (None until then: ``close`` and ``metrics`` run after a partial setup too)
+        self.done_key = ""
+        self.members = 0
+        self.last = 0
+        self.followers: list[Any] = []  # a ParamsFollower per member
+        self.receiver: Any = None  # the ResultsReceiver (srljax/comm/results.py)
+        self.league: Any = None  # the League (srljax/selfplay/league.py)
+        self.records: Any = None  # its LeagueRecords
+        self.known: set[str] = set()
+        self.next_snapshot: list[int] = []
+        self.versions: list[int] = []
+        self.dirty, self.table_at = False, 0.0
+        self.game: Any = None
+        self.planes: Any = None
+        self.greedy: Any = None  # the jitted deterministic act
+        self.bots_due: list[tuple[int, int, Any, bool]] = []
+        self.bot_points: list[int] = []
+        self.finals: set[int] = set()
+        self._job: BackgroundCall | None = None
+        self.summary_written = False
+
     def setup(self) -> None:
         import algos
         import envs
+        from srljax.comm.results import ResultsReceiver
         from srljax.selfplay.league import League
         from srljax.selfplay.league_records import LeagueRecords
-        from srljax.comm.results import ResultsReceiver
-        from srljax.system.training.params import ParamsCodec
         from srljax.system.managers.pbt_directives import member_follower
+        from srljax.system.training.params import ParamsCodec
         from srljax.system.training.policy_trainer import DONE
 
         cfg, s = self.cfg, self.cfg.selfplay
@@ -66,7 +94,7 @@ class LeagueManager(Worker):
         self.league = League.from_config(s)
         self.records = LeagueRecords(cfg.run_dir, self.league, trial=f"{cfg.name}/{cfg.trial}")
         self.records.clear()  # a restarted manager starts the league over: snapshots from the members' params now
-        self.known: set[str] = set()  # every snapshot name the league ever had
+        self.known = set()  # every snapshot name the league ever had
         self.next_snapshot = [0] * self.members
         self.versions = [0] * self.members
         self.dirty, self.table_at = False, 0.0
@@ -74,9 +102,9 @@ class LeagueManager(Worker):
         self.game, self.planes = env.game, env.planes
         env.close()
         self.greedy = jax.jit(algo.act_deterministic or algo.act)
-        self.bots_due: list[tuple[int, int, Any, bool]] = []  # (member, version, params, final)
+        self.bots_due = []  # (member, version, params, final)
         self.bot_points = [0] * self.members  # the last bot_every_updates point evaluated, per member
-        self.finals: set[int] = set()  # main agents whose last version is evaluated
+        self.finals = set()  # main agents whose last version is evaluated
         self._job = BackgroundCall(f"{self.name}-bots")
         self.summary_written = False
         self.log(f"league of {self.members}: {', '.join(f'{i} {r}' for i, r in enumerate(s.league))}; a snapshot "
@@ -180,29 +208,29 @@ class LeagueManager(Worker):
 
     # -- heartbeats ------------------------------------------------------------------------------
     def progress(self) -> int:
-        return int(self.stats.counters.get("games", 0)) if hasattr(self, "stats") else 0
+        return int(self.stats.counters.get("games", 0))
 
     def waiting(self) -> str:
-        if getattr(self, "_job", None) is not None and self._job.busy:
+        if self._job is not None and self._job.busy:
             return ""
         return "for game results and the members' params"
 
     def metrics(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        league = getattr(self, "league", None)
+        league = self.league
         if league is not None:
             from srljax.selfplay.league import player
 
             out.update({f"elo/{i}": league.elo.rating(player(i)) for i in range(len(league.roles))})
             out["snapshots"] = len(league.snapshots)
-        if getattr(self, "receiver", None) is not None:
+        if self.receiver is not None:
             out.update({f"results/{k}": v for k, v in self.receiver.counters().items()})
         return out
 
     # -- the end -------------------------------------------------------------------------------
     def close(self) -> None:
         try:
-            if getattr(self, "_job", None) is None:  # setup did not get that far
+            if self._job is None:  # setup did not get that far
                 return
             self._job.join()
             self._collect()
@@ -213,6 +241,6 @@ class LeagueManager(Worker):
                 self.records.summary(list(self.versions), self._env_steps())
                 self.summary_written = True
         finally:
-            for thing in (*getattr(self, "followers", ()), getattr(self, "receiver", None)):
+            for thing in (*self.followers, self.receiver):
                 if thing is not None:
                     thing.close()

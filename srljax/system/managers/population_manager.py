@@ -22,7 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import zmq
 
+from srljax.comm import NameResolver
+from srljax.comm.security import KeyRing
+from srljax.config import Experiment
 from srljax.layout import POPULATION
 from srljax.system.shell.common import BackgroundCall
 from srljax.system.shell.worker import Worker
@@ -34,13 +38,37 @@ class PopulationManager(Worker):
     role = POPULATION
     placement = "cpu"
 
+    def __init__(self, cfg: Experiment, index: int, names: NameResolver, *, ctx: zmq.Context | None = None,
+                 parent_pid: int | None = None, keys: KeyRing | None = None):
+        super().__init__(cfg, index, names, ctx=ctx, parent_pid=parent_pid, keys=keys)
+        # what ``setup`` makes (None until then: ``close`` and ``metrics`` run after a partial setup too)
+        self.population = self.ready_every = self.last = 0
+        self.followers: list[Any] = []  # a ParamsFollower per member
+        self.senders: list[Any] = []  # a DirectiveSender per member's trainer
+        self.evaluator: Any = None  # an Evaluator (srljax/evaluation/evaluator.py)
+        self.rng: np.random.Generator | None = None
+        self.lrs: list[float] = []
+        self.histories: list[list[tuple[int, float]]] = []
+        self.next_ready: list[int] = []
+        self.snapshots: dict[int, dict[int, tuple[int, Any]]] = {}
+        self.finals: dict[int, dict[str, Any]] = {}
+        self.final_due: dict[int, tuple[int, Any]] = {}
+        self.lineage: list[dict[str, Any]] = []
+        self.outbox: list[Any] = []
+        self.copies = 0
+        self.pbt_dir: Path | None = None
+        self.eval_file: Any = None  # RUN_DIR/eval.jsonl, open for appending
+        self.lineage_file: Any = None  # RUN_DIR/pbt/lineage.jsonl, open for appending
+        self._job: BackgroundCall | None = None
+        self.written = False
+
     def setup(self) -> None:
         import algos
         from srljax.evaluation.evaluator import EVAL_FILE, Evaluator
         from srljax.layout import DIRECTIVES, TRAINER
         from srljax.population.pbt import PBT_DIR
-        from srljax.system.training.params import ParamsCodec
         from srljax.system.managers.pbt_directives import DirectiveSender, member_follower, member_lr
+        from srljax.system.training.params import ParamsCodec
 
         cfg, p = self.cfg, self.cfg.pbt
         self.population, self.ready_every, self.last = p.population, p.ready_updates, cfg.num_updates
@@ -56,13 +84,13 @@ class PopulationManager(Worker):
         self.evaluator = Evaluator(cfg, algo)
         self.rng = np.random.default_rng(p.seed)
         self.lrs = [member_lr(cfg, i) for i in range(self.population)]
-        self.histories: list[list[tuple[int, float]]] = [[(0, lr)] for lr in self.lrs]
+        self.histories = [[(0, lr)] for lr in self.lrs]
         self.next_ready = [1] * self.population  # each member's next ready point
-        self.snapshots: dict[int, dict[int, tuple[int, Any]]] = {}  # ready point -> member -> (version, params)
-        self.finals: dict[int, dict[str, Any]] = {}  # member -> its final evaluation record
-        self.final_due: dict[int, tuple[int, Any]] = {}  # member -> (last version, params), not yet evaluated
-        self.lineage: list[dict[str, Any]] = []
-        self.outbox: list[Any] = []  # directives decided, not sent yet
+        self.snapshots = {}  # ready point -> member -> (version, params)
+        self.finals = {}  # member -> its final evaluation record
+        self.final_due = {}  # member -> (last version, params), not yet evaluated
+        self.lineage = []
+        self.outbox = []  # directives decided, not sent yet
         self.copies = 0
         run_dir = Path(cfg.run_dir)
         self.pbt_dir = run_dir / PBT_DIR
@@ -204,34 +232,34 @@ class PopulationManager(Worker):
 
     # -- heartbeats ------------------------------------------------------------------------------
     def progress(self) -> int:
-        return int(self.stats.counters.get("evaluations", 0)) if hasattr(self, "stats") else 0
+        return int(self.stats.counters.get("evaluations", 0))
 
     def waiting(self) -> str:
-        if getattr(self, "_job", None) is not None and self._job.busy:
+        if self._job is not None and self._job.busy:
             return ""
         return "for every member to reach the next ready point"
 
     def metrics(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for i, sender in enumerate(getattr(self, "senders", [])):
+        for i, sender in enumerate(self.senders):
             out.update({f"directives/{i}/{k}": v for k, v in sender.counters().items()})
         return out
 
     # -- the end -------------------------------------------------------------------------------
     def close(self) -> None:
         try:
-            if getattr(self, "_job", None) is None:  # setup did not get that far
+            if self._job is None:  # setup did not get that far
                 return
             self._job.join()
             self._collect()
             if self.state != "error" and len(self.finals) < self.population:
                 self._final()
         finally:
-            for thing in (*getattr(self, "followers", ()), *getattr(self, "senders", ())):
+            for thing in (*self.followers, *self.senders):
                 thing.close()
-            for name in ("eval_file", "lineage_file"):
-                if getattr(self, name, None) is not None:
-                    getattr(self, name).close()
+            for file in (self.eval_file, self.lineage_file):
+                if file is not None:
+                    file.close()
 
     def _final(self) -> None:
         """Evaluate every member without a final evaluation yet, waiting briefly for its last params."""

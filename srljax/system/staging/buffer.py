@@ -17,7 +17,11 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from srljax.comm import Message, SampleReceiver, SampleSender
+import zmq
+
+from srljax.comm import Message, NameResolver, SampleReceiver, SampleSender
+from srljax.comm.security import KeyRing
+from srljax.config import Experiment
 from srljax.layout import BUFFER, SAMPLES, TRAINER
 from srljax.learning.rollout import concat_segments, split_segments
 from srljax.system.shell.common import bind_address, checked_trajectory, episode_meta, episodes_from_meta
@@ -33,6 +37,19 @@ class BufferWorker(Worker):
     role = BUFFER
     serves = (SAMPLES,)
 
+    def __init__(self, cfg: Experiment, index: int, names: NameResolver, *, ctx: zmq.Context | None = None,
+                 parent_pid: int | None = None, keys: KeyRing | None = None):
+        super().__init__(cfg, index, names, ctx=ctx, parent_pid=parent_pid, keys=keys)
+        # what ``setup`` makes (None until then: ``close``, ``metrics`` and ``waiting`` run after a partial setup too)
+        self.chunk = 0
+        self.receiver: SampleReceiver | None = None
+        self.sender: SampleSender | None = None
+        self.held: list[Trajectory] = []
+        self.held_columns = 0
+        self.returns: list[float] = []
+        self.lengths: list[int] = []
+        self.outgoing: deque[tuple[Trajectory, dict[str, Any]]] = deque()
+
     def setup(self) -> None:
         cfg = self.cfg
         if self.spec is None:
@@ -42,11 +59,11 @@ class BufferWorker(Worker):
         self.register(SAMPLES, self.receiver.address)
         self.sender = SampleSender(None, self.trial, ctx=self.ctx)
         self.connect_peers(self.sender, TRAINER, SAMPLES)
-        self.held: list[Trajectory] = []
+        self.held = []
         self.held_columns = 0
-        self.returns: list[float] = []
-        self.lengths: list[int] = []
-        self.outgoing: deque[tuple[Trajectory, dict[str, Any]]] = deque()
+        self.returns = []
+        self.lengths = []
+        self.outgoing = deque()
         self.log(f"samples at {self.receiver.address}; forwarding up to {self.chunk} columns per message")
 
     def poll(self) -> None:
@@ -96,7 +113,7 @@ class BufferWorker(Worker):
             self.stats.add("segments")
 
     def waiting(self) -> str:
-        outgoing = list(getattr(self, "outgoing", ()))
+        outgoing = list(self.outgoing)
         columns = sum(batch.reward.shape[1] for batch, _ in outgoing)
         return f"holds {columns} columns" + (" (the trainers are full)" if len(outgoing) >= MAX_QUEUED else "")
 
@@ -105,14 +122,12 @@ class BufferWorker(Worker):
 
     def metrics(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for name in ("receiver", "sender"):
-            endpoint = getattr(self, name, None)
+        for name, endpoint in (("receiver", self.receiver), ("sender", self.sender)):
             if endpoint is not None:
                 out.update({f"{name}/{k}": v for k, v in endpoint.counters().items()})
         return out
 
     def close(self) -> None:
-        for name in ("receiver", "sender"):
-            thing = getattr(self, name, None)
+        for thing in (self.receiver, self.sender):
             if thing is not None:
                 thing.close()

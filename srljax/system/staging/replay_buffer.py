@@ -32,8 +32,10 @@ from typing import Any
 import numpy as np
 import zmq
 
-from srljax.comm import PriorityReceiver, SampleReceiver, SampleSender
+from srljax.comm import NameResolver, PriorityReceiver, SampleReceiver, SampleSender
 from srljax.comm.priorities import KIND_GRANT, KIND_SAVE
+from srljax.comm.security import KeyRing
+from srljax.config import Experiment
 from srljax.layout import ACTOR, BUFFER, PRIORITIES, SAMPLES, TRAINER
 from srljax.replay import snapshots as replay_snapshots
 from srljax.replay.apex import num_shards, shard_actors, shard_capacity, shard_streams, stream_base
@@ -51,6 +53,30 @@ FINAL_SAVE_WAIT_S = 20.0  # at stop: how long to wait for the trainer's final ch
 class ReplayBufferWorker(Worker):
     role = BUFFER
     serves = (SAMPLES, PRIORITIES)
+
+    def __init__(self, cfg: Experiment, index: int, names: NameResolver, *, ctx: zmq.Context | None = None,
+                 parent_pid: int | None = None, keys: KeyRing | None = None):
+        super().__init__(cfg, index, names, ctx=ctx, parent_pid=parent_pid, keys=keys)
+        # what ``setup`` makes (None until then: ``close``, ``metrics`` and ``waiting`` run after a partial setup too)
+        self.replay: Any = None  # a srljax.replay.buffer.Replay (``config_replay``)
+        self.rng: np.random.Generator | None = None
+        self.shard_incarnation = ""
+        self.receiver: SampleReceiver | None = None
+        self.back: PriorityReceiver | None = None
+        self.sender: SampleSender | None = None
+        self.poller: zmq.Poller | None = None
+        self.actors: list[int] = []
+        self.actor_incarnation: dict[int, str] = {}
+        self.epsilons: dict[str, float] = {}
+        self.unreported_steps = 0
+        self.returns: list[float] = []
+        self.lengths: list[int] = []
+        self.actor_returns: dict[str, list[float]] = {}
+        self.granted = self.served = 0
+        self.next_report = 0.0
+        self.batches_sent = self.priorities_applied = 0
+        self.snapshot_step = -1
+        self.restored_step = -1
 
     def setup(self) -> None:
         cfg, spec, a = self.cfg, self.spec, self.cfg.algo
@@ -70,10 +96,10 @@ class ReplayBufferWorker(Worker):
         self.poller.register(self.back.sock, zmq.POLLIN)
         self.connect_peers(self.sender, TRAINER, SAMPLES)
         self.actors = shard_actors(cfg, self.index)
-        self.actor_incarnation: dict[int, str] = {}
-        self.epsilons: dict[str, float] = {}
+        self.actor_incarnation = {}
+        self.epsilons = {}
         self.unreported_steps, self.returns, self.lengths = 0, [], []
-        self.actor_returns: dict[str, list[float]] = {}  # per actor: epsilons differ, so do their returns
+        self.actor_returns = {}  # per actor: epsilons differ, so do their returns
         self.granted = self.served = 0
         self.next_report = 0.0
         self.batches_sent = self.priorities_applied = 0
@@ -256,7 +282,7 @@ class ReplayBufferWorker(Worker):
 
     # -- reporting ----------------------------------------------------------------------------------
     def waiting(self) -> str:
-        replay = getattr(self, "replay", None)
+        replay = self.replay
         if replay is None:
             return "setup"
         return (f"holds {replay.size} sampleable transitions; {self.granted - self.served} batches asked for"
@@ -267,21 +293,18 @@ class ReplayBufferWorker(Worker):
 
     def metrics(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        if getattr(self, "replay", None) is not None:
+        if self.replay is not None:
             out |= {"replay_size": self.replay.size, "replay_inserted": self.replay.inserted,
                     "priorities_applied": self.priorities_applied, "replay_snapshot_step": self.snapshot_step,
                     "replay_restored_step": self.restored_step}
-        for name in ("receiver", "sender", "back"):
-            endpoint = getattr(self, name, None)
+        for name, endpoint in (("receiver", self.receiver), ("sender", self.sender), ("back", self.back)):
             if endpoint is not None:
                 out.update({f"{name}/{k}": v for k, v in endpoint.counters().items()})
         return out
 
     def close(self) -> None:
-        if (getattr(self, "back", None) is not None and self.state != "error" and self.cfg.checkpoint.replay
-                and self.cfg.checkpoint.final):
+        if self.back is not None and self.state != "error" and self.cfg.checkpoint.replay and self.cfg.checkpoint.final:
             self._wait_final_save()
-        for name in ("receiver", "sender", "back"):
-            thing = getattr(self, name, None)
+        for thing in (self.receiver, self.sender, self.back):
             if thing is not None:
                 thing.close()
