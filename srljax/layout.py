@@ -243,6 +243,8 @@ class Plan:
     """members of a self-play league (0: none): a league manager, the actors' game results."""
     policies: tuple[str, ...]
     """the policies that train when there are several (one trainer each); () for one policy."""
+    selfplay: bool
+    """the env's opponent is drawn from snapshots of the learner (``selfplay``; a league too)."""
     remote: bool
     """inference at policy workers (``layout.inference=remote``) rather than inline in the actors."""
     layout: Layout
@@ -273,7 +275,7 @@ def plan_of(cfg: Experiment) -> Plan:
         loop = "replay" if kind == "replay" else "on_policy"
     layout = build_layout(cfg)
     return Plan(mode=cfg.layout.mode, consumes=kind, loop=loop, members=members, pbt=cfg.pbt.enabled, league=league,
-                policies=cfg.policies.training() if cfg.policies.enabled else (),
+                policies=cfg.policies.training() if cfg.policies.enabled else (), selfplay=cfg.selfplay.enabled,
                 remote=cfg.layout.inference == "remote", layout=layout,
                 workers={g.role: worker_path(cfg, g.role) for g in layout.groups})
 

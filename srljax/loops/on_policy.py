@@ -184,10 +184,10 @@ def train_on_policy(cfg: Experiment | Run, resume: bool = False) -> TrainResult:
     if resume:
         shell, meta = learner.restore(None if overlap else collector.state())
         collector.load_state(shell, meta)
-    elif cfg.policies.enabled:  # several policies: each one's ``load`` checkpoint into its part of the state
+    elif run.plan.policies:  # several policies: each one's ``load`` checkpoint into its part of the state
         restore_policies(learner, cfg, env.spec)
     selfplay = None
-    if cfg.selfplay.enabled:  # the env's opponent: snapshots of this learner (srljax/selfplay/opponents.py)
+    if run.plan.selfplay:  # the env's opponent: snapshots of this learner (srljax/selfplay/opponents.py)
         from srljax.selfplay.opponents import SelfPlay
 
         selfplay = SelfPlay(cfg, env, learner.algo, learner.policy_params(), resume=resume)

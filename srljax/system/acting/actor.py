@@ -31,8 +31,6 @@ import envs
 from srljax.comm import InferenceClient, NameResolver, SampleSender
 from srljax.comm.security import KeyRing
 from srljax.config import Experiment
-from srljax.config.pbt import member_count
-from srljax.config.selfplay import league_members
 from srljax.layout import (
     ACTOR,
     BUFFER,
@@ -98,19 +96,19 @@ class ActorWorker(Worker):
 
     def setup(self) -> None:
         cfg = self.cfg
-        self.remote = cfg.layout.inference == "remote"
+        self.remote = self.plan.remote
         env_cfg = dataclasses.replace(cfg.env, batch_size=actor_envs_per_recv(cfg))
         # distinct seeds per actor: envpool seeds env i with seed + i
         self.env = envs.make(env_cfg, seed=cfg.seed + self.index * cfg.env.num_envs)
         self.spec = self.env.spec
         self.algo = algos.make(cfg, self.spec)
         self.builder = SegmentBuilder(self.spec, cfg.algo.num_steps, self.algo.extras_spec, self.algo.return_gamma)
-        if cfg.policies.enabled:  # each policy's part of a segment to its own trainer (srljax/learning/policies.py)
+        if self.plan.policies:  # each policy's part of a segment to its own trainer (srljax/learning/policies.py)
             self.sender, sinks = connect_policy_senders(self, SEND_HWM)
         else:
             self.sender = SampleSender(None, self.trial, ctx=self.ctx, hwm=SEND_HWM)
             sink = BUFFER if self.peers_of(BUFFER, SAMPLES) else TRAINER  # buffers if the layout has any
-            members = [member_of_actor(cfg, self.index)] if member_count(cfg) else None  # a population: its member's
+            members = [member_of_actor(cfg, self.index)] if self.plan.members else None  # a population: its member's
             sinks = self.connect_peers(self.sender, sink, SAMPLES, members)  # follows a restarted buffer to its new address
         if not sinks:
             raise RuntimeError("the configure message named no sample sink (trainer or buffer) to push to")
@@ -140,10 +138,10 @@ class ActorWorker(Worker):
             key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 1000 + self.index)
             self.acting = Acting(self.algo, self.spec.num_envs, key, packing=ReplyPacking(self.spec, self.algo.extras_spec))
             self.acting.warm_up(codec.zeros(), self.spec)
-            self.follower = (member_follower(self, codec, member_of_actor(cfg, self.index)) if member_count(cfg)
+            self.follower = (member_follower(self, codec, member_of_actor(cfg, self.index)) if self.plan.members
                              else make_follower(self, codec))  # follows a restarted trainer; one stream per policy
         self.league = None
-        if league_members(cfg):  # a league member's actor: its opponents and their results (league_actor.py)
+        if self.plan.league:  # a league member's actor: its opponents and their results (league_actor.py)
             from srljax.system.acting.league_actor import LeagueSide
 
             self.league = LeagueSide(self, member_of_actor(cfg, self.index))

@@ -97,7 +97,7 @@ def make_follower(worker: Any, codec: Any) -> Any:
     from srljax.layout import PARAMS, TRAINER
     from srljax.system.training.params import ParamsFollower
 
-    if worker.cfg.policies.enabled:
+    if worker.plan.policies:
         return MultiFollower(worker, codec)
     follower = ParamsFollower(worker.trial, worker.peers_of(TRAINER, PARAMS), codec, worker.stats, worker.ctx)
     worker.follow_peers(follower.sub, TRAINER, PARAMS)  # a restarted trainer publishes elsewhere

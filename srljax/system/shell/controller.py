@@ -30,7 +30,7 @@ import zmq
 from srljax.comm import ControlMessage, ControlServer, NameResolver, worker_key
 from srljax.comm.security import KeyRing, WireContext
 from srljax.config import Experiment
-from srljax.layout import CONTROLLER, TRAINER, Layout, build_layout
+from srljax.layout import CONTROLLER, TRAINER, Layout, plan_of
 from srljax.storage.steps import read_meta
 from srljax.system.shell.auth import worker_context
 from srljax.system.shell.common import bind_address, env_spec, spec_to_wire, trial_name
@@ -88,7 +88,8 @@ class Controller:
                  kill: Callable[[str], None] | None = None):
         self.cfg, self.names = cfg, names
         self.resume = False  # tell workers to continue the trial from its newest checkpoint (``--resume``)
-        self.layout = layout or build_layout(cfg)
+        self.plan = plan_of(cfg)  # the run's roles and mode, decided once (srljax/layout.py)
+        self.layout = layout or self.plan.layout
         raise_open_files(len(self.layout.workers()) + FD_MARGIN, "the controller")  # a connection per worker
         self.spec = spec or env_spec(cfg)
         # its own context: the controller's key (``keys``; None: layout.auth off) and receive bounds
@@ -383,7 +384,7 @@ class Controller:
         if not self._verbose:
             return
         run_dir = Path(self.cfg.run_dir)
-        trained = self.cfg.policies.training() if self.cfg.policies.enabled else ()
+        trained = self.plan.policies
         path = run_dir / "policies" / trained[0] / "metrics.jsonl" if trained else run_dir / "metrics.jsonl"
         record = last_json_line(path)
         if record.get("update") != self._shown_update:
