@@ -21,7 +21,7 @@ class ReplayConfig:
 
     capacity: int = 1_000_000
     """transitions held (split evenly over the env streams); the oldest are overwritten. Checked against
-    the machine's available memory before launch (Atari, ``srljax.layout.problems``) or when the replay is built."""
+    the machine's available memory before launch (Atari, ``srljax.prepare.problems``) or when the replay is built."""
     alpha: float = 0.0
     """priority exponent: 0 samples uniformly; 0.6 is Schaul et al.'s and Ape-X's proportional choice."""
     beta0: float = 0.4
@@ -68,8 +68,8 @@ def replay_problems(algo: Any, cfg: Any) -> list[str]:
         out.append(f"algo.replay.alpha={r.alpha} must be >= 0, algo.replay.beta0={r.beta0} in [0, 1] and "
                    f"algo.replay.priority_eps={r.priority_eps} > 0")
     # whether each env's share of the capacity holds an n-step window (with the frame stack of deduplicated
-    # frames, an env option) and the capacity a batch: srljax.layout.problems (srljax.replay.buffer.window_problems)
-    # whether the capacity fits in memory: srljax.layout.problems (srljax.replay.buffer.config_memory_problems)
+    # frames, an env option) and the capacity a batch: srljax.prepare.problems (srljax.replay.buffer.window_problems)
+    # whether the capacity fits in memory: srljax.prepare.problems (srljax.replay.buffer.config_memory_problems)
     if t.update_epochs != 1 or t.num_minibatches != 1:
         out.append(f"trainer.update_epochs={t.update_epochs} and trainer.num_minibatches={t.num_minibatches} must "
                    f"be 1: {name} takes one gradient step per sampled batch (algo.replay_ratio sets how many)")
@@ -80,7 +80,7 @@ def replay_problems(algo: Any, cfg: Any) -> list[str]:
     if shards > 1 and algo.batch_size % shards:
         out.append(f"algo.batch_size={algo.batch_size} does not split across {shards} trainer devices "
                    f"(trainer.devices x trainer.num_hosts); use a multiple of {shards}")
-    # a distributed (Ape-X) layout's own rules: srljax.layout.problems (srljax.replay.apex.apex_problems)
+    # a distributed (Ape-X) layout's own rules: srljax.prepare.problems (srljax.replay.apex.apex_problems)
     if cfg.layout.mode == "single" and (algo.throttle, algo.ratio_tolerance) != ("both", 0.1):
         out.append(f"algo.throttle={algo.throttle} / algo.ratio_tolerance={algo.ratio_tolerance} apply to distributed "
                    "(Ape-X) layouts; the single-process loop trains exactly the updates the replay ratio owes: "

@@ -23,16 +23,11 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import envs
-from srljax.config import ConfigError, Experiment, consumes
-from srljax.config import problems as config_problems
+from srljax.config import Experiment, consumes
 from srljax.config.pbt import member_count
 from srljax.config.policies import trainer_count
 from srljax.config.selfplay import league_members
 from srljax.objects import load_object
-from srljax.replay.apex import apex_problems
-from srljax.replay.buffer import config_memory_problems, window_problems
-from srljax.storage.run_dir import load_problems
 
 TRAINER, BUFFER, POLICY, ACTOR = "trainer", "buffer", "policy", "actor"
 EVAL = "eval"  # the eval manager (srljax/system/managers/eval_manager.py), one worker when eval.every_updates > 0
@@ -327,28 +322,6 @@ def layout_problems(cfg: Experiment) -> list[str]:
         out.append(f"env.batch_size={env.batch_size} x layout.ring_size={lay.ring_size} != env.num_envs={env.num_envs}; "
                    "set env.batch_size=0 to derive it from the ring size")
     return out
-
-
-def problems(cfg: Experiment) -> list[str]:
-    """Everything wrong with ``cfg``: the config tree (``srljax.config.problems``), its worker graph, whether the
-    algorithm and agent table fit the env (``envs.fit_problems``), the checkpoints it loads
-    (``srljax.storage.run_dir.load_problems``) and, for a replay algorithm, whether the replay fits in this
-    machine's memory (``srljax.replay.buffer``)."""
-    found = config_problems(cfg) + layout_problems(cfg) + envs.fit_problems(cfg) + load_problems(cfg)
-    if consumes(cfg.algo) == "replay":
-        if cfg.layout.mode != "single":
-            found += apex_problems(cfg)  # Ape-X's layout rules live with its workers' helpers
-        if not any(p.startswith("algo.replay.capacity") for p in found):
-            found += window_problems(cfg) or config_memory_problems(cfg)
-    return found
-
-
-def validate(cfg: Experiment) -> Experiment:
-    """Return ``cfg`` unchanged, or raise ``ConfigError`` listing every problem (tree and graph)."""
-    found = problems(cfg)
-    if found:
-        raise ConfigError(found)
-    return cfg
 
 
 def describe_batch(cfg: Experiment) -> str:

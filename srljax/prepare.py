@@ -20,8 +20,8 @@ from pathlib import Path
 
 import envs
 from srljax.config import ConfigError, Experiment, consumes, write_json
-from srljax.layout import Plan, plan_of
-from srljax.layout import problems as layout_problems
+from srljax.config import problems as config_problems
+from srljax.layout import Plan, layout_problems, plan_of
 from srljax.storage import run_dir as run_folder
 
 BACKENDS = ("single", "threads", "processes", "slurm")
@@ -138,6 +138,25 @@ def replay_memory_problems(cfg: Experiment) -> list[str]:
     return [problem] if problem else []
 
 
-register("srljax.layout", layout_problems)  # the tree, the worker graph, fit to the env, loads, Atari replays
+def replay_problems(cfg: Experiment) -> list[str]:
+    """A replay algorithm's: Ape-X's layout rules (a worker graph), the replay's window and, for Atari, its memory
+    from the config (skipped when the capacity itself is wrong: the config's checks name it)."""
+    if consumes(cfg.algo) != "replay":
+        return []
+    from srljax.replay.apex import apex_problems
+    from srljax.replay.buffer import config_memory_problems, window_problems
+
+    found = apex_problems(cfg) if cfg.layout.mode != "single" else []
+    if not any(p.startswith("algo.replay.capacity") for p in config_problems(cfg)):
+        found += window_problems(cfg) or config_memory_problems(cfg)
+    return found
+
+
+# in the order they are reported
+register("srljax.config", config_problems)  # the config tree and its arithmetic
+register("srljax.layout", layout_problems)  # a worker graph's streams and sizes
+register("envs.fit", envs.fit_problems)  # the algorithm and agent table against the env, without building it
+register("srljax.storage", run_folder.load_problems)  # the checkpoints it loads (load=, policies' load)
+register("srljax.replay", replay_problems)
 register("envs", lambda cfg: envs.problems(cfg.env, cfg.algo), key=lambda cfg: repr((cfg.env, cfg.algo)))
-register("srljax.replay", replay_memory_problems, ("single",))
+register("srljax.replay.memory", replay_memory_problems, ("single",))

@@ -32,7 +32,8 @@ from srljax.config import (
     TrainerConfig,
 )
 from srljax.evaluation.evaluator import read_evals
-from srljax.layout import ACTOR, BUFFER, PRIORITIES, TRAINER, build_layout, problems, worker_class
+from srljax.layout import ACTOR, BUFFER, PRIORITIES, TRAINER, build_layout, worker_class
+from srljax.prepare import problems
 from srljax.replay.apex import actor_allowance, shard_actors, shard_of, shard_streams, stream_base, trainer_allowance
 from srljax.replay.buffer import Replay, SampleKeys
 from srljax.storage.run_dir import resume_problems

@@ -205,8 +205,8 @@ def test_a_worker_role_imports_only_what_it_needs(module):
 
 
 def test_config_and_launch_checks_load_no_jax():
-    code = ("import sys, srljax.config, srljax.layout; from srljax.config import Experiment, DQNConfig, MAPPOConfig; "
-            "from srljax.layout import problems; problems(Experiment()); "
+    code = ("import sys, srljax.config, srljax.prepare; from srljax.config import Experiment, DQNConfig, MAPPOConfig; "
+            "from srljax.prepare import problems; problems(Experiment(), skip=('envs', 'srljax.replay.memory')); "
             "print(sorted(m for m in ('jax', 'flax', 'optax', 'orbax') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
@@ -311,3 +311,38 @@ def test_every_python_path_the_docs_name_exists():
     named = {m for m in re.findall(r"[\w./-]+\.py", docs) if "/" in m}
     missing = sorted(m for m in named if not (ROOT / m).exists() and not any((ROOT / t / m).exists() for t in DOCUMENTED))
     assert not missing, f"docs/architecture.md names paths that do not exist: {missing}"
+
+
+# -- the second floor: rooms, no guards, one prepare pass --------------------------------------------------------
+def test_the_worker_room_is_in_rooms_and_sets_every_attribute_in_init():
+    """``srljax/system/`` holds rooms by pipeline stage, no module directly; no worker tests whether its own attribute
+    exists yet (``hasattr(self, ...)`` / ``getattr(self, "...")``): every attribute is set in ``__init__``."""
+    import re
+
+    system = ROOT / "srljax" / "system"
+    flat = sorted(p.name for p in system.glob("*.py") if p.name != "__init__.py")
+    assert not flat, f"modules directly under srljax/system/ (put each in its room): {flat}"
+    guards = [f"{p.relative_to(ROOT)}:{i}" for p in system.rglob("*.py")
+              for i, line in enumerate(p.read_text().splitlines(), 1) if re.search(r"\b(?:hasattr|getattr)\(self\s*,", line)]
+    assert not guards, f"attribute guards (set the attribute in __init__ instead): {guards}"
+
+
+SETUP_CALLS = ("claim(", "compile_cache.enable(", "write_json(")  # the folder, the cache, config.json
+
+
+def test_a_run_is_checked_and_set_up_in_one_place():
+    """The loops and the launchers that start training call ``srljax.prepare`` (checks, folder, config.json, compile
+    cache) instead of doing the set-up themselves. Exceptions: a worker process enables its own compile cache
+    (``srljax/system/shell/run.py``), ``launch.play`` compiles without a run, and a Slurm submission writes its folder
+    inside a transaction undone when sbatch refuses (its checks are the same pass)."""
+    entries = [*(ROOT / "srljax" / "loops").glob("*.py"), *(ROOT / "launch").rglob("*.py")]
+    allowed = {"launch/play.py", "launch/slurm/trial.py", "launch/slurm/submit.py"}
+    found = [f"{p.relative_to(ROOT)}:{i}: {line.strip()}" for p in entries if p.relative_to(ROOT).as_posix() not in allowed
+             for i, line in enumerate(p.read_text().splitlines(), 1)
+             if any(call in line for call in SETUP_CALLS) and not line.lstrip().startswith(("#", "def "))]
+    assert not found, f"set-up outside srljax/prepare.py: {found}"
+    callers = ["launch/cli.py", "launch/show.py", "launch/sweep/trials.py", "launch/threads.py", "launch/processes.py",
+               "srljax/loops/train.py", "srljax/loops/on_policy.py", "srljax/loops/replay.py",
+               "srljax/loops/population.py", "srljax/loops/league.py"]
+    missing = [c for c in callers if "from srljax.prepare import" not in (ROOT / c).read_text()]
+    assert not missing, f"entry points that do not go through srljax/prepare.py: {missing}"

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from srljax.config import ConfigError, apply_overrides, load_file
-from srljax.layout import Stream, build_layout, layout_problems, problems, validate
+from srljax.layout import Stream, build_layout, layout_problems
+from srljax.prepare import check, problems
 
 ROOT = Path(__file__).resolve().parents[1]
 CARTPOLE = ROOT / "configs" / "cartpole_ppo_distributed.py"
@@ -40,7 +41,8 @@ def test_inline_graph_with_a_buffer():
 
 def test_the_shipped_distributed_configs_are_valid():
     for name in ("cartpole_ppo_distributed", "atari_ppo_distributed"):
-        cfg = validate(load_file(ROOT / "configs" / f"{name}.py"))
+        cfg = load_file(ROOT / "configs" / f"{name}.py")
+        assert problems(cfg) == []
         assert cfg.layout.mode == "distributed" and cfg.layout.num_actors == 2 and cfg.layout.inference == "remote"
     assert load_file(ROOT / "configs" / "atari_ppo_distributed.py").layout.ring_size > 1
 
@@ -57,7 +59,7 @@ def test_disconnected_or_inconsistent_layouts_fail_validation(overrides, message
     cfg = config(*overrides)
     assert any(message in p for p in problems(cfg)), problems(cfg)
     with pytest.raises(ConfigError, match="invalid config"):
-        validate(cfg)
+        check(cfg)
 
 
 def test_single_mode_has_no_layout_problems():

@@ -31,7 +31,7 @@ from srljax.config import (
     to_dict,
 )
 from srljax.config.policies import policy_experiment
-from srljax.layout import problems  # the tree, the graph, the env fit and the load= folders
+from srljax.prepare import problems  # the tree, the graph, the env fit and the load= folders
 from srljax.learning.policies import load_policy_state, restore_policies
 from srljax.learning.rollout import SegmentBuilder
 from srljax.system.shell.common import checked_trajectory

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from srljax.config import DQNConfig, EnvConfig, Experiment, ReplayConfig, TrainerConfig
-from srljax.layout import problems  # the config tree, and the replay against memory
+from srljax.prepare import problems  # the config tree, and the replay against memory
 from srljax.replay import buffer as replay_mod
 from srljax.replay.buffer import Replay, ReplayMemoryError, memory_problem, replay_bytes
 from srljax.replay.sum_tree import SumTree

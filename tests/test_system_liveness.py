@@ -173,7 +173,7 @@ def test_a_starved_trainer_ends_the_trial_as_stalled(tmp_path, monkeypatch):
 
 def test_a_throttle_that_can_never_fill_a_batch_is_refused():
     """``max_segments_ahead`` too small for one batch would deadlock (version 0 never advances)."""
-    from srljax.layout import problems
+    from srljax.prepare import problems
 
     cfg = small_config(Path("/nonexistent"), "layout.inference=inline", "trainer.batch_envs=16",
                        "layout.max_segments_ahead=1")
