@@ -151,11 +151,10 @@ def install_chaos(trial: dict[str, Any], p_delay: float, max_delay: float) -> No
     from srljax.system.managers.eval_manager import EvalManager
     from srljax.system.acting.policy import PolicyWorker
     from srljax.system.staging.replay_buffer import ReplayBufferWorker
-    from srljax.system.training.replay_trainer import ReplayTrainerWorker
     from srljax.system.training.trainer import TrainerWorker
 
     for cls in (ActorWorker, ApexActorWorker, BufferWorker, EvalManager, PolicyWorker, ReplayBufferWorker,
-                ReplayTrainerWorker, TrainerWorker):
+                TrainerWorker):
         for where in ("setup", "poll"):
             if where in cls.__dict__:
                 setattr(cls, where, wrap(cls.__dict__[where], where))

@@ -52,7 +52,7 @@ class LeagueManager(Worker):
         from srljax.comm.results import ResultsReceiver
         from srljax.system.training.params import ParamsCodec
         from srljax.system.managers.pbt_directives import member_follower
-        from srljax.system.training.policy_trainer import DONE
+        from srljax.system.training.publishers import DONE
 
         cfg, s = self.cfg, self.cfg.selfplay
         self.done_key = stream_key(cfg, LEAGUE, 0, DONE)
