@@ -195,7 +195,7 @@ def test_a_policy_checkpoint_restores_into_the_single_process_loop_and_back(tmp_
 
     cfg = dataclasses.replace(two_policies(), log=LogConfig(run_root=str(tmp_path), wandb="disabled"), trial="dist")
     spec = LBF_SPEC
-    # a policy trainer's checkpoint, as PolicyTrainerWorker writes it (its own experiment, its own spec)
+    # a policy trainer's checkpoint, as a policy's TrainerWorker writes it (its own experiment, its own spec)
     beta = dataclasses.replace(policy_experiment(cfg, "beta"), seed=7)
     trained = Learner(beta, policy_spec(spec, (1,)), algo=make_policy_algorithm(beta, policy_spec(spec, (1,))))
     trained.version = 4

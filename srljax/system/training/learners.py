@@ -23,24 +23,24 @@ from typing import TYPE_CHECKING
 from srljax.config.policies import policy_experiment
 from srljax.learning.learner import Learner
 from srljax.system.managers.pbt_directives import member_experiment
+from srljax.system.shell.worker import Worker
 
 if TYPE_CHECKING:
     from srljax.config import Experiment
-    from srljax.system.training.trainer import TrainerWorker
     from srljax.types import EnvSpec
 
 Extras = dict[str, tuple[tuple[int, ...], str]]
 
 
 class RunLearning:
-    def scope(self, worker: TrainerWorker, experiment: Experiment, spec: EnvSpec) -> tuple[Experiment, EnvSpec]:
+    def scope(self, worker: Worker, experiment: Experiment, spec: EnvSpec) -> tuple[Experiment, EnvSpec]:
         """The experiment and env spec the learner trains on."""
         return experiment, spec
 
     def make(self, cfg: Experiment, spec: EnvSpec) -> Learner:
         return Learner(cfg, spec)
 
-    def start(self, worker: TrainerWorker) -> None:
+    def start(self, worker: Worker) -> None:
         """Once the trainer is set up (its checkpoint restored, if it resumed)."""
 
     def ready_extras(self, extras_spec: Extras) -> Extras:
@@ -53,7 +53,7 @@ class PolicyLearning(RunLearning):
         self.policy = policy
         self.composite_extras: Extras = {}  # what actors and policy workers act with (from ``scope``)
 
-    def scope(self, worker: TrainerWorker, experiment: Experiment, spec: EnvSpec) -> tuple[Experiment, EnvSpec]:
+    def scope(self, worker: Worker, experiment: Experiment, spec: EnvSpec) -> tuple[Experiment, EnvSpec]:
         import algos
         from algos.multi_policy import policy_spec
 
@@ -68,7 +68,7 @@ class PolicyLearning(RunLearning):
 
         return Learner(cfg, spec, algo=make_policy_algorithm(cfg, spec))
 
-    def start(self, worker: TrainerWorker) -> None:
+    def start(self, worker: Worker) -> None:
         import jax
 
         from srljax.learning.policies import load_policy_state
@@ -87,5 +87,5 @@ class MemberLearning(RunLearning):
     def __init__(self, index: int) -> None:
         self.index = index
 
-    def scope(self, worker: TrainerWorker, experiment: Experiment, spec: EnvSpec) -> tuple[Experiment, EnvSpec]:
+    def scope(self, worker: Worker, experiment: Experiment, spec: EnvSpec) -> tuple[Experiment, EnvSpec]:
         return member_experiment(experiment, self.index), spec

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 import numpy as np
@@ -45,10 +45,8 @@ from srljax.layout import DIRECTIVES
 from srljax.loops.population import lr_scale, with_lr_scale
 from srljax.system.managers.pbt_directives import Directive, DirectiveReceiver, member_dir, member_lr
 from srljax.system.shell.common import bind_address
+from srljax.system.shell.worker import Worker
 from srljax.system.training.publishers import PolicyPublisher
-
-if TYPE_CHECKING:
-    from srljax.system.training.trainer import TrainerWorker
 
 
 def restore_member_state(directory: Path, like: Any, step: int | None = None) -> tuple[int, Any]:
@@ -74,7 +72,7 @@ def restore_member_state(directory: Path, like: Any, step: int | None = None) ->
 class MemberPublisher(PolicyPublisher):
     """``trainers``: the members; ``league``: a league's (no ready points); ``pbt``: a PBT population's."""
 
-    def __init__(self, worker: TrainerWorker, trainers: int, league: bool, pbt: bool) -> None:
+    def __init__(self, worker: Worker, trainers: int, league: bool, pbt: bool) -> None:
         super().__init__(worker, f"member {worker.index}", trainers, league=league)
         self.pbt = pbt
         self.base_lr = float(worker.experiment.trainer.lr)

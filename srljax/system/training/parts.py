@@ -1,9 +1,9 @@
 """The trainer's parts, chosen in one place from the run's plan (``srljax.layout.Plan``).
 
-    parts = trainer_parts(worker)       # in TrainerWorker.__init__
+    parts = trainer_parts(worker)       # in Worker.__init__
     parts.learning, parts.source, parts.publisher
 
-One ``TrainerWorker`` (trainer.py) runs the loop; what it trains, where its samples come from and where its
+One ``Worker`` (trainer.py) runs the loop; what it trains, where its samples come from and where its
 params go are three parts:
 
 | run (``worker.plan``)                     | learning                | source                         | publisher         |
@@ -20,16 +20,13 @@ place tests the config's feature switches to pick the trainer's behaviour.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from srljax.system.shell.worker import Worker
 from srljax.system.training.learners import MemberLearning, PolicyLearning, RunLearning
 from srljax.system.training.members import MemberPublisher
 from srljax.system.training.publishers import PolicyPublisher, Publisher
 from srljax.system.training.replay_source import ReplaySource
 from srljax.system.training.sources import SegmentSource
-
-if TYPE_CHECKING:
-    from srljax.system.training.trainer import TrainerWorker
 
 
 @dataclass(frozen=True)
@@ -39,7 +36,7 @@ class TrainerParts:
     publisher: Publisher
 
 
-def trainer_parts(worker: TrainerWorker) -> TrainerParts:
+def trainer_parts(worker: Worker) -> TrainerParts:
     """The parts of trainer ``worker.index`` for ``worker.plan`` (its attributes unset until ``setup``)."""
     plan, index = worker.plan, worker.index
     lockstep = worker.cfg.layout.deterministic  # update k: every actor's k-th segment, in actor order

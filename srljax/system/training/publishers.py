@@ -20,17 +20,15 @@ trial also waits for its manager's key: its last bot evaluations written).
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from srljax.comm import NameNotFound, ParamsPublisher
 from srljax.layout import LEAGUE, PARAMS, TRAINER
 from srljax.system.shell.common import bind_address, stream_key
+from srljax.system.shell.worker import Worker
 from srljax.system.training.params import ParamsCodec
-
-if TYPE_CHECKING:
-    from srljax.system.training.trainer import TrainerWorker
 
 REPUBLISH_S = 1.0
 DONE = "done"  # the name-service stream key a finished trainer of several adds (and the league manager)
@@ -38,7 +36,7 @@ DONE_CHECK_S = 0.5
 
 
 class Publisher:
-    def __init__(self, worker: TrainerWorker) -> None:
+    def __init__(self, worker: Worker) -> None:
         self.worker = worker
         self.codec: ParamsCodec | None = None
         self.sender: ParamsPublisher | None = None  # process 0 of a group only
@@ -120,7 +118,7 @@ class Publisher:
 class PolicyPublisher(Publisher):
     """One trainer of several: ``name`` in its log lines, ``trainers`` done keys end the trial."""
 
-    def __init__(self, worker: TrainerWorker, name: str, trainers: int, league: bool = False,
+    def __init__(self, worker: Worker, name: str, trainers: int, league: bool = False,
                  policies: tuple[str, ...] = ()) -> None:
         super().__init__(worker)
         self.name = name

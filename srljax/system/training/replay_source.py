@@ -46,12 +46,12 @@ from srljax.replay.apex import num_shards, samples_per_insert, trainer_allowance
 from srljax.replay.buffer import batch_fields, batch_of
 from srljax.system.shell.bounds import FLOOR, HEADROOM, stream_limits
 from srljax.system.shell.common import check_array, episodes_from_meta
+from srljax.system.shell.worker import Worker
 from srljax.system.training.sources import SampleCounts
 from srljax.types import ReplayBatch, SequenceBatch
 
 if TYPE_CHECKING:
     from srljax.learning.learner import Learner
-    from srljax.system.training.trainer import TrainerWorker
 
 PREFETCH = 2  # batches one shard may have in flight towards the trainer
 QUEUE = 2  # batches held here, ready to be put on the devices
@@ -61,7 +61,7 @@ Keys = tuple[int, str, np.ndarray, np.ndarray]  # shard, incarnation, slot, writ
 
 
 class ReplaySource(SampleCounts):
-    def __init__(self, worker: TrainerWorker) -> None:
+    def __init__(self, worker: Worker) -> None:
         super().__init__(worker)
         self.resumed_step = -1  # --resume: the checkpoint step restored, which every shard's replay must match
         self.with_replay = False  # --resume with the replay: the shards' restored steps must be the trainer's

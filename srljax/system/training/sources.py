@@ -30,18 +30,18 @@ from srljax.learning.policies import POLICY_KEY
 from srljax.learning.rollout import concat_segments, split_segments, zeros_trajectory
 from srljax.system.shell.bounds import stream_limits
 from srljax.system.shell.common import checked_trajectory, episodes_from_meta
+from srljax.system.shell.worker import Worker
 from srljax.telemetry.metrics import EpisodeWindow
 from srljax.types import Trajectory
 
 if TYPE_CHECKING:
     from srljax.learning.learner import Learner
-    from srljax.system.training.trainer import TrainerWorker
 
 
 class SampleCounts:
     """What a source counts (this process's; a resumed group's totals so far are carried by process 0)."""
 
-    def __init__(self, worker: TrainerWorker) -> None:
+    def __init__(self, worker: Worker) -> None:
         self.worker = worker
         self.chunk = 1  # updates per compiled call (``ReplaySource``: ``algo.updates_per_call``)
         self.env_steps = 0
@@ -89,7 +89,7 @@ class SampleCounts:
 
 
 class SegmentSource(SampleCounts):
-    def __init__(self, worker: TrainerWorker, policy: str | None = None, lockstep: bool = False) -> None:
+    def __init__(self, worker: Worker, policy: str | None = None, lockstep: bool = False) -> None:
         super().__init__(worker)
         self.policy = policy  # one policy of several: only its segments
         self.deterministic = lockstep
