@@ -13,8 +13,8 @@ Roles: ``ActorWorker`` (actor.py), ``PolicyWorker`` (policy.py), ``TrainerWorker
 ``BufferWorker`` (buffer.py), ``EvalManager`` (eval_manager.py: evaluations by params version), all on the ``Worker`` base (worker.py: loop, control, heartbeats,
 metrics), driven by the ``Controller`` (controller.py), which restarts lost workers (restarts.py).
 One ``TrainerWorker`` serves every run, composed of parts its plan picks (training/parts.py): a PBT population
-(``pbt.population`` > 1) or a league has a trainer per member (training/members.py) and a ``PopulationManager``
-(population_manager.py, the ``population`` role; directives: pbt_directives.py).
+(``pbt.population`` > 1) or a league has a trainer per member (training/members.py); a population also has a
+``PopulationManager`` (population_manager.py, the ``population`` role; directives: pbt_directives.py).
 A replay algorithm (Ape-X DQN) runs the same roles with ``ApexActorWorker`` (apex_actor.py),
 ``ReplayBufferWorker`` (replay_buffer.py, a replay shard) and the trainer's replay source (training/replay_source.py).
 
