@@ -147,15 +147,14 @@ def install_chaos(trial: dict[str, Any], p_delay: float, max_delay: float) -> No
 
     from srljax.system.acting.actor import ActorWorker
     from srljax.system.acting.apex_actor import ApexActorWorker
-    from srljax.system.staging.buffer import BufferWorker
-    from srljax.system.managers.eval_manager import EvalManager
     from srljax.system.acting.policy import PolicyWorker
+    from srljax.system.managers.eval_manager import EvalManager
+    from srljax.system.staging.buffer import BufferWorker
     from srljax.system.staging.replay_buffer import ReplayBufferWorker
-    from srljax.system.training.replay_trainer import ReplayTrainerWorker
     from srljax.system.training.trainer import TrainerWorker
 
     for cls in (ActorWorker, ApexActorWorker, BufferWorker, EvalManager, PolicyWorker, ReplayBufferWorker,
-                ReplayTrainerWorker, TrainerWorker):
+                TrainerWorker):
         for where in ("setup", "poll"):
             if where in cls.__dict__:
                 setattr(cls, where, wrap(cls.__dict__[where], where))

@@ -79,13 +79,8 @@ ROLES: dict[str, RoleSpec] = {  # in configure order: servers before their clien
 
 
 def trainer_worker(cfg: Experiment) -> str:
-    """``module:Class`` of the trainer this run needs (decided here once; ``Plan.roles``)."""
-    if member_count(cfg):  # a PBT population or a league: a trainer per member
-        return "srljax.system.training.member_trainer:MemberTrainerWorker"
-    if cfg.policies.enabled:  # several policies (srljax/config/policies.py): a trainer per policy
-        return "srljax.system.training.policy_trainer:PolicyTrainerWorker"
-    if consumes(cfg.algo) == "replay":  # Ape-X's learner: batches from the replay shards
-        return "srljax.system.training.replay_trainer:ReplayTrainerWorker"
+    """``module:Class`` of the trainer: one ``TrainerWorker`` for every run, which picks its parts (a population's or
+    league's member, a policy of several, Ape-X's replay source) from its plan (``srljax.system.training.parts``)."""
     return ROLES[TRAINER].worker
 
 

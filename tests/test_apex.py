@@ -144,7 +144,7 @@ def test_shards_streams_and_the_replay_workers():
     assert [stream_base(cfg, i) for i in (0, 2, 4, 1, 3)] == [0, 2, 4, 0, 2]  # disjoint blocks per shard
     assert problems(cfg) == []
     assert [worker_class(cfg, r).__name__ for r in (ACTOR, BUFFER, TRAINER)] == [
-        "ApexActorWorker", "ReplayBufferWorker", "ReplayTrainerWorker"]
+        "ApexActorWorker", "ReplayBufferWorker", "TrainerWorker"]
     streams = {(s.kind, s.src, s.dst) for s in build_layout(cfg).streams}
     assert (PRIORITIES, TRAINER, BUFFER) in streams and ("samples", BUFFER, TRAINER) in streams
     ppo = dataclasses.replace(cfg, algo=PPOConfig())

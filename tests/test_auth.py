@@ -32,8 +32,8 @@ from srljax.comm import (
 from srljax.comm.security import AuthError, KeyRing, WireContext, WireRules
 from srljax.config import apply_overrides, load_file
 from srljax.system.shell import auth
-from srljax.system.training import params
 from srljax.system.shell.common import checked_trajectory
+from srljax.system.training import params
 from srljax.system.training.params import ParamsFollower
 from srljax.telemetry.stats import WorkerStats
 from srljax.types import EnvSpec, Trajectory

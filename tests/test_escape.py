@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from srljax.system.acting.escape import StarvationEscape
-from srljax.system.training.params import FOLLOW_DOWN_POLLS, FOLLOW_DOWN_S
 from srljax.system.acting.policy_client import PolicyClient
+from srljax.system.training.params import FOLLOW_DOWN_POLLS, FOLLOW_DOWN_S
 from srljax.telemetry.stats import WorkerStats
 from srljax.types import EnvSpec
 

@@ -181,8 +181,8 @@ def test_the_checks_catch_a_circle_and_an_upward_import():
 # -- lazy packages: a worker process loads only what its role needs -----------------------------------------------
 HEAVY = ("orbax", "wandb", "matplotlib")
 CHECKPOINTS = {  # roles that write or read orbax checkpoints (their own, or the best/ and members' copies)
-    "srljax.system.training.trainer", "srljax.system.training.replay_trainer", "srljax.system.training.member_trainer",
-    "srljax.system.training.policy_trainer", "srljax.system.staging.replay_buffer", "srljax.system.managers.eval_manager",
+    "srljax.system.training.trainer", "srljax.system.training.replay_source", "srljax.system.training.members",
+    "srljax.system.training.publishers", "srljax.system.staging.replay_buffer", "srljax.system.managers.eval_manager",
     "srljax.system.managers.population_manager",
 }
 ROLES = sorted({"srljax.system.acting.actor", "srljax.system.acting.apex_actor", "srljax.system.acting.policy", "srljax.system.staging.buffer",

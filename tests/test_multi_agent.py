@@ -16,8 +16,8 @@ from algos.mappo import MASKED_LOGIT, network_inputs
 from algos.mappo_config import MAPPOConfig
 from envs.multi_agent import ParallelEnvVecEnv
 from srljax.config import CheckpointConfig, EnvConfig, Experiment, LogConfig, TrainerConfig
-from srljax.prepare import problems  # the tree, the graph and whether the algorithm fits the env
 from srljax.learning.rollout import SegmentBuilder
+from srljax.prepare import problems  # the tree, the graph and whether the algorithm fits the env
 from srljax.types import EnvSpec
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*precision lowered:UserWarning")

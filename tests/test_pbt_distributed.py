@@ -13,18 +13,12 @@ import pytest
 
 import algos
 from srljax.comm.codec import Message
+from srljax.comm.directives import Directive, DirectiveReceiver, DirectiveSender, checked_directive
 from srljax.config import apply_overrides, load_file, problems
 from srljax.layout import DIRECTIVES, PARAMS, POPULATION, TRAINER, build_layout, columns_per_version, worker_class
 from srljax.storage.checkpoint import Checkpointer, CheckpointError
 from srljax.storage.steps import read_meta
-from srljax.system.managers.pbt_directives import (
-    Directive,
-    DirectiveReceiver,
-    DirectiveSender,
-    checked_directive,
-    member_experiment,
-    member_of_actor,
-)
+from srljax.system.shell.membership import member_experiment, member_of_actor
 from srljax.types import EnvSpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,8 +38,7 @@ def test_the_population_graph_has_a_trainer_per_member_its_actors_and_a_manager(
     assert layout.count(TRAINER) == 4 and layout.count(POPULATION) == 1 and layout.count("actor") == 4
     kinds = {(s.kind, s.src, s.dst) for s in layout.streams}
     assert {(PARAMS, TRAINER, POPULATION), (DIRECTIVES, POPULATION, TRAINER)} <= kinds
-    assert worker_class(cfg, TRAINER).__name__ == "MemberTrainerWorker"
-    assert DIRECTIVES in worker_class(cfg, TRAINER).serves
+    assert worker_class(cfg, TRAINER).__name__ == "TrainerWorker"
     eight = distributed("layout.num_actors=8")
     assert [member_of_actor(eight, a) for a in range(8)] == [0, 1, 2, 3, 0, 1, 2, 3]
     assert columns_per_version(eight) == cfg.batch_envs / 2  # a member's batch over its 2 actors
@@ -121,7 +114,7 @@ def test_a_malformed_directive_is_counted_and_never_applied():
 
 
 def test_a_copy_reads_another_members_newest_complete_checkpoint_without_touching_it(tmp_path):
-    from srljax.system.training.member_trainer import restore_member_state
+    from srljax.system.training.members import restore_member_state
 
     state = {"params": {"w": np.arange(12, dtype=np.float32).reshape(4, 3)}, "count": np.array(7, np.int32)}
     ckpt = Checkpointer(tmp_path / "checkpoints", keep=3)

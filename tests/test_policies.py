@@ -31,11 +31,11 @@ from srljax.config import (
     to_dict,
 )
 from srljax.config.policies import policy_experiment
-from srljax.prepare import problems  # the tree, the graph, the env fit and the load= folders
 from srljax.learning.policies import load_policy_state, restore_policies
 from srljax.learning.rollout import SegmentBuilder
-from srljax.system.shell.common import checked_trajectory
+from srljax.prepare import problems  # the tree, the graph, the env fit and the load= folders
 from srljax.system.acting.policy_streams import PolicySender
+from srljax.system.shell.common import checked_trajectory
 from srljax.types import EnvSpec
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*precision lowered:UserWarning")
@@ -195,7 +195,7 @@ def test_a_policy_checkpoint_restores_into_the_single_process_loop_and_back(tmp_
 
     cfg = dataclasses.replace(two_policies(), log=LogConfig(run_root=str(tmp_path), wandb="disabled"), trial="dist")
     spec = LBF_SPEC
-    # a policy trainer's checkpoint, as PolicyTrainerWorker writes it (its own experiment, its own spec)
+    # a policy trainer's checkpoint, as a policy's TrainerWorker writes it (its own experiment, its own spec)
     beta = dataclasses.replace(policy_experiment(cfg, "beta"), seed=7)
     trained = Learner(beta, policy_spec(spec, (1,)), algo=make_policy_algorithm(beta, policy_spec(spec, (1,))))
     trained.version = 4

@@ -31,7 +31,7 @@ from srljax.layout import CONTROLLER, POLICY, TRAINER
 from srljax.system.shell import auth
 from srljax.system.shell.common import stream_key, trial_name
 from srljax.system.training.params import ParamsFollower
-from srljax.system.training.trainer import TrainerWorker
+from srljax.system.training.sources import SegmentSource
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "cartpole_ppo_distributed.py"
 N_BAD = 1000
@@ -112,15 +112,16 @@ def test_fuzzed_sockets_drop_and_count_and_the_run_completes(tmp_path, monkeypat
     rng = np.random.default_rng(7)
     done = threading.Event()
     done_at: list[float] = []
-    original_cut = TrainerWorker._cut_batch
+    original_cut = SegmentSource.cut
 
     def last_update_after_the_fuzz(self):  # on a loaded machine the run could end before the blasts are read
-        last = self.learner.version + (self.running is not None) + 1 >= self.cfg.num_updates
+        trainer = self.worker
+        last = trainer.learner.version + (trainer.running is not None) + 1 >= trainer.cfg.num_updates
         if last and not (done_at and time.monotonic() - done_at[0] > 2.0):
             return None
         return original_cut(self)
 
-    monkeypatch.setattr(TrainerWorker, "_cut_batch", last_update_after_the_fuzz)
+    monkeypatch.setattr(SegmentSource, "cut", last_update_after_the_fuzz)
     errors: list[BaseException] = []
 
     def fuzz() -> None:

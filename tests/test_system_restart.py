@@ -38,8 +38,8 @@ import pytest
 
 from launch.threads import read_jsonl, run_threads
 from srljax.system.acting.actor import ActorWorker
-from srljax.system.staging.buffer import BufferWorker
 from srljax.system.acting.policy import PolicyWorker
+from srljax.system.staging.buffer import BufferWorker
 from tests.test_system_processes import ROOT, Launch, gone
 from tests.test_system_threads import small_config
 

@@ -110,16 +110,16 @@ def test_the_batch_does_not_depend_on_actors_and_envs(tmp_path):
 def test_batches_of_columns_from_several_actors(tmp_path, monkeypatch, actors, envs):
     """4 actors x 2 envs (4 segments to a batch) and 4 actors x 4 envs (half the envs of a batch's
     worth): each update trains on exactly ``batch_envs`` columns taken from several actors."""
-    from srljax.system.training.trainer import TrainerWorker
+    from srljax.system.training.sources import SegmentSource
 
     taken: list[int] = []  # the actor of each segment (env.num_envs columns), in the order the trainer took them
-    original = TrainerWorker._take
+    original = SegmentSource.take
 
     def take(self, msg):
         taken.append(int(msg.meta["actor"]))
         return original(self, msg)
 
-    monkeypatch.setattr(TrainerWorker, "_take", take)
+    monkeypatch.setattr(SegmentSource, "take", take)
     # one segment ahead per actor: the first batch can only be filled by different actors
     cfg = small_config(tmp_path, "layout.inference=inline", f"layout.num_actors={actors}", f"env.num_envs={envs}",
                        "layout.ring_size=1", "trainer.batch_envs=8", "layout.max_segments_ahead=1",

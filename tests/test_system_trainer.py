@@ -91,3 +91,39 @@ def test_trainer_worker_update_equals_single_process_update(tmp_path):
         np.testing.assert_array_equal(a, b)
     # and the update really moved the params
     assert any(not np.array_equal(a, b) for a, b in zip(jax.tree.leaves(initial), leaves_got))
+
+
+def test_the_plan_picks_the_trainer_parts():
+    """One ``TrainerWorker`` class for every run; ``trainer_parts`` picks its learning, source and publisher from
+    the run's plan, and nothing else does."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from srljax.config import load_file
+    from srljax.layout import TRAINER, plan_of, worker_class
+    from srljax.system.training.learners import MemberLearning, PolicyLearning, RunLearning
+    from srljax.system.training.members import MemberPublisher
+    from srljax.system.training.parts import trainer_parts
+    from srljax.system.training.publishers import PolicyPublisher, Publisher
+    from srljax.system.training.replay_source import ReplaySource
+    from srljax.system.training.sources import SegmentSource
+
+    root = Path(__file__).resolve().parent.parent / "configs"
+    expected = {
+        "cartpole_ppo_distributed.py": (RunLearning, SegmentSource, Publisher, None),
+        "cartpole_apex_distributed.py": (RunLearning, ReplaySource, Publisher, None),
+        "lbf_two_policies_distributed.py": (PolicyLearning, SegmentSource, PolicyPublisher, False),
+        "cartpole_pbt_distributed.py": (MemberLearning, SegmentSource, MemberPublisher, False),
+        "connect_four_league.py": (MemberLearning, SegmentSource, MemberPublisher, True),
+    }
+    for name, (learning, source, publisher, league) in expected.items():
+        cfg = load_file(root / name)
+        assert worker_class(cfg, TRAINER) is TrainerWorker, name
+        parts = trainer_parts(SimpleNamespace(plan=plan_of(cfg), index=1, cfg=cfg, experiment=cfg, stats=None))
+        assert (type(parts.learning), type(parts.source), type(parts.publisher)) == (learning, source, publisher), name
+        if league is not None:  # several trainers: each adds its done key; a league's trial waits for its manager's
+            assert parts.publisher.league == league
+        if isinstance(parts.publisher, MemberPublisher):
+            assert parts.publisher.pbt == (not league) and parts.publisher.trainers == plan_of(cfg).members
+        if isinstance(parts.learning, PolicyLearning):
+            assert parts.source.policy == parts.learning.policy == plan_of(cfg).policies[1]

@@ -1,4 +1,4 @@
 """Population-based training's own logic, shared by the single-process loop (``srljax/loops/population.py``) and
-the distributed workers (``srljax/system/managers/population_manager.py``, ``srljax/system/training/member_trainer.py``):
+the distributed workers (``srljax/system/managers/population_manager.py``, ``srljax/system/training/members.py``):
 ``pbt.py`` holds explore/exploit, the learning-rate factor in a train state, and the lineage's lines and plot
 (``docs/architecture.md``, "Population-based training")."""

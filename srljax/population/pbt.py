@@ -10,7 +10,7 @@ a random member of the top as many copies it (exploit) and takes its learning ra
 member runs the one compiled update; only the learning rate is explored (the entropy coefficient and
 clip range are closed over by the loss). The single-process loop (``srljax/loops/population.py``) and the
 distributed manager and member trainers (``srljax/system/managers/population_manager.py``,
-``srljax/system/training/member_trainer.py``) call these; ``pbt/lineage.jsonl`` lines and ``lineage.png`` are
+``srljax/system/training/members.py``) call these; ``pbt/lineage.jsonl`` lines and ``lineage.png`` are
 written by ``lineage_line`` and ``plot_lineage``. Members' starting rates and folders are config arithmetic
 (``srljax.config.pbt.member_lr``, ``member_dir``).
 """

@@ -1,5 +1,5 @@
 """Ape-X bookkeeping shared by its three workers (``srljax/system/acting/apex_actor.py``, ``replay_buffer.py``,
-``replay_trainer.py``): which shard an actor feeds, the shard's stream ids, and the replay-ratio throttle.
+``srljax/system/training/replay_source.py``): which shard an actor feeds, the shard's stream ids, and the replay-ratio throttle.
 
     shard_of(actor=3, cfg)                  # 1 with 2 replay buffer workers: actor i feeds shard i % S
     shard_streams(cfg, shard=1)             # env streams that shard keeps (its actors x env.num_envs)

@@ -12,10 +12,11 @@ The backends (threads, processes, Slurm) live in ``launch/``; this package holds
 Roles: ``ActorWorker`` (actor.py), ``PolicyWorker`` (policy.py), ``TrainerWorker`` (trainer.py),
 ``BufferWorker`` (buffer.py), ``EvalManager`` (eval_manager.py: evaluations by params version), all on the ``Worker`` base (worker.py: loop, control, heartbeats,
 metrics), driven by the ``Controller`` (controller.py), which restarts lost workers (restarts.py).
-A PBT population (``pbt.population`` > 1) runs ``MemberTrainerWorker`` (member_trainer.py, a trainer per
-member) and ``PopulationManager`` (population_manager.py, the ``population`` role; directives: pbt_directives.py).
+One ``TrainerWorker`` serves every run, composed of parts its plan picks (training/parts.py): a PBT population
+(``pbt.population`` > 1) or a league has a trainer per member (training/members.py); a population also has a
+``PopulationManager`` (population_manager.py, the ``population`` role; directives: srljax/comm/directives.py).
 A replay algorithm (Ape-X DQN) runs the same roles with ``ApexActorWorker`` (apex_actor.py),
-``ReplayBufferWorker`` (replay_buffer.py, a replay shard) and ``ReplayTrainerWorker`` (replay_trainer.py).
+``ReplayBufferWorker`` (replay_buffer.py, a replay shard) and the trainer's replay source (training/replay_source.py).
 
 Names are imported on first use, so a worker process loads only its own role's dependencies
 (an actor never imports orbax, a trainer never imports envpool's ring code paths).
@@ -30,8 +31,7 @@ _EXPORTS = {  # name -> the module that defines it
     "Controller": "srljax.system.shell.controller", "EvalManager": "srljax.system.managers.eval_manager", "TrialResult": "srljax.system.shell.controller",
     "PolicyWorker": "srljax.system.acting.policy", "make_worker": "srljax.system.shell.roles", "TrainerWorker": "srljax.system.training.trainer", "Worker": "srljax.system.shell.worker",
     "ApexActorWorker": "srljax.system.acting.apex_actor", "ReplayBufferWorker": "srljax.system.staging.replay_buffer",
-    "ReplayTrainerWorker": "srljax.system.training.replay_trainer",
-    "MemberTrainerWorker": "srljax.system.training.member_trainer", "PopulationManager": "srljax.system.managers.population_manager",
+    "PopulationManager": "srljax.system.managers.population_manager",
 }
 
 __getattr__ = lazy_exports(__name__, _EXPORTS)

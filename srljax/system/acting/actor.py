@@ -49,8 +49,8 @@ from srljax.system.acting.escape import StarvationEscape
 from srljax.system.acting.packing import ReplyPacking
 from srljax.system.acting.policy_client import PolicyClient
 from srljax.system.acting.policy_streams import connect_policy_senders, make_follower
-from srljax.system.managers.pbt_directives import member_follower, member_of_actor
 from srljax.system.shell.common import episode_meta
+from srljax.system.shell.membership import member_follower, member_of_actor
 from srljax.system.shell.worker import Worker
 from srljax.system.training.params import ParamsCodec
 from srljax.types import TimeStep

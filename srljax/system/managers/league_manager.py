@@ -4,7 +4,7 @@
     python -m launch.slurm configs/connect_four_league.py        # the same graph as one Slurm job
 
 One worker, in the graph when ``selfplay.league`` names members and ``layout.mode=distributed``. Trainer ``i`` trains
-member ``i`` (``MemberTrainerWorker``, never waiting: a league has no ready points) with ``layout.num_actors /
+member ``i`` (the trainer with a member's parts, never waiting: a league has no ready points) with ``layout.num_actors /
 members`` actors, whose envs' opponents are drawn by the member's role (``srljax/system/acting/league_actor.py``). The
 manager is the league (``srljax.selfplay.league.League``):
 
@@ -78,9 +78,9 @@ class LeagueManager(Worker):
         from srljax.comm.results import ResultsReceiver
         from srljax.selfplay.league import League
         from srljax.selfplay.league_records import LeagueRecords
-        from srljax.system.managers.pbt_directives import member_follower
+        from srljax.system.shell.membership import member_follower
         from srljax.system.training.params import ParamsCodec
-        from srljax.system.training.policy_trainer import DONE
+        from srljax.system.training.publishers import DONE
 
         cfg, s = self.cfg, self.cfg.selfplay
         self.done_key = stream_key(cfg, LEAGUE, 0, DONE)

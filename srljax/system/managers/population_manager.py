@@ -4,11 +4,11 @@
     python -m launch.slurm configs/cartpole_pbt_distributed.py     # the same graph as one Slurm job
 
 One worker, in the graph when ``pbt.population`` > 1 (``layout.mode=distributed``). It follows every member's
-params stream (trainer ``i`` trains member ``i``, ``srljax/system/training/member_trainer.py``) and, when every
+params stream (trainer ``i`` trains member ``i``, ``srljax/system/training/members.py``) and, when every
 member has reached a ready point (``r x pbt.ready_updates``), evaluates them all in a thread
 (``srljax.evaluation.evaluator.Evaluator``), decides with the single-process loop's own
 ``srljax.population.pbt.plan_copies`` (``exploit_plan`` + ``explore``) and sends every member's trainer one
-directive (``srljax/system/managers/pbt_directives.py``): copy member j and train with lr x, or carry on. It
+directive (``srljax/comm/directives.py``): copy member j and train with lr x, or carry on. It
 evaluates each member's last version as it comes. Written: ``eval.jsonl``, ``pbt/lineage.jsonl``,
 ``pbt/members.json`` (the best marked ``best``) and ``pbt/lineage.png`` (``srljax.population.pbt.plot_lineage``).
 ``docs/architecture.md``, "Distributed population".
@@ -64,10 +64,12 @@ class PopulationManager(Worker):
 
     def setup(self) -> None:
         import algos
+        from srljax.comm.directives import DirectiveSender
+        from srljax.config.pbt import member_lr
         from srljax.evaluation.evaluator import EVAL_FILE, Evaluator
         from srljax.layout import DIRECTIVES, TRAINER
         from srljax.population.pbt import PBT_DIR
-        from srljax.system.managers.pbt_directives import DirectiveSender, member_follower, member_lr
+        from srljax.system.shell.membership import member_follower
         from srljax.system.training.params import ParamsCodec
 
         cfg, p = self.cfg, self.cfg.pbt
@@ -167,8 +169,8 @@ class PopulationManager(Worker):
 
     def _ready_point(self, ready: int, members: dict[int, tuple[int, Any]], results: dict[int, Any]) -> None:
         """Rank the members at ready point ``ready`` and send the copiers their directives."""
+        from srljax.comm.directives import Directive
         from srljax.population.pbt import lineage_line, plan_copies
-        from srljax.system.managers.pbt_directives import Directive
 
         update = ready * self.ready_every
         scores = [float(results[i].mean) for i in range(self.population)]
@@ -214,8 +216,8 @@ class PopulationManager(Worker):
         if self.written or not self.finals:
             return
         self.written = True
+        from srljax.config.pbt import member_dir
         from srljax.population.pbt import plot_lineage
-        from srljax.system.managers.pbt_directives import member_dir
 
         best = max(self.finals, key=lambda i: self.finals[i]["mean"])
         rows = []

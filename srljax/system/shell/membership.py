@@ -12,8 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from srljax.comm.directives import Directive, DirectiveReceiver, DirectiveSender, checked_directive
-from srljax.config.pbt import MEMBERS_DIR, member_count, member_dir, member_lr
+from srljax.config.pbt import MEMBERS_DIR, member_count
 from srljax.layout import PARAMS, TRAINER
 
 
@@ -44,7 +43,3 @@ def member_experiment(cfg: Any, member: int) -> Any:
     checkpoint = dataclasses.replace(cfg.checkpoint, every_updates=ready, keep=max(3, cfg.checkpoint.keep))
     return dataclasses.replace(cfg, seed=cfg.seed + member, trial=f"{cfg.trial}/{MEMBERS_DIR}/{member}",
                                checkpoint=checkpoint)
-
-
-__all__ = ["Directive", "DirectiveReceiver", "DirectiveSender", "checked_directive", "member_dir",
-           "member_experiment", "member_follower", "member_lr", "member_of_actor"]
