@@ -78,12 +78,6 @@ ROLES: dict[str, RoleSpec] = {  # in configure order: servers before their clien
 }
 
 
-def trainer_worker(cfg: Experiment) -> str:
-    """``module:Class`` of the trainer: one ``TrainerWorker`` for every run, which picks its parts (a population's or
-    league's member, a policy of several, Ape-X's replay source) from its plan (``srljax.system.training.parts``)."""
-    return ROLES[TRAINER].worker
-
-
 REPLAY_WORKERS: dict[str, str] = {  # a replay algorithm (Ape-X): the same roles, replay-aware actors and buffers
     ACTOR: "srljax.system.acting.apex_actor:ApexActorWorker",
     BUFFER: "srljax.system.staging.replay_buffer:ReplayBufferWorker",
@@ -129,9 +123,9 @@ def role_spec(cfg: Experiment, role: str) -> RoleSpec:
 
 
 def worker_path(cfg: Experiment, role: str) -> str:
-    """``module:Class`` of the worker that runs ``role`` in this run (the plan's choice, see ``plan_of``)."""
-    if role == TRAINER:
-        return trainer_worker(cfg)
+    """``module:Class`` of the worker that runs ``role`` in this run (the plan's choice, see ``plan_of``). The trainer
+    is one ``TrainerWorker`` for every run: it picks its parts (a member's, a policy's, Ape-X's replay source) from
+    its plan (``srljax.system.training.parts``)."""
     if consumes(cfg.algo) == "replay" and role in REPLAY_WORKERS:
         return REPLAY_WORKERS[role]
     return role_spec(cfg, role).worker
