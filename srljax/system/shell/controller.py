@@ -213,6 +213,18 @@ class Controller:
         if now - self._last_tick > 1.0:  # we were not scheduled: heartbeats may still be in the sockets
             self._silence_grace_until = now + 2.0
         self._last_tick = now
+        self._read_messages(timeout_ms)
+        self._advance_restarts()
+        if now >= self._next_liveness:
+            self._next_liveness = now + LIVENESS_EVERY_S
+            self._check_liveness()
+        if self._started:
+            self._check_progress()
+            if now >= self._next_progress:
+                self._next_progress = now + PROGRESS_EVERY_S
+                self._show_progress()
+
+    def _read_messages(self, timeout_ms: int) -> None:
         for msg in self.server.poll(timeout_ms=timeout_ms, accept=self._current, limit=POLL_BATCH):
             if msg.worker not in self.expected:
                 self.server.counts["unknown_worker"] += 1  # e.g. a stale worker of an earlier run of this trial
@@ -243,15 +255,6 @@ class Controller:
                 self.server.counts["done_not_from_a_trainer"] += 1
             elif msg.kind == "names" and self.name_store is not None:  # layout.names=controller
                 self.server.send(msg.worker, "names_reply", answer_names(self.name_store, msg.payload))
-        self._advance_restarts()
-        if now >= self._next_liveness:
-            self._next_liveness = now + LIVENESS_EVERY_S
-            self._check_liveness()
-        if self._started:
-            self._check_progress()
-            if now >= self._next_progress:
-                self._next_progress = now + PROGRESS_EVERY_S
-                self._show_progress()
 
     def _current(self, msg: ControlMessage) -> bool:
         """Whether ``msg`` comes from the incarnation now serving its worker key (``ControlServer.poll``)."""
@@ -345,7 +348,10 @@ class Controller:
                  f"{pending.attempt}){'; its new addresses went to the other workers' if moved else ''}")
 
     def _check_liveness(self) -> None:
-        for name, code in self._exited().items():
+        exited = self._exited()
+        if exited:  # a worker's last words (its error) may have arrived after this tick read the socket
+            self._read_messages(50)  # (sent before it exited; on its way for a moment at most)
+        for name, code in exited.items():
             key = self._key_of.get(name)
             waiting = key in self.pending and self.pending[key].phase == "waiting"  # the old one's exit
             if key is not None and not waiting and self.states.get(key) not in ("stopped", "error"):
