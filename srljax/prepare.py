@@ -5,11 +5,12 @@ compile cache, done once.
     run.cfg, run.plan, run.run_dir                        # the plan: srljax.layout.plan_of
     plan = check(cfg, resume, backend)                    # the checks only; creates nothing (--show, sweeps, Slurm)
 
-Each owner's checks are registered once (``register``): the config tree, its worker graph and what fits the env
-(``srljax.layout.problems``), the env itself (``envs.problems``), a replay's memory with the env's described spec
-(``srljax.replay.buffer``); launchers add theirs on import (Slurm: ``launch/slurm/plan.py``, threads:
-``launch/threads.py``). ``check`` runs those of a backend and the run folder's (``srljax.storage.run_dir``, which
-also refuses a resume that cannot continue) and reports every problem together.
+Each owner's checks are registered once (``register``, at the end of this file): the config tree
+(``srljax.config.problems``), its worker graph (``srljax.layout.layout_problems``), whether the algorithm and agent
+table fit the env (``envs.fit_problems``), the checkpoints it loads, a replay's window and memory, the env itself
+(``envs.problems``); launchers add theirs on import (Slurm: ``launch/slurm/plan.py``, threads: ``launch/threads.py``).
+``check`` runs those of a backend and the run folder's (``srljax.storage.run_dir``, which also refuses a resume that
+cannot continue) and reports every problem together.
 """
 
 from __future__ import annotations
