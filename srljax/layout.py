@@ -240,11 +240,6 @@ class Plan:
     def replay(self) -> bool:
         return self.consumes == "replay"
 
-    @property
-    def sample_sink(self) -> str:
-        """Where actors push samples: the buffer workers if there are any, else the trainers."""
-        return self.layout.sample_sink()
-
 
 def plan_of(cfg: Experiment) -> Plan:
     """The run's plan: its mode, its loop or roles (with counts, workers and streams). Pure; imports a custom role's
