@@ -7,6 +7,7 @@
     env = envs.make(EnvConfig(id="CartPole-v1", factory="envs.gym_adapter:make_gymnasium"), seed=1)
     env = envs.make(EnvConfig(factory="envs.probe:make_constant_reward", max_episode_steps=10), seed=1)
     env = envs.make(EnvConfig(factory="my_package.my_module:make_env"), seed=1)  # yours
+    env = envs.make(EnvConfig(id="gymnax/CartPole-v1", num_envs=8), seed=1)      # a JAX env (envs/jax_envs/)
 
 Every one is a ``VecEnv`` (see ``envs/base.py``).
 """
@@ -46,6 +47,10 @@ def make(cfg: EnvConfig, seed: int) -> VecEnv:
 
 def _make(cfg: EnvConfig, seed: int) -> VecEnv:
     match cfg.factory:
+        case "" if cfg.is_jax:
+            from envs.jax_envs.host import JaxVecEnv
+
+            return JaxVecEnv(cfg, seed)
         case "" if is_multi_agent_envpool(cfg.id):
             from envs.multi_agent import EnvpoolMultiAgentVecEnv
 
@@ -77,6 +82,15 @@ def problems(cfg: EnvConfig, algo: Any = None) -> list[str]:
         out = out or (list(values(cfg.options)) if values is not None else [])
         if not out and algo is not None and not getattr(algo, "multi_agent", False):
             out += _built_space_problems(cfg, algo)
+        return out
+    if cfg.is_jax:
+        from envs import jax_envs
+
+        out = jax_envs.problems(cfg)
+        if not out and algo is not None and not getattr(algo, "multi_agent", False):
+            from algos.fit import spec_problems
+
+            out += spec_problems(algo, jax_envs.make(cfg).spec)
         return out
     from envs.envpool_env import is_atari, unknown_id_problem
 
@@ -125,6 +139,10 @@ def described_spec(e: EnvConfig) -> EnvSpec | None:
 
     if e.factory:
         return None
+    if e.is_jax:
+        from envs import jax_envs
+
+        return None if jax_envs.problems(e) else jax_envs.make(e).spec
     with warnings.catch_warnings():  # envs.problems warns about options that do not apply
         warnings.simplefilter("ignore")
         try:

@@ -218,7 +218,8 @@ class Plan:
     consumes: str
     """what the update trains on: ``segments`` (PPO, IMPALA, ...) or ``replay`` (DQN, R2D2, SAC, TD3)."""
     loop: str
-    """the single-process loop that runs it: ``on_policy``, ``replay``, ``population`` or ``league``."""
+    """the single-process loop that runs it: ``on_policy``, ``replay``, ``population``, ``league`` or ``anakin`` (a
+    JAX env stepped inside the compiled program, ``srljax/loops/anakin.py``)."""
     members: int
     """members trained side by side (a PBT population's or a league's), each with its own trainer; 0 for one."""
     pbt: bool
@@ -250,6 +251,8 @@ def plan_of(cfg: Experiment) -> Plan:
         loop = "population"
     elif league:
         loop = "league"
+    elif cfg.env.is_jax and kind == "segments":
+        loop = "anakin"
     else:
         loop = "replay" if kind == "replay" else "on_policy"
     layout = build_layout(cfg)

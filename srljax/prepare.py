@@ -22,6 +22,7 @@ from pathlib import Path
 import envs
 from srljax.config import ConfigError, Experiment, consumes, write_json
 from srljax.config import problems as config_problems
+from srljax.config.experiment import seed_trials
 from srljax.layout import Plan, layout_problems, plan_of
 from srljax.storage import run_dir as run_folder
 
@@ -79,7 +80,8 @@ def problems(cfg: Experiment, backend: str | None = None, memo: dict | None = No
 def check(cfg: Experiment, resume: bool = False, backend: str | None = None) -> Plan:
     """The run's plan, or ``ConfigError`` with every problem (the config's and the run folder's) or
     ``RunFolderInUse`` when only the folder is in the way. Creates nothing."""
-    found, in_use = problems(cfg, backend), run_folder.problems(cfg, resume)
+    found = problems(cfg, backend)
+    in_use = [p for c in seed_trials(cfg) for p in run_folder.problems(c, resume)]
     if found:
         raise ConfigError(found + in_use)
     if in_use:
@@ -103,7 +105,13 @@ def prepare(cfg: Experiment, resume: bool = False, backend: str | None = None, c
     ``threads``), enable the compile cache."""
     backend = backend or backend_of(cfg)
     plan = plan_of(cfg) if checked else check(cfg, resume, backend)
-    run_dir = run_folder.claim(cfg, resume).absolute()
+    if cfg.seeds:  # a pack of seeds (``srljax/loops/anakin.py``): each seed's trial is claimed; the pack's folder
+        for trial in seed_trials(cfg):  # keeps the pack's config, which ``-f TRIAL --resume`` reads
+            write_json(trial, run_folder.claim(trial, resume).absolute() / "config.json")
+        run_dir = cfg.run_dir.absolute()
+        run_dir.mkdir(parents=True, exist_ok=True)
+    else:
+        run_dir = run_folder.claim(cfg, resume).absolute()
     write_json(cfg, run_dir / "config.json")
     if backend in ("single", "threads"):  # JAX computes in this process (worker processes enable it themselves)
         from srljax.parallel import compile_cache
@@ -154,10 +162,34 @@ def replay_problems(cfg: Experiment) -> list[str]:
 
 
 # in the order they are reported
+def anakin_problems(cfg: Experiment) -> list[str]:
+    """What the Anakin loop (a JAX env inside the compiled program, ``srljax/loops/anakin.py``) does not do, and
+    ``seeds`` anywhere else."""
+    anakin = cfg.layout.mode == "single" and plan_of(cfg).loop == "anakin"
+    out = []
+    if cfg.seeds and not anakin:
+        out.append(f"seeds={list(cfg.seeds)} trains the seeds in one compiled program, which needs a JAX env "
+                   "(env.id=gymnax/...) and a segment algorithm in layout.mode=single; run other seeds with "
+                   "python -m launch.sweep (seeds=[...] in the sweep file)")
+    if not anakin:
+        return out
+    e, t = cfg.env, cfg.trainer
+    if t.batch_envs and t.batch_envs != e.num_envs:
+        out.append(f"trainer.batch_envs={t.batch_envs}: on a JAX env every update trains on all env.num_envs="
+                   f"{e.num_envs} envs; leave trainer.batch_envs=0")
+    if t.overlap_collection:
+        out.append("trainer.overlap_collection=true: on a JAX env rollout and update are one compiled program; drop it")
+    if cfg.policies.enabled or cfg.selfplay.enabled:
+        out.append(f"{'policies' if cfg.policies.enabled else 'selfplay'} on a JAX env: not supported by the Anakin "
+                   "loop yet; use an envpool or factory env")
+    return out
+
+
 register("srljax.config", config_problems)  # the config tree and its arithmetic
 register("srljax.layout", layout_problems)  # a worker graph's streams and sizes
 register("envs.fit", envs.fit_problems)  # the algorithm and agent table against the env, without building it
 register("srljax.storage", run_folder.load_problems)  # the checkpoints it loads (load=, policies' load)
 register("srljax.replay", replay_problems)
+register("srljax.loops.anakin", anakin_problems)
 register("envs", lambda cfg: envs.problems(cfg.env, cfg.algo), key=lambda cfg: repr((cfg.env, cfg.algo)))
 register("srljax.replay.memory", replay_memory_problems, ("single",))

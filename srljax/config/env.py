@@ -8,12 +8,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+JAX_FAMILIES = {"gymnax": ("envs.jax_envs.gymnax_family", "gymnax")}
+"""JAX env families by id prefix (``gymnax/CartPole-v1``) -> (the module with ``family(env_config)`` and
+``problems(env_config)``, the package it needs); ``envs/jax_envs`` builds them."""
+
+
+def jax_family(env_id: str) -> str:
+    """The JAX family an env id names (``gymnax/CartPole-v1`` -> ``gymnax``), or ``""`` (an envpool id)."""
+    prefix = env_id.split("/", 1)[0] if "/" in env_id else ""
+    return prefix if prefix in JAX_FAMILIES else ""
+
+
 @dataclass(frozen=True)
 class EnvConfig:
     """Which environment one actor steps, and how many copies."""
 
     id: str = "CartPole-v1"
-    """envpool task id (``Pong-v5``, ``HalfCheetah-v4``, ``CartPole-v1``, ...)."""
+    """envpool task id (``Pong-v5``, ``HalfCheetah-v4``, ``CartPole-v1``, ...), or a JAX env's
+    ``family/name`` (``gymnax/CartPole-v1``, ``gymnax/Breakout-MinAtar``; ``JAX_FAMILIES``)."""
     num_envs: int = 8
     """environments owned by one actor (one envpool instance)."""
     batch_size: int = 0
@@ -40,6 +52,11 @@ class EnvConfig:
 
     def __hash__(self) -> int:  # ``options`` is a dict: hash the whole config by value
         return hash(json.dumps(dataclasses.asdict(self), sort_keys=True, default=str))
+
+    @property
+    def is_jax(self) -> bool:
+        """A JAX env (``envs/jax_envs``): stepped inside the compiled program on the Anakin path."""
+        return not self.factory and bool(jax_family(self.id))
 
     @property
     def envs_per_recv(self) -> int:

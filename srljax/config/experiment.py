@@ -28,6 +28,9 @@ class Experiment:
     name: str = "experiment"
     trial: str = "default"
     seed: int = 1
+    seeds: tuple[int, ...] = ()
+    """several seeds trained in one compiled program (a JAX env's run, ``srljax/loops/anakin.py``): each seed ``s`` is
+    its own trial ``<trial>-seed<s>`` with ``seed=s``, as if run alone; ``()``: the one trial ``seed`` names."""
     total_env_steps: int = 500_000
     timeout_seconds: float = THREE_DAYS_SECONDS
     compile_cache: str = "auto"
@@ -74,6 +77,13 @@ class Experiment:
         return Path(self.log.run_root) / self.name / self.trial
 
 
+def seed_trials(cfg: Experiment) -> list[Experiment]:
+    """The trials ``cfg`` stands for: itself, or with ``seeds`` one per seed (``<trial>-seed<s>``, ``seed=s``)."""
+    if not cfg.seeds:
+        return [cfg]
+    return [dataclasses.replace(cfg, seed=s, seeds=(), trial=f"{cfg.trial}-seed{s}") for s in cfg.seeds]
+
+
 def nonfinite_problems(node: Any, prefix: str = "") -> list[str]:
     """Every float in the tree that is NaN or infinite, one message each: a check written ``x <= 0`` passes NaN,
     so a NaN timeout or watchdog would switch it off silently."""
@@ -112,9 +122,11 @@ def problems(cfg: Experiment) -> list[str]:
     for key, value in [("env.max_episode_steps", e.max_episode_steps), ("env.num_threads", e.num_threads)]:
         if value < 0:
             out.append(f"{key}={value} must be >= 0 (0: the env's default)")
-    for key, value in [("seed", cfg.seed)]:
+    for key, value in [("seed", cfg.seed), *(("seeds", s) for s in cfg.seeds)]:
         if value < 0:
             out.append(f"{key}={value} must be >= 0")
+    if len(set(cfg.seeds)) != len(cfg.seeds):
+        out.append(f"seeds={list(cfg.seeds)} repeats a seed; give each seed once")
     try:  # the optimiser's step count and learning-rate schedule are int32
         grad_steps = cfg.num_updates * max(t.update_epochs, 1) * max(t.num_minibatches, 1)
     except (ArithmeticError, ValueError, TypeError):

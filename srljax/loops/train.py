@@ -6,12 +6,14 @@
     result.metrics[-1]["episode_return"]
 
 The loops (this package): ``on_policy.py`` for segment algorithms (PPO, IMPALA, MAPPO, a user's),
-``replay.py`` for replay algorithms (DQN, a user's), ``population.py`` for a PBT population; ``league.py`` for a self-play league.
+``replay.py`` for replay algorithms (DQN, a user's), ``population.py`` for a PBT population; ``league.py`` for a self-play league; ``anakin.py`` for a segment
+algorithm on a JAX env (rollout and update in one compiled program, seeds vmapped).
 """
 
 from __future__ import annotations
 
 from srljax.config import Experiment
+from srljax.loops.anakin import train_anakin
 from srljax.loops.league import train_league
 from srljax.loops.on_policy import train_on_policy
 from srljax.loops.population import train_population
@@ -30,5 +32,5 @@ def train(cfg: Experiment | Run, resume: bool = False) -> TrainResult:
     if not run.cfg.trainer.overlap_collection:  # nothing runs beside a computation: no hand-off to a worker thread
         dispatch.run_cpu_inline()
     loop = {"population": train_population, "league": train_league, "replay": train_replay,
-            "on_policy": train_on_policy}[run.plan.loop]  # srljax/layout.py decides which, once
+            "on_policy": train_on_policy, "anakin": train_anakin}[run.plan.loop]  # srljax/layout.py decides which, once
     return loop(run)
