@@ -1,0 +1,117 @@
+"""The Anakin path: JAX envs (gymnax) behind the env seam and the loop that compiles rollout and update together."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import envs
+from envs import jax_envs
+from srljax.config import ConfigError, EnvConfig, Experiment, LogConfig, PPOConfig, TrainerConfig
+from srljax.config.experiment import seed_trials
+from srljax.layout import plan_of
+from srljax.loops.train import train
+from srljax.prepare import check
+
+pytest.importorskip("gymnax")
+
+
+def _cfg(tmp_path, **kw) -> Experiment:
+    base = Experiment(name="anakin", trial="t", total_env_steps=512 * 6, env=EnvConfig(id="gymnax/CartPole-v1", num_envs=4),
+                      algo=PPOConfig(num_steps=128), trainer=TrainerConfig(num_minibatches=4, update_epochs=4),
+                      log=LogConfig(run_root=str(tmp_path), wandb="disabled"))
+    return dataclasses.replace(base, **kw)
+
+
+def _metrics(run_dir) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_lazy_autoreset_and_episode_stats_as_envpool():
+    env = jax_envs.make(EnvConfig(id="gymnax/Pendulum-v1", num_envs=3, max_episode_steps=5))
+    state, ts = jax.jit(env.reset)(jax.random.PRNGKey(0))
+    step = jax.jit(env.step)
+    rows, rewards = [], []
+    for _ in range(12):
+        state, ts = step(state, jnp.zeros((3, 1), jnp.float32))
+        rows.append(jax.device_get(ts))
+    trunc = np.array([r.truncated for r in rows])
+    assert trunc[4].all() and trunc[10].all() and trunc.sum() == 6  # the time limit: steps 5 and 11 of each env
+    assert not np.array([r.terminated for r in rows]).any()
+    reset_row = rows[5]  # the step after a done: next episode's first obs, reward 0, no flags
+    assert (reset_row.reward == 0).all() and not reset_row.truncated.any()
+    assert np.isnan(rows[3].episode_return).all()
+    expected = np.sum([r.reward for r in rows[:5]], axis=0)
+    np.testing.assert_allclose(rows[4].episode_return, expected, rtol=1e-6)
+    assert (rows[4].episode_length == 5).all() and (rows[10].episode_length == 5).all()
+
+
+def test_host_face_is_a_vecenv_for_eval_and_actors():
+    env = envs.make(EnvConfig(id="gymnax/CartPole-v1", num_envs=2), seed=3)
+    assert isinstance(env, envs.VecEnv) and env.spec.action_kind == "discrete" and env.spec.num_actions == 2
+    env.async_reset()
+    ts = env.recv()
+    assert ts.obs.shape == (2, 4) and ts.obs.dtype == np.float32
+    env.send(np.array([1, 0]), np.array([1, 0]))
+    assert env.recv().obs.shape == (2, 4)
+    with pytest.raises(ValueError, match="all 2 envs"):
+        env.step(np.array([0]), np.array([0]))
+
+
+def test_bad_names_options_and_missing_family_are_refused(monkeypatch):
+    assert "gymnax has no env 'Nope'" in envs.problems(EnvConfig(id="gymnax/Nope"))[0]
+    assert "does not take" in envs.problems(EnvConfig(id="gymnax/CartPole-v1", options={"gravty": 1.0}))[0]
+    assert "leave env.batch_size=0" in envs.problems(EnvConfig(id="gymnax/CartPole-v1", num_envs=4, batch_size=2))[0]
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "gymnax" else real(name, *a))
+    (problem,) = envs.problems(EnvConfig(id="gymnax/CartPole-v1"))
+    assert "pip install -e '.[jaxenvs]'" in problem
+
+
+def test_plan_picks_anakin_and_seeds_elsewhere_are_refused(tmp_path):
+    assert plan_of(_cfg(tmp_path)).loop == "anakin"
+    with pytest.raises(ConfigError, match="needs a JAX env"):
+        check(_cfg(tmp_path, env=EnvConfig(id="CartPole-v1"), seeds=(1, 2)))
+    with pytest.raises(ConfigError, match="overlap_collection"):
+        check(_cfg(tmp_path, trainer=TrainerConfig(overlap_collection=True)))
+    assert [c.trial for c in seed_trials(_cfg(tmp_path, seeds=(3, 4)))] == ["t-seed3", "t-seed4"]
+
+
+def test_ppo_learns_cartpole_in_the_compiled_loop(tmp_path):
+    result = train(_cfg(tmp_path, total_env_steps=120_000))
+    assert result.metrics[-1]["episode_return"] > 150  # random play: ~22
+
+
+def test_seeds_in_one_program_equal_each_seed_alone(tmp_path):
+    train(_cfg(tmp_path, trial="pack", seeds=(1, 2)))
+    train(_cfg(tmp_path, trial="alone", seed=2))
+    packed, alone = _metrics(tmp_path / "anakin" / "pack-seed2"), _metrics(tmp_path / "anakin" / "alone")
+    assert len(packed) == len(alone) == 6
+    for a, b in zip(packed, alone):
+        for key in ("episode_return", "policy_loss", "value_loss", "entropy"):
+            np.testing.assert_allclose(a[key], b[key], rtol=1e-4, atol=1e-4)
+    seed1 = _metrics(tmp_path / "anakin" / "pack-seed1")
+    assert seed1[-1]["policy_loss"] != packed[-1]["policy_loss"]  # two trials, not one copied
+    assert json.loads((tmp_path / "anakin" / "pack-seed1" / "config.json").read_text())["seed"] == 1
+
+
+def test_resume_continues_exactly_with_the_env_state(tmp_path):
+    no_anneal = TrainerConfig(num_minibatches=4, update_epochs=4, anneal_lr=False)  # lr independent of the budget
+    full = _cfg(tmp_path, trial="full", total_env_steps=512 * 8, trainer=no_anneal)
+    train(full)
+    half = _cfg(tmp_path, trial="half", total_env_steps=512 * 4, trainer=no_anneal,
+                checkpoint=dataclasses.replace(full.checkpoint, every_updates=4))
+    train(half)
+    train(dataclasses.replace(half, total_env_steps=512 * 8), resume=True)
+    a, b = _metrics(tmp_path / "anakin" / "full"), _metrics(tmp_path / "anakin" / "half")
+    assert [r["update"] for r in b] == list(range(1, 9))
+    for x, y in zip(a, b):
+        for key in ("policy_loss", "value_loss", "entropy"):
+            np.testing.assert_allclose(x[key], y[key], rtol=1e-4, atol=1e-5)
+        assert x.get("episode_return") == pytest.approx(y.get("episode_return"), rel=1e-5)
