@@ -251,7 +251,7 @@ def plan_of(cfg: Experiment) -> Plan:
         loop = "population"
     elif league:
         loop = "league"
-    elif cfg.env.is_jax and kind == "segments":
+    elif cfg.env.is_jax and (kind == "segments" or getattr(cfg.algo, "name", "") == "dqn"):
         loop = "anakin"
     else:
         loop = "replay" if kind == "replay" else "on_policy"

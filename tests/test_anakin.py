@@ -37,7 +37,7 @@ def test_lazy_autoreset_and_episode_stats_as_envpool():
     env = jax_envs.make(EnvConfig(id="gymnax/Pendulum-v1", num_envs=3, max_episode_steps=5))
     state, ts = jax.jit(env.reset)(jax.random.PRNGKey(0))
     step = jax.jit(env.step)
-    rows, rewards = [], []
+    rows = []
     for _ in range(12):
         state, ts = step(state, jnp.zeros((3, 1), jnp.float32))
         rows.append(jax.device_get(ts))

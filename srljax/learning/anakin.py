@@ -2,7 +2,7 @@
 
     program = AnakinProgram(env, algo, num_steps=128, max_iterations=64)
     carry = program.start(train_state, env_key, act_key)           # reset every env, act on the first rows
-    train_state, carry, (metrics, ep_return, ep_length) = program.run(train_state, carry, n)
+    train_state, carry, (metrics, ep_return, ep_length) = program.run(train_state, carry, n, None)
     # n (<= max_iterations) iterations of collect T rows + one update, in one call; outputs stacked [max_iterations, ...],
     # the first n rows valid: metrics {name: [K]}, ep_return / ep_length [K, T, B] (NaN / 0 where no episode ended)
 
@@ -91,8 +91,9 @@ class AnakinProgram:
         train_state, metrics = self.algo.update(train_state, traj)
         return train_state, end, (metrics, ep_return, ep_length)
 
-    def run(self, train_state: Any, carry: Carry, n: jax.Array) -> tuple[Any, Carry, Any]:
-        """``n`` iterations (a traced int, at most ``max_iterations``: one compiled program for every count)."""
+    def run(self, train_state: Any, carry: Carry, n: jax.Array, schedule: Any = None) -> tuple[Any, Carry, Any]:
+        """``n`` iterations (a traced int, at most ``max_iterations``: one compiled program for every count);
+        ``schedule`` is the replay program's (``srljax.learning.anakin_replay``), unused here."""
         shapes = jax.eval_shape(self.iteration, train_state, carry)[2]
         outputs = jax.tree.map(lambda s: jnp.zeros((self.max_iterations, *s.shape), s.dtype), shapes)
 

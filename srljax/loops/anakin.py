@@ -3,12 +3,14 @@
     python -m launch.local configs/gymnax_cartpole_ppo.py                  # one trial
     python -m launch.local configs/gymnax_cartpole_ppo.py seeds=[1,2,3]    # three trials, one vmapped program
 
-``srljax.layout.plan_of`` picks this loop for a segment algorithm on a JAX env in ``layout.mode=single``. Each call
-runs up to ``MAX_ITERATIONS`` iterations of rollout + update on the device (``srljax.learning.anakin``), as many as
-fit before the next checkpoint, evaluation or the end (and about ``CALL_SECONDS`` of work, so lines and stops stay
-prompt); the host then writes each iteration's metrics line, feeds the episode window, checkpoints. A checkpoint
-holds the whole carry (every env's state and key, the acting key, the last row acted on), so ``--resume``
-continues exactly where the run stopped.
+``srljax.layout.plan_of`` picks this loop for an algorithm on a JAX env in ``layout.mode=single``: a segment
+algorithm (PPO, IMPALA, LSTM policies, a user's) runs ``srljax.learning.anakin``'s program (collect ``T`` rows,
+one update), a replay algorithm (DQN) ``srljax.learning.anakin_replay``'s (act, append to the on-device replay, the
+updates the replay ratio owes). Each call runs up to ``MAX_ITERATIONS`` iterations on the device, as many as fit
+before the next checkpoint, evaluation or the end, and about ``CALL_SECONDS`` of work (lines and stops stay
+prompt); the host then writes each update's metrics line, feeds the episode window, checkpoints. A checkpoint
+holds the whole carry (every env's state and key, the acting key, the last row, a replay's contents), so
+``--resume`` continues exactly where the run stopped.
 
 ``seeds=[...]``: each seed is its own trial ``<trial>-seed<s>`` (folder, config.json, metrics, checkpoints, as if it
 ran alone with ``seed=s``), the trials' states stacked and the program ``vmap``-ed over them.
@@ -16,6 +18,7 @@ ran alone with ``seed=s``), the trials' states stacked and the program ``vmap``-
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -28,6 +31,7 @@ from srljax.config import Experiment
 from srljax.config.experiment import seed_trials
 from srljax.evaluation.evaluator import InlineEval
 from srljax.learning.anakin import AnakinProgram
+from srljax.learning.anakin_replay import AnakinReplayProgram
 from srljax.learning.learner import Learner
 from srljax.loops.result import TrainResult
 from srljax.loops.signals import held
@@ -40,13 +44,39 @@ CALL_SECONDS = 1.0
 """About how long one call should run: lines, checkpoints and stops wait for the call in flight."""
 
 
+class _Schedule:
+    """What each iteration does, decided on the host as the envpool loops decide it: rows per env, updates owed,
+    exploration values (a replay algorithm's)."""
+
+    def __init__(self, cfg: Experiment, algo: Any, num_envs: int):
+        self.cfg, self.algo, self.replay = cfg, algo, algo.consumes == "replay"
+        a = cfg.algo
+        if self.replay:  # ``updates_per_call`` updates' worth of rows per iteration, as ``srljax.loops.replay``
+            self.rows = max(1, round(a.updates_per_call * a.batch_size / (a.replay_ratio * num_envs)))
+            self.updates = math.ceil(self.rows * num_envs * a.replay_ratio / a.batch_size) + 1
+            self.iterations = math.ceil(cfg.total_env_steps / (self.rows * num_envs))
+        else:
+            self.rows, self.updates, self.iterations = a.num_steps, 1, cfg.num_updates
+        self.env_steps_per_iteration = self.rows * num_envs
+
+    def updates_owed(self, env_steps: int, version: int) -> int:
+        """Updates the iteration that ends at ``env_steps`` runs, after ``version`` so far."""
+        if not self.replay:
+            return 1
+        a = self.cfg.algo
+        owed = min(int(a.replay_ratio * max(0, env_steps - a.learning_starts)) // a.batch_size, self.cfg.num_updates)
+        return max(0, min(owed - version, self.updates))
+
+    def explore(self, env_steps: int) -> dict[str, float]:
+        return self.algo.exploration(env_steps, None, 1) if self.replay else {}
+
+
 class _Trial:
     """One seed's learner (checkpoints), metrics and episode window."""
 
-    def __init__(self, run: Run, spec: Any, resume: bool):
+    def __init__(self, run: Run, spec: Any):
         self.cfg = run.cfg
         self.learner = Learner(run.cfg, spec)
-        self.resume = resume
         self.window = EpisodeWindow(run.cfg.log.window)
         self.env_steps = 0
         self.meta: dict[str, Any] = {}
@@ -79,6 +109,8 @@ class _Trial:
         self.carry = jax.tree.unflatten(jax.tree.structure(like), leaves)
         self.env_steps = int(self.meta.get("env_steps", 0))
         self.window.load_state(self.meta.get("episodes", {}))
+        print(f"[{self.cfg.name}/{self.cfg.trial}] resumed from the checkpoint of update {self.learner.version} "
+              f"({self.env_steps:,} env steps, every env's state with it)", flush=True)
 
 
 def _stack(trees: list[Any]) -> Any:
@@ -89,78 +121,103 @@ def _unstack(tree: Any, i: int) -> Any:
     return jax.tree.map(lambda x: x[i], tree)
 
 
-def _calls_until(version: int, every: int) -> int:
-    return every - version % every if every > 0 else 1 << 30
+def _crosses(before: int, after: int, every: int) -> bool:
+    return every > 0 and after // every > before // every
+
+
+def _program(cfg: Experiment, env: jax_envs.JaxEnv, algo: Any, schedule: _Schedule) -> Any:
+    if schedule.replay:
+        a = cfg.algo
+        return AnakinReplayProgram(env, algo, rows=schedule.rows, updates=schedule.updates, batch_size=a.batch_size,
+                                   n_step=a.n_step, capacity=a.replay.capacity, max_iterations=MAX_ITERATIONS)
+    return AnakinProgram(env, algo, cfg.algo.num_steps, MAX_ITERATIONS)
 
 
 def train_anakin(cfg: Experiment | Run, resume: bool = False) -> TrainResult:
-    """Train a segment algorithm on a JAX env with rollout and update compiled together; ``resume``: continue."""
+    """Train on a JAX env with acting, (replay) and update compiled together; ``resume``: continue its trial(s)."""
     run = prepared(cfg, resume)
     cfg, resume = run.cfg, run.resume
     runs = [run] if not cfg.seeds else [Run(c, run.plan, c.run_dir, resume) for c in seed_trials(cfg)]  # claimed
     env = jax_envs.make(cfg.env)
-    trials = [_Trial(r, env.spec, resume) for r in runs]
+    trials = [_Trial(r, env.spec) for r in runs]
     algo = trials[0].learner.algo
-    program = AnakinProgram(env, algo, cfg.algo.num_steps, MAX_ITERATIONS)
-    mesh = trials[0].learner.mesh
+    schedule = _Schedule(cfg, algo, env.spec.num_envs)
+    program = _program(cfg, env, algo, schedule)
     start = jax.jit(program.start)
     for t in trials:
         root = jax.random.PRNGKey(t.cfg.seed)
         t.carry = start(t.learner.state, jax.random.fold_in(root, 2), jax.random.fold_in(root, 1))
         if resume:
             t.restore(t.carry)
-    versions = {t.learner.version for t in trials}
-    if len(versions) > 1:
+    if len({(t.learner.version, t.env_steps) for t in trials}) > 1:
         raise RuntimeError("the seeds' newest checkpoints are at different updates "
                            f"({', '.join(f'{t.cfg.trial}: {t.learner.version}' for t in trials)}); resume each "
-                           "seed as its own trial (-f <trial>-seed<s> --resume without seeds)")
+                           "seed as its own trial (-f <trial>-seed<s> --resume, without seeds)")
     for t in trials:
         t.open()
-    version = versions.pop()
-    steps_per_iteration = cfg.algo.num_steps * env.spec.num_envs
+    version, env_steps = trials[0].learner.version, trials[0].env_steps
+    mesh = trials[0].learner.mesh
     with jax.set_mesh(mesh):
-        step = jax.jit(jax.vmap(program.run, in_axes=(0, 0, None)), donate_argnums=(0, 1))
+        step = jax.jit(jax.vmap(program.run, in_axes=(0, 0, None, None)), donate_argnums=(0, 1))
         state, carry = _stack([t.learner.state for t in trials]), _stack([t.carry for t in trials])
-    result = TrainResult(config=cfg, env_steps=trials[0].env_steps)
+    result = TrainResult(config=cfg, env_steps=env_steps)
     deadline = time.time() + cfg.timeout_seconds
-    per_iteration = 0.0  # seconds, measured
+    per_iteration = 0.0  # seconds, measured after the first call (which compiles)
+    total = schedule.iterations * schedule.env_steps_per_iteration
     finished = False
     try:
-        while version < cfg.num_updates:
+        while env_steps < total:
             if time.time() > deadline:
                 result.stopped_by = "timeout"
                 break
-            n = min(MAX_ITERATIONS, cfg.num_updates - version, _calls_until(version, cfg.checkpoint.every_updates),
-                    _calls_until(version, cfg.eval.every_updates),
-                    max(1, int(CALL_SECONDS / per_iteration)) if per_iteration else 1)
+            # the iterations of this call: up to a checkpoint or evaluation falling due, the end, ~CALL_SECONDS
+            limit = min(MAX_ITERATIONS, max(1, int(CALL_SECONDS / per_iteration)) if per_iteration else 1)
+            owed, explore, steps, v = [], [], env_steps, version
+            while len(owed) < limit and steps < total:
+                explore.append(schedule.explore(steps))
+                steps += schedule.env_steps_per_iteration
+                owed.append(schedule.updates_owed(steps, v))
+                v, before = v + owed[-1], v
+                if _crosses(before, v, cfg.checkpoint.every_updates) or _crosses(before, v, cfg.eval.every_updates):
+                    break
+            n = len(owed)
+            pad = MAX_ITERATIONS - n
+            plan = {"updates": jnp.asarray(owed + [0] * pad, jnp.int32),
+                    "explore": {k: jnp.asarray([e[k] for e in explore] + [0.0] * pad, jnp.float32)
+                                for k in (explore[0] if explore else {})}}
             with held():  # a stop waits for the call's lines and checkpoint (``srljax.loops.signals``)
                 t0 = time.perf_counter()
                 with jax.set_mesh(mesh):
-                    state, carry, outputs = step(state, carry, jnp.int32(n))
+                    state, carry, outputs = step(state, carry, jnp.int32(n), plan if schedule.replay else None)
                 metrics, ep_return, ep_length = jax.device_get(outputs)
                 took = time.perf_counter() - t0
-                if version > trials[0].learner.version or n > 1:  # the first call compiles: not a measurement
+                if per_iteration or version > trials[0].learner.version or n > 1:
                     per_iteration = took / n
-                elif not per_iteration:
-                    per_iteration = 0.0
+                else:
+                    per_iteration = 1e-9  # the first call compiled: the next one measures
+                sps = n * schedule.env_steps_per_iteration / max(took, 1e-9)
                 for i, t in enumerate(trials):
+                    self_version = version
                     for k in range(n):
                         t.window.add(ep_return[i, k].ravel(), ep_length[i, k].ravel())
-                        t.env_steps += steps_per_iteration
-                        updates = version + k + 1
-                        if updates % cfg.log.log_every == 0 or updates == cfg.num_updates:
-                            record = t.records.record(updates, t.env_steps, t.window.summary(),
-                                                      {name: v[i, k] for name, v in metrics.items()})
-                            record["sps"] = n * steps_per_iteration / max(took, 1e-9)
-                            t.logger.write(record)
-                            if i == 0:
-                                result.metrics.append(record)
+                        t.env_steps += schedule.env_steps_per_iteration
+                        for j in range(owed[k]):
+                            update = self_version + j + 1
+                            if update % cfg.log.log_every == 0 or update == cfg.num_updates:
+                                values = {name: (v[i, k, j] if schedule.replay else v[i, k]) for name, v in metrics.items()}
+                                values |= {name: e for name, e in explore[k].items()}
+                                record = t.records.record(update, t.env_steps, t.window.summary(), values)
+                                record["sps"] = sps
+                                t.logger.write(record)
+                                if i == 0:
+                                    result.metrics.append(record)
+                        self_version += owed[k]
                     t.learner.state = _unstack(state, i)
                     t.carry = _unstack(carry, i)
-                    t.learner.version = version + n
+                    t.learner.version = self_version
                     t.learner.maybe_save(since=version)
-                version += n
-                result.env_steps = trials[0].env_steps
+                version, env_steps = trials[0].learner.version, trials[0].env_steps
+                result.env_steps = env_steps
             for t in trials:
                 if t.evals is not None:
                     t.evals.after_update(version, t.learner.policy_params(), t.env_steps)
