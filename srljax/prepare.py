@@ -177,6 +177,12 @@ def anakin_problems(cfg: Experiment) -> list[str]:
     if t.batch_envs and t.batch_envs != e.num_envs:
         out.append(f"trainer.batch_envs={t.batch_envs}: on a JAX env every update trains on all env.num_envs="
                    f"{e.num_envs} envs; leave trainer.batch_envs=0")
+    if e.num_envs % t.devices:
+        out.append(f"env.num_envs={e.num_envs} does not split over trainer.devices={t.devices}: on a JAX env the envs "
+                   f"are sharded over the devices; make env.num_envs a multiple of {t.devices}")
+    if t.num_hosts > 1:
+        out.append(f"trainer.num_hosts={t.num_hosts}: the Anakin loop runs in one process; use trainer.devices for "
+                   "several devices of one host")
     if t.overlap_collection:
         out.append("trainer.overlap_collection=true: on a JAX env rollout and update are one compiled program; drop it")
     if cfg.policies.enabled or cfg.selfplay.enabled:

@@ -50,6 +50,10 @@ class AnakinProgram:
         self.stateless = not jax.tree.leaves(algo.initial_actor_state(1))
         self.gamma = getattr(algo, "return_gamma", None)
 
+    def env_axes(self, carry: Carry) -> Carry:
+        """Which axis of each carry leaf is the env axis (sharded over devices), None for the acting key."""
+        return Carry(*jax.tree.map(lambda _: 0, tuple(carry[:-1])), key=None)
+
     def _act(self, params: Any, obs: jax.Array, actor_state: Any, first: jax.Array, key: jax.Array) -> Any:
         return self.algo.act(params, obs, actor_state, None if self.stateless else first, key)
 

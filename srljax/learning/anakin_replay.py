@@ -91,6 +91,11 @@ class AnakinReplayProgram:
         self.max_iterations = max_iterations
         self.num_envs = env.spec.num_envs
 
+    def env_axes(self, carry: ReplayCarry) -> ReplayCarry:
+        """Which axis of each carry leaf is the env axis (sharded over devices), None where there is none."""
+        rows = jax.tree.map(lambda _: 1, carry.replay._replace(written=0))._replace(written=None)
+        return ReplayCarry(jax.tree.map(lambda _: 0, carry.env), jax.tree.map(lambda _: 0, carry.row), rows, None)
+
     def start(self, train_state: Any, env_key: jax.Array, act_key: jax.Array) -> ReplayCarry:
         env_state, ts = self.env.reset(env_key)
         return ReplayCarry(env_state, Row(ts.obs, ts.reward, ts.terminated, ts.truncated),

@@ -35,6 +35,7 @@ from srljax.learning.anakin_replay import AnakinReplayProgram
 from srljax.learning.learner import Learner
 from srljax.loops.result import TrainResult
 from srljax.loops.signals import held
+from srljax.parallel import sharding
 from srljax.prepare import Run, prepared
 from srljax.telemetry.metrics import EpisodeWindow, MetricsLogger, UpdateRecords
 
@@ -158,8 +159,15 @@ def train_anakin(cfg: Experiment | Run, resume: bool = False) -> TrainResult:
     version, env_steps = trials[0].learner.version, trials[0].env_steps
     mesh = trials[0].learner.mesh
     with jax.set_mesh(mesh):
-        step = jax.jit(jax.vmap(program.run, in_axes=(0, 0, None, None)), donate_argnums=(0, 1))
         state, carry = _stack([t.learner.state for t in trials]), _stack([t.carry for t in trials])
+        replicated = sharding.replicated(mesh)
+        # the envs (and everything with an env axis) split over trainer.devices, the train state replicated: XLA
+        # partitions rollout and update, the gradients' all-reduce included (axis + 1: the seeds' axis comes first)
+        on_envs = jax.tree.map(lambda axis: replicated if axis is None else sharding.batch_axis_sharding(mesh, axis + 1),
+                               program.env_axes(trials[0].carry), is_leaf=lambda x: x is None)
+        state, carry = jax.device_put(state, replicated), jax.device_put(carry, on_envs)
+        step = jax.jit(jax.vmap(program.run, in_axes=(0, 0, None, None)), donate_argnums=(0, 1),
+                       in_shardings=(replicated, on_envs, None, None), out_shardings=(replicated, on_envs, replicated))
     result = TrainResult(config=cfg, env_steps=env_steps)
     deadline = time.time() + cfg.timeout_seconds
     per_iteration = 0.0  # seconds, measured after the first call (which compiles)
@@ -189,7 +197,7 @@ def train_anakin(cfg: Experiment | Run, resume: bool = False) -> TrainResult:
                 t0 = time.perf_counter()
                 with jax.set_mesh(mesh):
                     state, carry, outputs = step(state, carry, jnp.int32(n), plan if schedule.replay else None)
-                metrics, ep_return, ep_length = jax.device_get(outputs)
+                metrics, ep_return, ep_length = jax.device_get(sharding.host_local(outputs))
                 took = time.perf_counter() - t0
                 if per_iteration or version > trials[0].learner.version or n > 1:
                     per_iteration = took / n
@@ -212,7 +220,7 @@ def train_anakin(cfg: Experiment | Run, resume: bool = False) -> TrainResult:
                                 if i == 0:
                                     result.metrics.append(record)
                         self_version += owed[k]
-                    t.learner.state = _unstack(state, i)
+                    t.learner.state = jax.device_put(_unstack(state, i), replicated)
                     t.carry = _unstack(carry, i)
                     t.learner.version = self_version
                     t.learner.maybe_save(since=version)

@@ -1,0 +1,149 @@
+"""The Anakin path against PureJaxRL and against srljax's envpool loop, and 8 seeds in one program (issue 39).
+
+    python bench/anakin.py --purejaxrl PATH      # PATH: a PureJaxRL checkout (github.com/luchris429/purejaxrl)
+    python bench/anakin.py --skip-seeds          # without the 8-seed comparison (~2 minutes less)
+
+Measured, each as a user runs it, in one go so every figure shares the machine's load:
+
+1. ``configs/gymnax_cartpole_ppo.py`` (4 envs x 128 steps, 4x4 optimiser, 500k steps): the whole process (start to
+   exit, compile included), env steps/s of the compiled run (metrics lines after the first call, which compiles),
+   the final return;
+2. PureJaxRL's ``purejaxrl/ppo.py`` at its own settings (the same), ``DEBUG`` off: compile and compiled-run seconds,
+   env steps/s, the return of its last update's finished episodes. gymnax 1.0's ``step`` returns terminated and
+   truncated apart, PureJaxRL's wrappers expect one ``done``: a shim joins them (nothing else changes);
+3. ``configs/cartpole_ppo.py`` (envpool) at the same 500k steps: the whole process;
+4. 8 seeds: ``seeds=[1..8]`` in one program against the same 8 seeds run one after another as processes, both walls,
+   and the largest difference between each seed's metrics lines packed and alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from machine import describe  # bench/machine.py, next to this script
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMON = ["log.wandb=disabled", "log.progress=lines", "checkpoint.final=false", "checkpoint.every_updates=0"]
+KEYS = ("episode_return", "policy_loss", "value_loss", "entropy")
+
+PUREJAXRL = r"""
+import json, sys, time
+sys.path.insert(0, sys.argv[1] + "/purejaxrl")
+import jax, jax.numpy as jnp
+import gymnax.environments.environment as environment
+
+_step = environment.Environment.step
+def step(self, key, state, action, params=None):  # gymnax 1.0 -> the 5 values PureJaxRL's wrappers unpack
+    obs, state, reward, terminated, truncated, info = _step(self, key, state, action, params)
+    return obs, state, reward, jnp.logical_or(terminated, truncated), info
+environment.Environment.step = step
+import ppo
+config = {"LR": 2.5e-4, "NUM_ENVS": 4, "NUM_STEPS": 128, "TOTAL_TIMESTEPS": 5e5, "UPDATE_EPOCHS": 4,
+          "NUM_MINIBATCHES": 4, "GAMMA": 0.99, "GAE_LAMBDA": 0.95, "CLIP_EPS": 0.2, "ENT_COEF": 0.01, "VF_COEF": 0.5,
+          "MAX_GRAD_NORM": 0.5, "ACTIVATION": "tanh", "ENV_NAME": "CartPole-v1", "ANNEAL_LR": True, "DEBUG": False}
+t0 = time.perf_counter()
+train = jax.jit(ppo.make_train(config)).lower(jax.random.PRNGKey(30)).compile()
+compile_s = time.perf_counter() - t0
+t0 = time.perf_counter()
+out = jax.block_until_ready(train(jax.random.PRNGKey(30)))
+run_s = time.perf_counter() - t0
+m = out["metrics"]
+last = jnp.where(m["returned_episode"][-1], m["returned_episode_returns"][-1], jnp.nan)
+print(json.dumps({"compile_s": compile_s, "run_s": run_s, "sps": 5e5 / run_s, "return": float(jnp.nanmean(last))}))
+"""
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
+
+
+def launch(config: str, root: str, trial: str, *overrides: str) -> tuple[float, int, str]:
+    cmd = [sys.executable, "-m", "launch.local", config, "-f", trial, f"log.run_root={root}", *COMMON, *overrides]
+    start = time.monotonic()
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    return time.monotonic() - start, out.returncode, out.stdout[-2000:] + out.stderr[-2000:]
+
+
+def compiled_sps(lines: list[dict[str, Any]]) -> float:
+    """Env steps/s after the first call's lines (the first call compiles; later lines share a call's time)."""
+    first = lines[0]["time"]
+    later = [x for x in lines if x["time"] > first]
+    a, b = later[0], later[-1]
+    return (b["env_steps"] - a["env_steps"]) / max(b["time"] - a["time"], 1e-9)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--purejaxrl", help="a PureJaxRL checkout; its row is left out without one")
+    parser.add_argument("--skip-seeds", action="store_true")
+    args = parser.parse_args()
+    print(describe(), flush=True)
+    root = tempfile.mkdtemp(prefix="anakin-bench-")
+    rows: list[tuple[str, str]] = []
+    ok = True
+
+    wall, rc, tail = launch("configs/gymnax_cartpole_ppo.py", root, "one")
+    lines = read_jsonl(Path(root) / "gymnax_cartpole_ppo" / "one" / "metrics.jsonl")
+    ok &= rc == 0
+    anakin_sps = compiled_sps(lines) if lines else float("nan")
+    rows.append(("srljax gymnax_cartpole_ppo (Anakin)", f"process {wall:.1f} s, compiled run {anakin_sps:,.0f} env "
+                 f"steps/s, final return {lines[-1].get('episode_return', float('nan')) if lines else 'n/a'}, rc {rc}"))
+
+    if args.purejaxrl:
+        out = subprocess.run([sys.executable, "-c", PUREJAXRL, args.purejaxrl], capture_output=True, text=True,
+                             cwd=ROOT, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+        try:
+            p = json.loads(out.stdout.strip().splitlines()[-1])
+            commit = subprocess.run(["git", "-C", args.purejaxrl, "rev-parse", "--short", "HEAD"], capture_output=True,
+                                    text=True).stdout.strip() or "?"
+            rows.append((f"PureJaxRL ppo.py ({commit})", f"compile {p['compile_s']:.1f} s, compiled run {p['run_s']:.1f} s"
+                         f" = {p['sps']:,.0f} env steps/s, last update's return {p['return']:.1f}"))
+            rows.append(("ratio srljax / PureJaxRL (compiled run env steps/s)", f"{anakin_sps / p['sps']:.2f}"))
+        except (ValueError, IndexError, KeyError):
+            ok = False
+            rows.append(("PureJaxRL ppo.py", f"failed: {(out.stdout + out.stderr)[-600:]}"))
+
+    wall_envpool, rc, _ = launch("configs/cartpole_ppo.py", root, "envpool")
+    ok &= rc == 0
+    envpool_lines = read_jsonl(Path(root) / "cartpole_ppo" / "envpool" / "metrics.jsonl")
+    rows.append(("srljax cartpole_ppo (envpool)", f"process {wall_envpool:.1f} s, final return "
+                 f"{envpool_lines[-1].get('episode_return', float('nan')) if envpool_lines else 'n/a'}, rc {rc}"))
+    rows.append(("ratio envpool process / Anakin process (same 500k steps)", f"{wall_envpool / wall:.2f}"))
+
+    if not args.skip_seeds:
+        seeds = list(range(1, 9))
+        packed, rc, _ = launch("configs/gymnax_cartpole_ppo.py", root, "pack", f"seeds={seeds}")
+        ok &= rc == 0
+        alone_wall, worst = 0.0, 0.0
+        for s in seeds:
+            w, rc, _ = launch("configs/gymnax_cartpole_ppo.py", root, f"alone{s}", f"seed={s}")
+            ok &= rc == 0
+            alone_wall += w
+            a = read_jsonl(Path(root) / "gymnax_cartpole_ppo" / f"pack-seed{s}" / "metrics.jsonl")
+            b = read_jsonl(Path(root) / "gymnax_cartpole_ppo" / f"alone{s}" / "metrics.jsonl")
+            ok &= len(a) == len(b) > 0
+            for x, y in zip(a, b):
+                worst = max([worst] + [abs(float(x[k]) - float(y[k])) for k in KEYS if k in x and k in y])
+        finals = [read_jsonl(Path(root) / "gymnax_cartpole_ppo" / f"pack-seed{s}" / "metrics.jsonl")[-1]
+                  .get("episode_return", float("nan")) for s in seeds]
+        rows.append(("8 seeds in one program", f"{packed:.1f} s; final returns {finals} (mean {np.mean(finals):.1f})"))
+        rows.append(("the same 8 seeds one after another", f"{alone_wall:.1f} s (ratio {alone_wall / packed:.2f})"))
+        rows.append(("largest |packed - alone| over every line's return and losses", f"{worst:.2e}"))
+
+    print("\n| measurement | figure |\n| --- | --- |")
+    for name, figure in rows:
+        print(f"| {name} | {figure} |")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
