@@ -128,12 +128,12 @@ def main() -> int:
             w, rc, _ = launch("configs/gymnax_cartpole_ppo.py", root, f"alone{s}", f"seed={s}")
             ok &= rc == 0
             alone_wall += w
-            a = read_jsonl(Path(root) / "gymnax_cartpole_ppo" / f"pack-seed{s}" / "metrics.jsonl")
+            a = read_jsonl(Path(root) / "gymnax_cartpole_ppo" / f"pack__seed={s}" / "metrics.jsonl")
             b = read_jsonl(Path(root) / "gymnax_cartpole_ppo" / f"alone{s}" / "metrics.jsonl")
             ok &= len(a) == len(b) > 0
             for x, y in zip(a, b):
                 worst = max([worst] + [abs(float(x[k]) - float(y[k])) for k in KEYS if k in x and k in y])
-        finals = [read_jsonl(Path(root) / "gymnax_cartpole_ppo" / f"pack-seed{s}" / "metrics.jsonl")[-1]
+        finals = [read_jsonl(Path(root) / "gymnax_cartpole_ppo" / f"pack__seed={s}" / "metrics.jsonl")[-1]
                   .get("episode_return", float("nan")) for s in seeds]
         rows.append(("8 seeds in one program", f"{packed:.1f} s; final returns {finals} (mean {np.mean(finals):.1f})"))
         rows.append(("the same 8 seeds one after another", f"{alone_wall:.1f} s (ratio {alone_wall / packed:.2f})"))

@@ -13,11 +13,14 @@ import sys
 
 from launch.cli import run_cli
 from srljax.config import Experiment
+from srljax.config.experiment import seed_trials
 from srljax.layout import describe_batch
 
 
 def main(cfg: Experiment, resume: bool = False) -> int:
-    print(f"run folder: {cfg.run_dir}  (config.json, metrics.jsonl, checkpoints/)", flush=True)
+    trials = seed_trials(cfg)  # one, or each of ``seeds`` (trained together in one program: srljax/loops/anakin.py)
+    for trial in trials:
+        print(f"run folder: {trial.run_dir}  (config.json, metrics.jsonl, checkpoints/)", flush=True)
     print(describe_batch(cfg), flush=True)
     if cfg.layout.mode == "single":
         from srljax.loops.train import train
@@ -27,14 +30,15 @@ def main(cfg: Experiment, resume: bool = False) -> int:
         try:
             result = train(prepare(cfg, resume, "single", checked=True))  # launch.cli ran the checks
         except KeyboardInterrupt:
-            print(f"interrupted; the final checkpoint is in {cfg.run_dir / 'checkpoints'}: continue with "
+            print(f"interrupted; the final checkpoint is in {trials[0].run_dir / 'checkpoints'}: continue with "
                   f"-f {cfg.trial} --resume", flush=True)
             return 130
         last = result.metrics[-1] if result.metrics else {}
         ret = last.get("episode_return", float("nan"))
         print(
             f"finished ({result.stopped_by}): {result.env_steps:,} env steps, "
-            f"recent mean episode return {ret:.1f}; metrics in {cfg.run_dir / 'metrics.jsonl'}",
+            f"recent mean episode return {ret:.1f}; metrics in {trials[0].run_dir / 'metrics.jsonl'}"
+            + (" and the other seeds' folders beside it" if len(trials) > 1 else ""),
             flush=True,
         )
         return 0

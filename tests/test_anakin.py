@@ -80,7 +80,7 @@ def test_plan_picks_anakin_and_seeds_elsewhere_are_refused(tmp_path):
         check(_cfg(tmp_path, env=EnvConfig(id="CartPole-v1"), seeds=(1, 2)))
     with pytest.raises(ConfigError, match="overlap_collection"):
         check(_cfg(tmp_path, trainer=TrainerConfig(overlap_collection=True)))
-    assert [c.trial for c in seed_trials(_cfg(tmp_path, seeds=(3, 4)))] == ["t-seed3", "t-seed4"]
+    assert [c.trial for c in seed_trials(_cfg(tmp_path, seeds=(3, 4)))] == ["t__seed=3", "t__seed=4"]
 
 
 def test_ppo_learns_cartpole_in_the_compiled_loop(tmp_path):
@@ -91,14 +91,14 @@ def test_ppo_learns_cartpole_in_the_compiled_loop(tmp_path):
 def test_seeds_in_one_program_equal_each_seed_alone(tmp_path):
     train(_cfg(tmp_path, trial="pack", seeds=(1, 2)))
     train(_cfg(tmp_path, trial="alone", seed=2))
-    packed, alone = _metrics(tmp_path / "anakin" / "pack-seed2"), _metrics(tmp_path / "anakin" / "alone")
+    packed, alone = _metrics(tmp_path / "anakin" / "pack__seed=2"), _metrics(tmp_path / "anakin" / "alone")
     assert len(packed) == len(alone) == 6
     for a, b in zip(packed, alone):
         for key in ("episode_return", "policy_loss", "value_loss", "entropy"):
             np.testing.assert_allclose(a[key], b[key], rtol=1e-4, atol=1e-4)
-    seed1 = _metrics(tmp_path / "anakin" / "pack-seed1")
+    seed1 = _metrics(tmp_path / "anakin" / "pack__seed=1")
     assert seed1[-1]["policy_loss"] != packed[-1]["policy_loss"]  # two trials, not one copied
-    assert json.loads((tmp_path / "anakin" / "pack-seed1" / "config.json").read_text())["seed"] == 1
+    assert json.loads((tmp_path / "anakin" / "pack__seed=1" / "config.json").read_text())["seed"] == 1
 
 
 def test_resume_continues_exactly_with_the_env_state(tmp_path):

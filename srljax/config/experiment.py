@@ -30,7 +30,7 @@ class Experiment:
     seed: int = 1
     seeds: tuple[int, ...] = ()
     """several seeds trained in one compiled program (a JAX env's run, ``srljax/loops/anakin.py``): each seed ``s`` is
-    its own trial ``<trial>-seed<s>`` with ``seed=s``, as if run alone; ``()``: the one trial ``seed`` names."""
+    its own trial ``<trial>__seed=<s>`` with ``seed=s``, as if run alone; ``()``: the one trial ``seed`` names."""
     total_env_steps: int = 500_000
     timeout_seconds: float = THREE_DAYS_SECONDS
     compile_cache: str = "auto"
@@ -78,10 +78,10 @@ class Experiment:
 
 
 def seed_trials(cfg: Experiment) -> list[Experiment]:
-    """The trials ``cfg`` stands for: itself, or with ``seeds`` one per seed (``<trial>-seed<s>``, ``seed=s``)."""
+    """The trials ``cfg`` stands for: itself, or with ``seeds`` one per seed (``<trial>__seed=<s>``, as a sweep names its trials)."""
     if not cfg.seeds:
         return [cfg]
-    return [dataclasses.replace(cfg, seed=s, seeds=(), trial=f"{cfg.trial}-seed{s}") for s in cfg.seeds]
+    return [dataclasses.replace(cfg, seed=s, seeds=(), trial=f"{cfg.trial}__seed={s}") for s in cfg.seeds]
 
 
 def nonfinite_problems(node: Any, prefix: str = "") -> list[str]:

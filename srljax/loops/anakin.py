@@ -12,7 +12,7 @@ prompt); the host then writes each update's metrics line, feeds the episode wind
 holds the whole carry (every env's state and key, the acting key, the last row, a replay's contents), so
 ``--resume`` continues exactly where the run stopped.
 
-``seeds=[...]``: each seed is its own trial ``<trial>-seed<s>`` (folder, config.json, metrics, checkpoints, as if it
+``seeds=[...]``: each seed is its own trial ``<trial>__seed=<s>`` (folder, config.json, metrics, checkpoints, as if it
 ran alone with ``seed=s``), the trials' states stacked and the program ``vmap``-ed over them.
 """
 
@@ -153,7 +153,7 @@ def train_anakin(cfg: Experiment | Run, resume: bool = False) -> TrainResult:
     if len({(t.learner.version, t.env_steps) for t in trials}) > 1:
         raise RuntimeError("the seeds' newest checkpoints are at different updates "
                            f"({', '.join(f'{t.cfg.trial}: {t.learner.version}' for t in trials)}); resume each "
-                           "seed as its own trial (-f <trial>-seed<s> --resume, without seeds)")
+                           "seed as its own trial (-f <trial>__seed=<s> --resume, without seeds)")
     for t in trials:
         t.open()
     version, env_steps = trials[0].learner.version, trials[0].env_steps
