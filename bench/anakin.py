@@ -10,7 +10,8 @@ Measured, each as a user runs it, in one go so every figure shares the machine's
    the final return;
 2. PureJaxRL's ``purejaxrl/ppo.py`` at its own settings (the same), ``DEBUG`` off: compile and compiled-run seconds,
    env steps/s, the return of its last update's finished episodes. gymnax 1.0's ``step`` returns terminated and
-   truncated apart, PureJaxRL's wrappers expect one ``done``: a shim joins them (nothing else changes);
+   truncated apart, PureJaxRL's wrappers expect one ``done``: a shim joins them (nothing else changes; its wrappers'
+   import of navix, for a MiniGrid wrapper not used here, gets an empty module when navix is not installed);
 3. ``configs/cartpole_ppo.py`` (envpool) at the same 500k steps: the whole process;
 4. 8 seeds: ``seeds=[1..8]`` in one program against the same 8 seeds run one after another as processes, both walls,
    and the largest difference between each seed's metrics lines packed and alone.
@@ -39,7 +40,10 @@ PUREJAXRL = r"""
 import json, sys, time
 sys.path.insert(0, sys.argv[1] + "/purejaxrl")
 import jax, jax.numpy as jnp
+import importlib.util, types
 import gymnax.environments.environment as environment
+if importlib.util.find_spec("navix") is None:  # PureJaxRL's wrappers import it for a MiniGrid wrapper unused here
+    sys.modules["navix"] = types.ModuleType("navix")
 
 _step = environment.Environment.step
 def step(self, key, state, action, params=None):  # gymnax 1.0 -> the 5 values PureJaxRL's wrappers unpack

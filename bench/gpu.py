@@ -3,7 +3,7 @@
     python bench/gpu.py                # on a machine without a GPU: prints "no GPU" and exits 0
     python bench/gpu.py --quick        # shorter runs (a smoke test of the script itself, ~3 minutes)
 
-Four measurements, each a subprocess with its own time limit, as a user would run them:
+Five measurements, each a subprocess with its own time limit, as a user would run them:
 
 1. **sharded trainer update on the GPU**: ``bench/sharding.py`` (the distributed trainer's real path, Atari
    PPO update of a Nature CNN on Pong-shaped batches), samples/s on the GPU next to the same command on the
@@ -15,7 +15,9 @@ Four measurements, each a subprocess with its own time limit, as a user would ru
    every worker logs after setup), against what README's "GPU placement" says: trainer and policy worker
    on ``cuda``, actors on ``cpu``;
 4. **Pong PPO with the trainer on the GPU**: ``configs/atari_ppo.py`` in one process, env steps/s
-   after the first updates.
+   after the first updates;
+5. **the Anakin path**: ``configs/gymnax_cartpole_ppo.py``, ``minatar_breakout_ppo.py`` and ``brax_hopper_ppo.py``
+   (env, rollout and update in one program on the GPU), env steps/s after the first calls.
 
 It prints one table in the form of ``bench/RESULTS.md``; exit 0 only if every measurement ran.
 """
@@ -137,6 +139,26 @@ def pong_single(quick: bool, root: Path) -> list[str]:
             f"{f'{sps:,.0f} env steps/s' if sps else 'not measured'} | exit {rc}, {wall:.0f} s |"]
 
 
+ANAKIN = (("CartPole (gymnax)", "configs/gymnax_cartpole_ppo.py", 40),
+          ("MinAtar Breakout (gymnax)", "configs/minatar_breakout_ppo.py", 40),
+          ("Hopper (brax)", "configs/brax_hopper_ppo.py", 40))
+
+
+def anakin_rows(quick: bool, root: Path) -> list[str]:
+    """The Anakin path (env, rollout and update in one program on the GPU) beside the envpool rows above; needs
+    ``pip install -e '.[jaxenvs]'`` (a family that is not installed is reported as not measured)."""
+    rows = []
+    for name, config, updates in ANAKIN:
+        trial = Path(config).stem
+        cmd = [sys.executable, "-m", "launch.local", config, "-e", "gpu", "-f", trial, f"log.run_root={root}", *COMMON,
+               "log.log_every=1", f"total_env_steps={(updates // (2 if quick else 1)) * 64 * 128}"]
+        rc, text, wall = run(cmd, 600)
+        sps = steady_sps(read_jsonl(root / "gpu" / trial / "metrics.jsonl"), skip=2)
+        rows.append(f"| Anakin: {name}, one program on the GPU ({config}) | "
+                    f"{f'{sps:,.0f} env steps/s' if sps else 'not measured'} | exit {rc}, {wall:.0f} s |")
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="shorter runs")
@@ -151,7 +173,7 @@ def main() -> int:
     lines = ["| measurement | figure | notes |", "| --- | --- | --- |"]
     with tempfile.TemporaryDirectory(prefix="srljax-gpu-") as tmp:
         for check in (lambda: update_check(args.quick), lambda: policy_and_placement(args.quick, Path(tmp)),
-                      lambda: pong_single(args.quick, Path(tmp))):
+                      lambda: pong_single(args.quick, Path(tmp)), lambda: anakin_rows(args.quick, Path(tmp))):
             rows = check()
             lines += rows
             print("\n".join(rows), flush=True)

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-JAX_FAMILIES = {"gymnax": ("envs.jax_envs.gymnax_family", "gymnax")}
+JAX_FAMILIES = {"gymnax": ("envs.jax_envs.gymnax_family", "gymnax"), "brax": ("envs.jax_envs.brax_family", "brax")}
 """JAX env families by id prefix (``gymnax/CartPole-v1``) -> (the module with ``family(env_config)`` and
 ``problems(env_config)``, the package it needs); ``envs/jax_envs`` builds them."""
 
