@@ -208,6 +208,10 @@ def build_layout(cfg: Experiment) -> Layout:
     return Layout(groups=groups, streams=tuple(streams))
 
 
+ANAKIN_REPLAY = ("dqn", "sac", "td3")
+"""Replay algorithms the Anakin loop runs with its on-device replay of transitions (R2D2's sequences: not yet)."""
+
+
 @dataclass(frozen=True)
 class Plan:
     """What a run is, decided once from a config (``plan_of``): launchers, loops and workers read this instead of
@@ -251,7 +255,7 @@ def plan_of(cfg: Experiment) -> Plan:
         loop = "population"
     elif league:
         loop = "league"
-    elif cfg.env.is_jax and (kind == "segments" or getattr(cfg.algo, "name", "") == "dqn"):
+    elif cfg.env.is_jax and (kind == "segments" or getattr(cfg.algo, "name", "") in ANAKIN_REPLAY):
         loop = "anakin"
     else:
         loop = "replay" if kind == "replay" else "on_policy"

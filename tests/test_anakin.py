@@ -115,3 +115,35 @@ def test_resume_continues_exactly_with_the_env_state(tmp_path):
         for key in ("policy_loss", "value_loss", "entropy"):
             np.testing.assert_allclose(x[key], y[key], rtol=1e-4, atol=1e-5)
         assert x.get("episode_return") == pytest.approx(y.get("episode_return"), rel=1e-5)
+
+
+def test_dqn_learns_cartpole_with_the_replay_on_the_device(tmp_path):
+    from srljax.config import DQNConfig, ReplayConfig
+
+    cfg = _cfg(tmp_path, total_env_steps=60_000, env=EnvConfig(id="gymnax/CartPole-v1", num_envs=8),
+               algo=DQNConfig(batch_size=128, replay_ratio=12.8, learning_starts=5_000, double_q=False, loss="mse",
+                              target_update_every=50, eps_end=0.05, exploration_fraction=0.3, updates_per_call=16,
+                              replay=ReplayConfig(capacity=10_000)),
+               trainer=TrainerConfig(lr=2.5e-4, anneal_lr=False, adam_eps=1e-8, max_grad_norm=0.0, num_minibatches=1,
+                                     update_epochs=1),
+               log=LogConfig(run_root=str(tmp_path), wandb="disabled", log_every=100))
+    assert plan_of(cfg).loop == "anakin"
+    result = train(cfg)
+    assert result.env_steps == 60_000
+    assert result.metrics[-1]["episode_return"] > 100  # random play: ~22
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", ["sac", "td3"])
+def test_sac_and_td3_learn_pendulum_in_the_compiled_loop(algo):
+    from srljax.config import load_file
+    from srljax.config.tree import apply_overrides
+
+    algo_keys = [] if algo == "sac" else ["algo=td3", "algo.learning_starts=1000", "algo.hidden_sizes=64,64",
+                                          "algo.replay.capacity=20000", "algo.updates_per_call=8"]
+    cfg = apply_overrides(load_file("configs/gymnax_pendulum_sac.py"), [*algo_keys, "log.wandb=disabled",
+                                                                         "total_env_steps=12000"])
+    import tempfile
+
+    cfg = dataclasses.replace(cfg, log=dataclasses.replace(cfg.log, run_root=tempfile.mkdtemp()))
+    assert train(cfg).metrics[-1]["episode_return"] > -400  # random play: about -1,200
