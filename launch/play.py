@@ -1,6 +1,7 @@
 """``python -m launch.play RUN_DIR``: play a trial's policy from one of its checkpoints and print the returns.
 
     python -m launch.play runs/cartpole_ppo/<trial>                       # the best evaluated version, as evaluated
+                                                                          # (the newest checkpoint if none was evaluated)
     python -m launch.play runs/cartpole_ppo/<trial> --checkpoint latest   # the newest checkpoint of the run
     python -m launch.play runs/cartpole_ppo/<trial> --checkpoint 40 --episodes 20 --sampled
     python -m launch.play runs/atari_ppo/<trial> --video                  # also RUN_DIR/videos/version-<v>.gif
@@ -21,13 +22,14 @@ import json
 import sys
 from pathlib import Path
 
-CHECKPOINT_HELP = "best (the best evaluated version, RUN_DIR/best/), latest, or an update number (default best)"
+CHECKPOINT_HELP = ("best (the best evaluated version, RUN_DIR/best/), latest, or an update number (default: best "
+                   "where the trial evaluated, else latest)")
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m launch.play", description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", help="the trial's run folder, e.g. runs/cartpole_ppo/<trial>")
-    parser.add_argument("--checkpoint", default="best", help=CHECKPOINT_HELP)
+    parser.add_argument("--checkpoint", default=None, help=CHECKPOINT_HELP)
     parser.add_argument("--episodes", type=int, default=0, help="episodes to play (default: the trial's eval.episodes)")
     parser.add_argument("--sampled", action="store_true", help="sample actions instead of the greedy action")
     parser.add_argument("--video", action="store_true", help="record env 0's first episode (RUN_DIR/videos/)")
@@ -50,6 +52,18 @@ def load_config(run_dir: Path):
                          "(pbt/member-<i>) or one policy, which launch.play does not pick for you yet")
     log = dataclasses.replace(cfg.log, run_root=str(run_dir.parent.parent))
     return dataclasses.replace(cfg, log=log, name=run_dir.parent.name, trial=run_dir.name)
+
+
+def default_checkpoint(run_dir: Path) -> tuple[str, str]:
+    """``(which, why)`` when ``--checkpoint`` is not given: the best evaluated version where ``RUN_DIR/best/``
+    holds one, else the newest checkpoint (a run without evaluation, e.g. the README's first CartPole run)."""
+    from srljax.evaluation.evaluator import BEST_DIR
+    from srljax.storage.steps import read_meta
+
+    if read_meta(run_dir / BEST_DIR) is not None:
+        return "best", ""
+    return "latest", (f"no best checkpoint in {run_dir / BEST_DIR} (the trial did not evaluate: eval.every_updates=0)"
+                      "; playing the newest checkpoint instead")
 
 
 def load_params(cfg, spec, algo, which: str) -> tuple[object, int, dict]:
@@ -101,6 +115,10 @@ def main(argv: list[str] | None = None) -> int:
         spec = dataclasses.replace(probe.spec, num_envs=cfg.env.num_envs, batch_size=cfg.env.envs_per_recv)
         probe.close()
         algo = algos.make(cfg, spec)
+        if args.checkpoint is None:
+            args.checkpoint, why = default_checkpoint(run_dir)
+            if why:
+                print(why, flush=True)
         params, version, recorded = load_params(cfg, spec, algo, args.checkpoint)
     except ValueError as error:
         print(f"python -m launch.play: {error}", file=sys.stderr)
