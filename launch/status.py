@@ -38,6 +38,7 @@ from srljax.telemetry.progress import last_json_line, trial_record
 from srljax.telemetry.prometheus import Target, read_targets, scrape, values
 
 INTERVAL_S = 5.0
+SWEEP_FOLDERS = ("logs", "slurm")  # a sweep's own folders beside its trials (launch/sweep)
 BUSY = 0.75  # a role whose workers are busy this share of their time is the bound
 HELD_BACK = 0.30  # actors waiting this share of their time on the sinks or for params are held back
 
@@ -328,7 +329,8 @@ def _return_text(record: dict) -> str:
 
 def list_trials(experiment: Path) -> int:
     """``-e`` alone: one line per trial folder (ended and how, or running or not started)."""
-    trials = sorted(p for p in experiment.iterdir() if p.is_dir()) if experiment.is_dir() else []
+    trials = sorted(p for p in experiment.iterdir() if p.is_dir() and p.name not in SWEEP_FOLDERS) \
+        if experiment.is_dir() else []
     if not trials:
         print(f"no trials in {experiment}", file=sys.stderr)
         return 1

@@ -12,6 +12,8 @@ cannot (no checkpoint, or written with other settings) is moved aside to
 time (default: as many as the cores hold, a single-process trial counting 2 cores) or, with
 ``--slurm``, as one job array. At the end (locally) or with ``--report``: ``results.md`` and
 ``curves.png`` in ``runs/<sweep>/``.
+A sweep that names ``Search(space=...)`` runs an Optuna study instead of a grid (``launch/sweep/search.py``:
+samplers, pruning, ``search.md``); run again, it continues the study.
 Exit codes: 0 every trial finished (or submitted), 1 a trial failed or Slurm refused, 2 bad sweep,
 130 interrupted. A gate sweep (``configs/sweeps/gate.py``, ``launch/sweep/gate.py``): 0 every promise kept, 1 one
 broke (the last line names each with its seeds' figures); ``--full`` adds the long promises, ``--compare
@@ -56,6 +58,7 @@ def make_parser() -> argparse.ArgumentParser:
                         help="only write results.md and curves.png from the runs that exist")
     parser.add_argument("--full", action="store_true",
                         help="a gate sweep: every promise, the long ones too (default: the quick ones, Promise.quick)")
+    parser.add_argument("--search-worker", action="store_true", help=argparse.SUPPRESS)  # a search's Slurm task
     parser.add_argument("--compare", metavar="OLD_GATE_JSON",
                         help="a gate sweep: print what moved since an earlier gate's gate.json (or its folder)")
     return parser
@@ -68,6 +71,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--jobs {args.jobs}: must be at least 1")
     try:
         sweep = load_sweep(args.sweep)
+        if sweep.search is not None:  # an Optuna search instead of a grid (launch/sweep/search.py)
+            from launch.sweep import search
+
+            if args.full or args.compare:
+                raise ConfigError(["--full and --compare are for a gate sweep, not a search"])
+            return search.main(sweep, args, PROG)
         if (args.full or args.compare) and not sweep.gate:
             raise ConfigError(["--full and --compare are for a gate sweep (Sweep(gate=True), e.g. "
                                "configs/sweeps/gate.py)"])
