@@ -23,19 +23,16 @@ OLD/gate.json`` prints what moved.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
-import os
 import shlex
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from launch.slurm.jobs import SlurmError
 from launch.sweep import gate, slurm_array
 from launch.sweep.local import SINGLE_PROCESS_CORES, available_cores, command, default_jobs, log_path, run_trials
+from launch.sweep.local import locked as _locked
 from launch.sweep.report import write_report
 from launch.sweep.spec import Sweep, load_sweep, shape
 from launch.sweep.trials import DONE, PARTIAL, Planned, move_aside, resolve_trials
@@ -243,27 +240,6 @@ def _print_trials(planned: list[Planned], resume: bool) -> None:
             print(f"           would move {p.run_dir} aside to {p.run_dir.name}.failed-<time>: {why}")
         extra = ("--resume",) if p.state == PARTIAL and not why else ()
         print(f"           $ {shlex.join(['python', *command(p, extra)[1:]])}")
-
-
-@contextmanager
-def _locked(sweep_dir: Path) -> Iterator[str]:
-    """Hold ``<sweep>/sweep.lock`` while trials run; yields "" if we hold it, else who does."""
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    path = sweep_dir / "sweep.lock"
-    with path.open("a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            yield handle.read().strip() or "pid unknown"
-            return
-        handle.truncate(0)
-        handle.write(f"pid {os.getpid()}\n")
-        handle.flush()
-        try:
-            yield ""
-        finally:
-            handle.truncate(0)
 
 
 def _queued_array(sweep: Sweep, sweep_dir: Path) -> str:

@@ -292,19 +292,23 @@ def _continue(sweep: Sweep, base: Experiment, study: Any, frozen: Any, sweep_dir
 
     trial = optuna.trial.Trial(study, frozen._trial_id)
     planned = planned_trial(sweep, base, frozen.number, dict(frozen.params))
-    from launch.sweep.cli import why_not_resume
     from launch.sweep.trials import DONE, move_aside
+    from srljax.storage import run_dir as run_folder
 
     if planned.state == DONE:  # it ended after the last launch's last look: tell the study how
         final = _final_value(planned.run_dir, sweep.search.metric)
         pruned = _json(planned.run_dir / "status.json").get("reason") == "pruned"
-        study.tell(trial, state=_states().PRUNED) if pruned or final is None else study.tell(trial, final)
-        print(f"{planned.spec.name} had ended: " + ("pruned" if pruned else f"{sweep.search.metric} {final}"),
-              flush=True)
+        if pruned or final is None:
+            study.tell(trial, state=_states().PRUNED if pruned else _states().FAIL)
+        else:
+            study.tell(trial, final)
+        print(f"{planned.spec.name} had ended: " + ("pruned" if pruned else "failed (no metrics line with "
+              f"{sweep.search.metric})" if final is None else f"{sweep.search.metric} {final:.4g}"), flush=True)
         return None
     extra: tuple[str, ...] = ()
     if planned.state == PARTIAL:
-        if why := why_not_resume(planned, True):
+        if found := run_folder.problems(planned.cfg, resume=True):  # no checkpoint, or other settings
+            why = found[0]
             moved = move_aside(planned.run_dir)
             print(f"{planned.spec.name}: moved its partial run aside to {moved} ({why}); it runs again", flush=True)
         else:
@@ -473,8 +477,7 @@ def plot_slices(study: Any, search: Search, path: Path) -> str:
 def main(sweep: Sweep, args: Any, prog: str) -> int:
     """``python -m launch.sweep SWEEP.py`` for a sweep with ``search``: check, run (or --dry-run, --report,
     --slurm), report."""
-    from launch.sweep.cli import _locked
-    from launch.sweep.local import default_jobs
+    from launch.sweep.local import default_jobs, locked
 
     try:
         need_optuna()
@@ -488,9 +491,7 @@ def main(sweep: Sweep, args: Any, prog: str) -> int:
     if args.report:
         return _print_report(sweep, sweep_dir, args.sweep)
     if getattr(args, "search_worker", False):  # an array task of ``--slurm`` (launch/sweep/search_slurm.py)
-        from launch.sweep.search_slurm import worker
-
-        return worker(sweep, base, sweep_dir)
+        return run(sweep, base, sweep_dir, 1, adopt=False)  # trials one at a time; others' trials left alone
     study_exists = (sweep_dir / STUDY_FILE).exists()
     print(f"search {sweep.name}: {s.trials} trials of {sweep.configs[0]} over {', '.join(s.space)}; {s.sampler} "
           f"sampler, {s.pruner} pruner on {s.metric}; study {sweep_dir / STUDY_FILE}"
@@ -505,7 +506,7 @@ def main(sweep: Sweep, args: Any, prog: str) -> int:
         print(f"would run up to {s.trials} trials, {jobs} at a time: python -m launch.local {sweep.configs[0]} "
               f"-e {sweep.name} -f {TRIAL_PREFIX}NNNN {' '.join(sweep.overrides)} <drawn values> seed={sweep.seeds[0]}")
         return 0
-    with _locked(sweep_dir) as holder:
+    with locked(sweep_dir) as holder:
         if holder:
             print(f"{prog}: another launch.sweep is running this sweep ({holder}); nothing was started.",
                   file=sys.stderr)

@@ -71,10 +71,3 @@ def submit(sweep: Sweep, base: Experiment, sweep_dir: Path, args: Any, prog: str
     print(f"submitted job array {job_id} ({job_name(sweep.name)}): {workers} search workers; when it has ended: "
           f"{prog} {args.sweep} --report", flush=True)
     return 0
-
-
-def worker(sweep: Sweep, base: Experiment, sweep_dir: Path) -> int:
-    """One array task: trials one at a time until the budget is started (others' trials left alone)."""
-    from launch.sweep.search import run
-
-    return run(sweep, base, sweep_dir, 1, adopt=False)
