@@ -151,3 +151,15 @@ def test_a_killed_search_continues_its_study_and_reports_the_best_trial(tmp_path
     for t in study.trials:  # every trial's folder says how it ended, as the study does
         reason = json.loads((tmp_path / "s" / f"trial-{t.number:04d}" / "status.json").read_text())["reason"]
         assert reason == ("pruned" if t.state == optuna.trial.TrialState.PRUNED else "done"), (t.number, reason)
+
+
+def test_slurm_runs_an_array_of_search_workers_sharing_the_study(tmp_path, capsys):
+    from launch.sweep import cli
+
+    path = sweep_file(tmp_path)
+    assert cli.main([str(path), "--slurm", "--dry-run", "--jobs", "3"]) == 0
+    script = capsys.readouterr().out
+    assert "#SBATCH --array=0-2\n" in script and "#SBATCH --job-name=sweep/s\n" in script, script
+    assert f'-m launch.sweep {path.resolve()} --search-worker' in script
+    assert f"#SBATCH --output={tmp_path}/s/logs/slurm-%A_%a.log" in script
+    assert not (tmp_path / "s" / "study.journal").exists()  # a dry run creates nothing

@@ -49,9 +49,10 @@ def render(sweep: Sweep, sweep_file: str, cfg: Experiment, sweep_dir: Path, work
 def submit(sweep: Sweep, base: Experiment, sweep_dir: Path, args: Any, prog: str) -> int:
     from launch.slurm.sbatch import resolved
 
-    cfg = resolved(apply_overrides(base, list(sweep.overrides)))
+    cfg = resolved(apply_overrides(base, list(sweep.overrides)))  # absolute run root, checkout and interpreter
+    sweep_dir = Path(cfg.log.run_root) / sweep.name
     workers = args.jobs or min(sweep.search.trials, DEFAULT_WORKERS)
-    script = render(sweep, args.sweep, cfg, sweep_dir, workers)
+    script = render(sweep, str(Path(args.sweep).resolve()), cfg, sweep_dir, workers)
     if args.dry_run:
         print(script, end="")
         return 0
