@@ -464,6 +464,7 @@ def plot_slices(study: Any, search: Search, path: Path) -> str:
                 ax.scatter(xs, [y for _, y in points], **style)
         if isinstance(dist, LogUniform) or (isinstance(dist, IntRange) and dist.log):
             ax.set_xscale("log")
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # decades only: no crowded labels
         ax.set_xlabel(key)
         ax.set_ylabel(search.metric)
     axes[0][0].legend(fontsize=8)
