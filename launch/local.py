@@ -3,7 +3,9 @@
 A config whose ``layout.mode`` is ``single`` trains in this process (``srljax.loops.train``);
 ``distributed`` layouts start one process per worker. ``-f TRIAL --resume`` continues that trial
 from its newest checkpoint (``srljax.storage.run_dir`` says what may change). SIGTERM stops a run as
-Ctrl-C does: the final checkpoint is written (``checkpoint.final``) and the exit code is 130.
+Ctrl-C does: the final checkpoint is written (``checkpoint.final``) and the exit code is 130. A single-process
+run ends by writing ``RUN_DIR/status.json`` as the distributed controller does (``done``, ``timeout`` or
+``interrupted``), so ``python -m launch.status RUN_DIR`` says how it ended.
 """
 
 from __future__ import annotations
@@ -30,21 +32,32 @@ def main(cfg: Experiment, resume: bool = False) -> int:
         try:
             result = train(prepare(cfg, resume, "single", checked=True))  # launch.cli ran the checks
         except KeyboardInterrupt:
-            print(f"interrupted; the final checkpoint is in {trials[0].run_dir / 'checkpoints'}: continue with "
-                  f"-f {cfg.trial} --resume", flush=True)
+            message = (f"interrupted; the final checkpoint is in {trials[0].run_dir / 'checkpoints'}: continue with "
+                       f"-f {cfg.trial} --resume")
+            for trial in trials:
+                _status(trial, 130, "interrupted", message)
+            print(message, flush=True)
             return 130
         last = result.metrics[-1] if result.metrics else {}
         ret = last.get("episode_return", float("nan"))
-        print(
-            f"finished ({result.stopped_by}): {result.env_steps:,} env steps, "
-            f"recent mean episode return {ret:.1f}; metrics in {trials[0].run_dir / 'metrics.jsonl'}"
-            + (" and the other seeds' folders beside it" if len(trials) > 1 else ""),
-            flush=True,
-        )
+        line = (f"finished ({result.stopped_by}): {result.env_steps:,} env steps, "
+                f"recent mean episode return {ret:.1f}; metrics in {trials[0].run_dir / 'metrics.jsonl'}"
+                + (" and the other seeds' folders beside it" if len(trials) > 1 else ""))
+        # as the controller records it: a time limit reached before total_env_steps is not a finished trial
+        for trial in trials:
+            _status(trial, 0 if result.stopped_by == "done" else 1, result.stopped_by,
+                    f"{result.env_steps:,} env steps; metrics in {trial.run_dir / 'metrics.jsonl'}")
+        print(line, flush=True)
         return 0
     from launch.processes import run_distributed
 
     return run_distributed(cfg, resume=resume, checked=True)
+
+
+def _status(cfg: Experiment, exit_code: int, reason: str, message: str) -> None:
+    from srljax.system.shell.controller import TrialResult, write_status
+
+    write_status(cfg.run_dir, TrialResult(exit_code, reason, message))
 
 
 def _interrupt(signum: int, frame: object) -> None:

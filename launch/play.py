@@ -1,9 +1,11 @@
 """``python -m launch.play RUN_DIR``: play a trial's policy from one of its checkpoints and print the returns.
 
     python -m launch.play runs/cartpole_ppo/<trial>                       # the best evaluated version, as evaluated
+                                                                          # (the newest checkpoint if none was evaluated)
     python -m launch.play runs/cartpole_ppo/<trial> --checkpoint latest   # the newest checkpoint of the run
     python -m launch.play runs/cartpole_ppo/<trial> --checkpoint 40 --episodes 20 --sampled
     python -m launch.play runs/atari_ppo/<trial> --video                  # also RUN_DIR/videos/version-<v>.gif
+    python -m launch.play hf:USER/NAME                                    # an agent launch.push shared (or its folder)
 
 Any trial with one policy, single-process or distributed, any algorithm: the trial's own ``config.json``
 says what to build. It plays with the evaluation's code (``srljax/evaluation/evaluator.py``): fresh envs
@@ -21,13 +23,16 @@ import json
 import sys
 from pathlib import Path
 
-CHECKPOINT_HELP = "best (the best evaluated version, RUN_DIR/best/), latest, or an update number (default best)"
+HUB = "hf:"
+CHECKPOINT_HELP = ("best (the best evaluated version, RUN_DIR/best/), latest, or an update number (default: best "
+                   "where the trial evaluated, else latest)")
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m launch.play", description=__doc__.splitlines()[0])
-    parser.add_argument("run_dir", help="the trial's run folder, e.g. runs/cartpole_ppo/<trial>")
-    parser.add_argument("--checkpoint", default="best", help=CHECKPOINT_HELP)
+    parser.add_argument("run_dir", help="the trial's run folder, e.g. runs/cartpole_ppo/<trial>; a folder "
+                        "python -m launch.push wrote; or hf:USER/NAME, such a folder on the Hugging Face Hub")
+    parser.add_argument("--checkpoint", default=None, help=CHECKPOINT_HELP)
     parser.add_argument("--episodes", type=int, default=0, help="episodes to play (default: the trial's eval.episodes)")
     parser.add_argument("--sampled", action="store_true", help="sample actions instead of the greedy action")
     parser.add_argument("--video", action="store_true", help="record env 0's first episode (RUN_DIR/videos/)")
@@ -50,6 +55,54 @@ def load_config(run_dir: Path):
                          "(pbt/member-<i>) or one policy, which launch.play does not pick for you yet")
     log = dataclasses.replace(cfg.log, run_root=str(run_dir.parent.parent))
     return dataclasses.replace(cfg, log=log, name=run_dir.parent.name, trial=run_dir.name)
+
+
+def build(cfg) -> tuple[object, object]:
+    """(env spec, algorithm) of the trial's config, from one env copy of the evaluation's env; the compile cache
+    on as the config says (what is compiled here is the evaluation's act, no run is started)."""
+    import algos
+    import envs
+    from srljax.evaluation.evaluator import eval_env_config
+    from srljax.parallel import compile_cache
+
+    compile_cache.enable(cfg.compile_cache)
+
+    probe = envs.make(dataclasses.replace(eval_env_config(cfg), num_envs=1), seed=cfg.eval.seed)
+    spec = dataclasses.replace(probe.spec, num_envs=cfg.env.num_envs, batch_size=cfg.env.envs_per_recv)
+    probe.close()
+    return spec, algos.make(cfg, spec)
+
+
+def hub_folder(where: str) -> Path:
+    """``hf:USER/NAME``: the model repo ``launch.push`` uploaded, downloaded (huggingface_hub's cache); a
+    folder is itself."""
+    if not where.startswith(HUB):
+        return Path(where)
+    repo = where[len(HUB):]
+    if repo.count("/") != 1 or not all(repo.split("/")):
+        raise ValueError(f"{where!r}: give the model repo as hf:USER/NAME")
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise ValueError("playing hf:USER/NAME needs huggingface_hub, which is not installed: "
+                         "pip install -e '.[hub]' (or download the repo's folder and play that)") from None
+    try:
+        return Path(snapshot_download(repo_id=repo))
+    except Exception as error:  # offline, no such repo, no access: huggingface_hub's own message
+        raise ValueError(f"could not download {repo} from the Hugging Face Hub: {type(error).__name__}: "
+                         f"{error}") from None
+
+
+def default_checkpoint(run_dir: Path) -> tuple[str, str]:
+    """``(which, why)`` when ``--checkpoint`` is not given: the best evaluated version where ``RUN_DIR/best/``
+    holds one, else the newest checkpoint (a run without evaluation, e.g. the README's first CartPole run)."""
+    from srljax.evaluation.evaluator import BEST_DIR
+    from srljax.storage.steps import read_meta
+
+    if read_meta(run_dir / BEST_DIR) is not None:
+        return "best", ""
+    return "latest", (f"no best checkpoint in {run_dir / BEST_DIR} (the trial did not evaluate: eval.every_updates=0)"
+                      "; playing the newest checkpoint instead")
 
 
 def load_params(cfg, spec, algo, which: str) -> tuple[object, int, dict]:
@@ -82,25 +135,21 @@ def load_params(cfg, spec, algo, which: str) -> tuple[object, int, dict]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    run_dir = Path(args.run_dir)
     try:
+        run_dir = hub_folder(args.run_dir)
         cfg = load_config(run_dir)
-        from srljax.parallel import compile_cache
-
-        compile_cache.enable(cfg.compile_cache)
         if args.episodes < 0:
             raise ValueError(f"--episodes {args.episodes} must be >= 1")
-        import algos
-        import envs
-        from srljax.evaluation.evaluator import Evaluator, eval_env_config
+        from srljax.evaluation.evaluator import Evaluator
 
         evaluation = dataclasses.replace(cfg.eval, episodes=args.episodes or cfg.eval.episodes,
                                          deterministic=not args.sampled, video=args.video)
         cfg = dataclasses.replace(cfg, eval=evaluation)
-        probe = envs.make(dataclasses.replace(eval_env_config(cfg), num_envs=1), seed=cfg.eval.seed)
-        spec = dataclasses.replace(probe.spec, num_envs=cfg.env.num_envs, batch_size=cfg.env.envs_per_recv)
-        probe.close()
-        algo = algos.make(cfg, spec)
+        spec, algo = build(cfg)
+        if args.checkpoint is None:
+            args.checkpoint, why = default_checkpoint(run_dir)
+            if why:
+                print(why, flush=True)
         params, version, recorded = load_params(cfg, spec, algo, args.checkpoint)
     except ValueError as error:
         print(f"python -m launch.play: {error}", file=sys.stderr)

@@ -1,5 +1,7 @@
-"""``python -m launch.status -e EXP -f TRIAL``: what a running trial's workers do, and what bounds it.
+"""``python -m launch.status RUN_DIR``: how a trial ended, or what a running trial's workers do and what bounds it.
 
+    python -m launch.status runs/cartpole_ppo/<trial>                       # a run folder, as launch.play takes
+    python -m launch.status runs/cartpole_ppo                               # every trial of an experiment folder
     python -m launch.status -e atari_ppo_distributed -f pong1               # local or Slurm alike
     python -m launch.status -e atari_ppo_distributed                        # every trial: ended how, or running
     python -m launch.status -e atari_ppo_distributed -f pong1 --interval 20 # longer window (slow updates)
@@ -9,7 +11,8 @@ scrapes every endpoint twice ``--interval`` seconds apart and prints, per role: 
 busy fraction, throughput and queue depths, the share of wall time in each phase, and one sentence
 naming what bounds the run (env stepping, inference, the trainer's update, sample transport or
 params transport) with the figures that show it, and the settings that move it. A trial that has ended
-is reported from its ``status.json`` (exit 0) with its last metrics line (a distributed population's or
+is reported from its ``status.json`` (exit 0; ``launch.local`` writes one for a single-process run too, and a
+folder without one whose metrics reached the trial's last update reads as finished) with its last metrics line (a distributed population's or
 league's: its members' ``members/<i>/metrics.jsonl`` together, as its launcher prints them). For a Slurm
 trial (``slurm/job.json`` in the run folder) the job's state per group comes first (``python -m launch.slurm
 status``).
@@ -35,6 +38,7 @@ from srljax.telemetry.progress import last_json_line, trial_record
 from srljax.telemetry.prometheus import Target, read_targets, scrape, values
 
 INTERVAL_S = 5.0
+SWEEP_FOLDERS = ("logs", "slurm")  # a sweep's own folders beside its trials (launch/sweep)
 BUSY = 0.75  # a role whose workers are busy this share of their time is the bound
 HELD_BACK = 0.30  # actors waiting this share of their time on the sinks or for params are held back
 
@@ -281,27 +285,52 @@ def last_record(run_dir: Path) -> dict:
     return trial_record(cfg, run_dir)
 
 
+def reached_end(run_dir: Path) -> dict:
+    """The last metrics line where it reached the trial's last update or ``total_env_steps`` ({} otherwise, or
+    where ``config.json`` cannot be read): a single-process trial run from a notebook writes no ``status.json``."""
+    from srljax.config import from_dict
+
+    try:
+        cfg = from_dict(json.loads((run_dir / "config.json").read_text()))
+    except (OSError, ValueError, TypeError, KeyError):
+        return {}
+    last = trial_record(cfg, run_dir)
+    if last and (int(last.get("update", 0)) >= cfg.num_updates or int(last.get("env_steps", 0)) >= cfg.total_env_steps):
+        return last
+    return {}
+
+
 def ended_status(run_dir: Path) -> str | None:
     """How the trial ended, from ``status.json``, if it has ended: a ``status.json`` older than the workers'
-    targets (written as a run starts) belongs to an earlier run of a resumed trial, which is running again."""
+    targets (written as a run starts) belongs to an earlier run of a resumed trial, which is running again.
+    Without a ``status.json``, a trial whose metrics reached its last update has finished."""
     status, targets = run_dir / "status.json", run_dir / "prometheus_targets.json"
     try:
         record = json.loads(status.read_text())
         if targets.exists() and targets.stat().st_mtime > status.stat().st_mtime:
             return None
     except (OSError, ValueError):
+        if not status.exists() and (last := reached_end(run_dir)):
+            return (f"ended, finished (its metrics reached the last update; no status.json): {last.get('update')} "
+                    f"updates, {int(last.get('env_steps', 0)):,} env steps" + _return_text(last))
         return None
     last = last_record(run_dir)
     head = "finished" if record.get("exit_code") == 0 else "FAILED"
     message = str(record.get("message", "")).splitlines()[0] if record.get("message") else ""
     return (f"ended, {head} ({record.get('reason', '?')}, exit code {record.get('exit_code', '?')}): {message}"
             + (f"; last metrics line: {last.get('update')} updates, {int(last.get('env_steps', 0)):,} env steps"
-               if last else ""))
+               + _return_text(last) if last else ""))
+
+
+def _return_text(record: dict) -> str:
+    value = record.get("episode_return")
+    return f", recent mean episode return {value:.1f}" if isinstance(value, (int, float)) else ""
 
 
 def list_trials(experiment: Path) -> int:
     """``-e`` alone: one line per trial folder (ended and how, or running or not started)."""
-    trials = sorted(p for p in experiment.iterdir() if p.is_dir()) if experiment.is_dir() else []
+    trials = sorted(p for p in experiment.iterdir() if p.is_dir() and p.name not in SWEEP_FOLDERS) \
+        if experiment.is_dir() else []
     if not trials:
         print(f"no trials in {experiment}", file=sys.stderr)
         return 1
@@ -329,16 +358,32 @@ def _slurm_lines(run_dir: Path, name: str) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m launch.status", description=__doc__.splitlines()[0])
-    parser.add_argument("-e", "--experiment", required=True, help="experiment name (the run folder's parent)")
+    parser.add_argument("run_dir", nargs="?", help="a trial's run folder (runs/<experiment>/<trial>, as launch.play "
+                        "takes), or an experiment's folder (every trial, one line each); or give -e [-f]")
+    parser.add_argument("-e", "--experiment", help="experiment name (the run folder's parent)")
     parser.add_argument("-f", "--trial", help="trial name (without it: every trial of the experiment, one line each)")
     parser.add_argument("--run-root", default="runs", help="run root (default: runs, the configs' log.run_root)")
     parser.add_argument("--interval", type=float, default=INTERVAL_S,
                         help=f"seconds between the two scrapes (default {INTERVAL_S:g}; several updates' worth is best)")
     args = parser.parse_args(argv)
-    if not args.trial:
+    if args.run_dir is not None:
+        if args.experiment or args.trial:
+            parser.error("give a run folder or -e EXP [-f TRIAL], not both")
+        run_dir = Path(args.run_dir)
+        if not run_dir.is_dir():
+            print(f"python -m launch.status: {run_dir} is not a folder: give a trial's run folder "
+                  "(runs/<experiment>/<trial>) or an experiment's (runs/<experiment>)", file=sys.stderr)
+            return 2
+        if not (run_dir / "config.json").exists():  # an experiment's folder: its trials
+            return list_trials(run_dir)
+        name = f"{run_dir.parent.name}/{run_dir.name}"
+    elif not args.experiment:
+        parser.error("give a run folder (runs/<experiment>/<trial>) or -e EXP [-f TRIAL]")
+    elif not args.trial:
         return list_trials(Path(args.run_root) / args.experiment)
-    run_dir = Path(args.run_root) / args.experiment / args.trial
-    name = f"{args.experiment}/{args.trial}"
+    else:
+        run_dir = Path(args.run_root) / args.experiment / args.trial
+        name = f"{args.experiment}/{args.trial}"
     for line in _slurm_lines(run_dir, name):
         print(line, flush=True)
     if (ended := ended_status(run_dir)) is not None:

@@ -93,7 +93,8 @@ def test_pbt_rescues_members_that_start_with_a_tiny_learning_rate(tmp_path, caps
     from srljax.loops.train import train
 
     base = apply_overrides(load_file(ROOT / "configs" / "cartpole_pbt.py"),
-                           [f"log.run_root={tmp_path}", "log.wandb=disabled", "log.progress=lines", "log.log_every=10"])
+                           [f"log.run_root={tmp_path}", "log.wandb=disabled", "log.progress=lines", "log.log_every=10",
+                            "log.progress_every_s=0"])  # every line: each member is named
     on = train(apply_overrides(base, ["trial=pbt"]))
     printed = capsys.readouterr().out
     assert all(f"member {i}  " in printed for i in range(4)), printed[-2000:]

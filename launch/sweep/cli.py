@@ -12,6 +12,8 @@ cannot (no checkpoint, or written with other settings) is moved aside to
 time (default: as many as the cores hold, a single-process trial counting 2 cores) or, with
 ``--slurm``, as one job array. At the end (locally) or with ``--report``: ``results.md`` and
 ``curves.png`` in ``runs/<sweep>/``.
+A sweep that names ``Search(space=...)`` runs an Optuna study instead of a grid (``launch/sweep/search.py``:
+samplers, pruning, ``search.md``); run again, it continues the study.
 Exit codes: 0 every trial finished (or submitted), 1 a trial failed or Slurm refused, 2 bad sweep,
 130 interrupted. A gate sweep (``configs/sweeps/gate.py``, ``launch/sweep/gate.py``): 0 every promise kept, 1 one
 broke (the last line names each with its seeds' figures); ``--full`` adds the long promises, ``--compare
@@ -21,19 +23,16 @@ OLD/gate.json`` prints what moved.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
-import os
 import shlex
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from launch.slurm.jobs import SlurmError
 from launch.sweep import gate, slurm_array
 from launch.sweep.local import SINGLE_PROCESS_CORES, available_cores, command, default_jobs, log_path, run_trials
+from launch.sweep.local import locked as _locked
 from launch.sweep.report import write_report
 from launch.sweep.spec import Sweep, load_sweep, shape
 from launch.sweep.trials import DONE, PARTIAL, Planned, move_aside, resolve_trials
@@ -56,6 +55,7 @@ def make_parser() -> argparse.ArgumentParser:
                         help="only write results.md and curves.png from the runs that exist")
     parser.add_argument("--full", action="store_true",
                         help="a gate sweep: every promise, the long ones too (default: the quick ones, Promise.quick)")
+    parser.add_argument("--search-worker", action="store_true", help=argparse.SUPPRESS)  # a search's Slurm task
     parser.add_argument("--compare", metavar="OLD_GATE_JSON",
                         help="a gate sweep: print what moved since an earlier gate's gate.json (or its folder)")
     return parser
@@ -68,6 +68,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--jobs {args.jobs}: must be at least 1")
     try:
         sweep = load_sweep(args.sweep)
+        if sweep.search is not None:  # an Optuna search instead of a grid (launch/sweep/search.py)
+            from launch.sweep import search
+
+            if args.full or args.compare:
+                raise ConfigError(["--full and --compare are for a gate sweep, not a search"])
+            return search.main(sweep, args, PROG)
         if (args.full or args.compare) and not sweep.gate:
             raise ConfigError(["--full and --compare are for a gate sweep (Sweep(gate=True), e.g. "
                                "configs/sweeps/gate.py)"])
@@ -234,27 +240,6 @@ def _print_trials(planned: list[Planned], resume: bool) -> None:
             print(f"           would move {p.run_dir} aside to {p.run_dir.name}.failed-<time>: {why}")
         extra = ("--resume",) if p.state == PARTIAL and not why else ()
         print(f"           $ {shlex.join(['python', *command(p, extra)[1:]])}")
-
-
-@contextmanager
-def _locked(sweep_dir: Path) -> Iterator[str]:
-    """Hold ``<sweep>/sweep.lock`` while trials run; yields "" if we hold it, else who does."""
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    path = sweep_dir / "sweep.lock"
-    with path.open("a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            yield handle.read().strip() or "pid unknown"
-            return
-        handle.truncate(0)
-        handle.write(f"pid {os.getpid()}\n")
-        handle.flush()
-        try:
-            yield ""
-        finally:
-            handle.truncate(0)
 
 
 def _queued_array(sweep: Sweep, sweep_dir: Path) -> str:

@@ -14,6 +14,7 @@ its folder is partial and the next launch moves it aside or resumes it.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import json
 import math
 import os
@@ -22,6 +23,8 @@ import subprocess
 import sys
 import time
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -199,3 +202,24 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
     except OSError:
         pass
+
+
+@contextmanager
+def locked(sweep_dir: Path) -> Iterator[str]:
+    """Hold ``<sweep>/sweep.lock`` while trials run; yields "" if we hold it, else who does."""
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    path = sweep_dir / "sweep.lock"
+    with path.open("a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            yield handle.read().strip() or "pid unknown"
+            return
+        handle.truncate(0)
+        handle.write(f"pid {os.getpid()}\n")
+        handle.flush()
+        try:
+            yield ""
+        finally:
+            handle.truncate(0)

@@ -13,6 +13,12 @@ A sweep file is plain Python exposing ``sweep() -> Sweep``::
             reference=Reference("CleanRL", "https://...", {"Hopper-v4": 2382.86}),
         )
 
+A sweep may instead name a search space (``Sweep(search=Search(...))``, ``launch/sweep/search.py``): Optuna picks
+each trial's values (TPE or random) within a budget of trials and prunes the ones that fall behind::
+
+    search=Search(space={"trainer.lr": LogUniform(1e-4, 3e-3), "algo.clip_coef": Choice([0.1, 0.2, 0.3]),
+                         "trainer.update_epochs": IntRange(2, 8)}, trials=24, sampler="tpe", pruner="median")
+
 Trials run in ``runs/<name>/<trial>/`` (``name`` defaults to the sweep file's stem). A trial's
 name is its config's stem, its grid point and its seed, ``mujoco_ppo__env.id=Hopper-v4__seed=1``:
 the same sweep always names the same folders, which is how a second launch finds the trials the
@@ -54,6 +60,69 @@ class Reference:
 
 
 @dataclass(frozen=True)
+class LogUniform:
+    """A float drawn on a log scale between ``low`` and ``high`` (both > 0), e.g. a learning rate."""
+
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class Uniform:
+    """A float drawn uniformly between ``low`` and ``high``."""
+
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class IntRange:
+    """An integer from ``low`` to ``high`` inclusive (``log``: on a log scale, ``low`` >= 1)."""
+
+    low: int
+    high: int
+    log: bool = False
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One of ``values`` (numbers, strings or booleans, written as on the command line)."""
+
+    values: Sequence[Any]
+
+
+SPACE_TYPES = (LogUniform, Uniform, IntRange, Choice)
+SAMPLERS = ("tpe", "random")
+PRUNERS = ("median", "halving", "none")
+
+
+@dataclass(frozen=True)
+class Search:
+    """An Optuna search over ``space`` instead of a grid (``launch/sweep/search.py``)."""
+
+    space: Mapping[str, Any]
+    """``{"dotted.key": LogUniform(..) | Uniform(..) | IntRange(..) | Choice([...])}``."""
+    trials: int = 24
+    """the budget: trials started in all (finished, pruned and failed ones count)."""
+    sampler: str = "tpe"
+    """``tpe`` (Optuna's tree-structured Parzen estimator; random for the first ``startup_trials``) or ``random``."""
+    pruner: str = "median"
+    """``median`` (stop a trial whose metric is below the median of earlier trials' at the same env step),
+    ``halving`` (successive halving, rungs from ``warmup_env_steps``) or ``none``."""
+    metric: str = "episode_return"
+    """the ``metrics.jsonl`` key the search maximises: each line's value is reported to the pruner at its
+    ``env_steps``; a finished trial's value is its last line's."""
+    direction: str = "maximize"
+    """``maximize`` or ``minimize`` (e.g. a loss)."""
+    startup_trials: int = 5
+    """trials the sampler draws at random, and the pruner lets finish, before either uses what they found."""
+    warmup_env_steps: int = 0
+    """no trial is pruned before this many env steps (the successive-halving pruner's first rung)."""
+    seed: int = 0
+    """the sampler's seed."""
+
+
+@dataclass(frozen=True)
 class Sweep:
     """Every config x every grid point x every seed is one trial."""
 
@@ -70,6 +139,8 @@ class Sweep:
     """the experiment folder ``runs/<name>/``; "": the sweep file's stem."""
     reference: Reference | None = None
     """published numbers shown beside each env's row in ``results.md``."""
+    search: Search | None = None
+    """an Optuna search (``Search``) over the config of ``configs`` (one) at ``seeds`` (one) instead of ``grid``."""
     gate: bool = False
     """a learning gate (``launch/sweep/gate.py``): each config's ``PROMISE`` gives its seeds and overrides (``seeds``
     and ``grid`` are not used), every launch runs anew, and the sweep exits 1 naming each promise that breaks."""
@@ -176,6 +247,8 @@ def shape_problems(sweep: Sweep) -> list[str]:
                 out.append(f"Sweep.grid[{key!r}] lists a value twice")
     if sweep.gate and sweep.grid:
         out.append("Sweep.grid is not used by a gate sweep (each config's PROMISE sets its trials): leave it out")
+    if sweep.search is not None:
+        out += search_shape_problems(sweep)
     if isinstance(sweep.overrides, str):
         out.append(f"Sweep.overrides={sweep.overrides!r} must be a list of 'dotted.key=value' strings")
     if sweep.name and ("/" in sweep.name or sweep.name.startswith(".")):
@@ -184,6 +257,53 @@ def shape_problems(sweep: Sweep) -> list[str]:
     if ref is not None and not (isinstance(ref, Reference) and all(
             isinstance(v, (int, float)) for v in ref.returns.values())):
         out.append("Sweep.reference must be Reference(title, source, {env_id: number})")
+    return out
+
+
+def search_shape_problems(sweep: Sweep) -> list[str]:
+    """What is wrong with ``sweep.search`` itself (no config loaded, no optuna imported)."""
+    s, out = sweep.search, []
+    if not isinstance(s, Search):
+        return ["Sweep.search must be Search(space={...}, trials=N) (from launch.sweep import Search)"]
+    if sweep.gate or sweep.grid:
+        out.append("Sweep.search replaces Sweep.grid (and is no gate): put the keys to tune in Search.space")
+    if len(sweep.configs) != 1 or len(sweep.seeds) != 1:
+        out.append("a search tunes one config at one seed: give Sweep.configs and Sweep.seeds one item each")
+    if not isinstance(s.space, Mapping) or not s.space:
+        out.append("Search.space must be a non-empty dict {'dotted.key': LogUniform(..) | Uniform(..) | "
+                   "IntRange(..) | Choice([...])}")
+    else:
+        for key, dist in s.space.items():
+            where = f"Search.space[{key!r}]={dist!r}"
+            if key == "seed":
+                out.append(f"{where}: the seed is not tuned; set Sweep.seeds")
+            elif not isinstance(dist, SPACE_TYPES):
+                out.append(f"{where} must be LogUniform, Uniform, IntRange or Choice (from launch.sweep)")
+            elif isinstance(dist, Choice):
+                if isinstance(dist.values, (str, bytes)) or not dist.values:
+                    out.append(f"{where}: Choice takes a non-empty list of values")
+                elif len({value_text(v) for v in dist.values}) != len(dist.values):
+                    out.append(f"{where} lists a value twice")
+            elif not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (dist.low, dist.high)):
+                out.append(f"{where}: low and high must be numbers")
+            elif not dist.low < dist.high:
+                out.append(f"{where}: low must be below high")
+            elif (isinstance(dist, LogUniform) or (isinstance(dist, IntRange) and dist.log)) and dist.low <= 0:
+                out.append(f"{where}: a log scale needs low > 0")
+            elif isinstance(dist, IntRange) and not (isinstance(dist.low, int) and isinstance(dist.high, int)):
+                out.append(f"{where}: IntRange takes integers")
+    if not isinstance(s.trials, int) or s.trials < 1:
+        out.append(f"Search.trials={s.trials!r} must be an integer >= 1")
+    if s.sampler not in SAMPLERS:
+        out.append(f"Search.sampler={s.sampler!r}: use one of {', '.join(SAMPLERS)}")
+    if s.pruner not in PRUNERS:
+        out.append(f"Search.pruner={s.pruner!r}: use one of {', '.join(PRUNERS)}")
+    if s.direction not in ("maximize", "minimize"):
+        out.append(f"Search.direction={s.direction!r}: use maximize or minimize")
+    for name in ("startup_trials", "warmup_env_steps", "seed"):
+        value = getattr(s, name)
+        if not isinstance(value, int) or value < 0:
+            out.append(f"Search.{name}={value!r} must be an integer >= 0")
     return out
 
 

@@ -151,6 +151,8 @@ def problems(cfg: Experiment) -> list[str]:
     ]:
         if value < 1:
             out.append(f"{key}={value} must be >= 1")
+    if not cfg.log.progress_every_s >= 0:  # NaN too
+        out.append(f"log.progress_every_s={cfg.log.progress_every_s} must be >= 0 (0: a line per logged update)")
     if cfg.log.prometheus_port < -1 or cfg.log.prometheus_port > 65535 or (
             cfg.log.prometheus_port > 0 and lay.mode != "single"):
         out.append(f"log.prometheus_port={cfg.log.prometheus_port}: use 0 (every worker on a free port, listed in "

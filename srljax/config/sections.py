@@ -123,6 +123,13 @@ class LogConfig:
     """``disabled`` unless asked: ``offline`` writes a wandb run folder, ``online`` syncs it."""
     wandb_project: str = "srljax"
     progress: Literal["auto", "bar", "lines"] = "auto"
+    """the console: ``bar`` a progress bar, ``lines`` a line at most every ``progress_every_s``, ``auto`` the bar
+    on a terminal and lines elsewhere (a job log, a pipe). ``metrics.jsonl`` keeps every logged update either way."""
+    progress_every_s: float = 5.0
+    """``lines``: seconds between two progress lines (the first and the last are always printed); 0: every line."""
+    tensorboard: bool = False
+    """also write every metrics line, evaluation and the config as TensorBoard event files under
+    ``RUN_DIR/tensorboard/`` (``srljax/telemetry/tensorboard.py``; no TensorFlow): ``tensorboard --logdir runs``."""
     prometheus_port: int = 0
     """Prometheus endpoints, listed in ``RUN_DIR/prometheus_targets.json``: 0, every worker and the controller
     (or the single-process loop) on a free port; -1, none; N > 0, the single-process loop on port N."""

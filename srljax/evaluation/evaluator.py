@@ -172,6 +172,11 @@ class EvalBook:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._file = (self.run_dir / EVAL_FILE).open("a")
         self._wandb_log = wandb_log
+        self._tensorboard: Any = None  # ``log.tensorboard``: RUN_DIR/tensorboard/eval (srljax/telemetry/tensorboard.py)
+        if cfg.log.tensorboard:
+            from srljax.telemetry.tensorboard import EventWriter
+
+            self._tensorboard = EventWriter(self.run_dir / "tensorboard" / "eval")
         self._checkpointer: Any = None
         self.last_version = -1  # the newest version evaluated
         self.best: dict[str, Any] | None = None
@@ -202,6 +207,10 @@ class EvalBook:
         self._file.flush()
         if final:
             self.final = record
+        if self._tensorboard is not None:
+            self._tensorboard.scalars({f"eval/{k}": record[k] for k in ("mean", "median", "std", "min", "max",
+                                                                        "mean_length", "version")},
+                                      step=int(env_steps or result.version))
         if self._wandb_log is not None:
             values: dict[str, Any] = {f"eval/{k}": float(record[k])
                                       for k in ("mean", "median", "std", "min", "max", "mean_length")}
@@ -236,6 +245,8 @@ class EvalBook:
 
     def close(self) -> None:
         self._file.close()
+        if self._tensorboard is not None:
+            self._tensorboard.close()
         if self._checkpointer is not None:
             self._checkpointer.close()
             self._checkpointer = None

@@ -1,10 +1,13 @@
-"""Metrics out of a running experiment: ``metrics.jsonl``, progress, wandb, Prometheus.
+"""Metrics out of a running experiment: ``metrics.jsonl``, progress, wandb, Prometheus, TensorBoard.
 
     log = MetricsLogger(cfg, total=cfg.total_env_steps)
     log.write({"env_steps": 1024, "episode_return": 21.0, "sps": 900.0, "policy_loss": 0.1})
     log.close()
 
-Every record is one JSON line appended to ``runs/<experiment>/<trial>/metrics.jsonl``.
+Every record is one JSON line appended to ``runs/<experiment>/<trial>/metrics.jsonl``. Off a terminal
+(``log.progress=lines``, or ``auto`` in a job log) the console gets a line at most every ``log.progress_every_s``
+(the first and the last always); with ``log.tensorboard=true`` every record also goes to
+``RUN_DIR/tensorboard/`` (``srljax/telemetry/tensorboard.py``), at step ``env_steps``.
 """
 
 from __future__ import annotations
@@ -97,6 +100,8 @@ class MetricsLogger:
     port) listed in ``RUN_DIR/prometheus_targets.json``; a ``srljax.telemetry.prometheus.Exporter`` (a trainer
     worker's) adds them to that one; None: no Prometheus."""
 
+    TENSORBOARD_DIR = "tensorboard"
+
     def __init__(self, cfg: Experiment, total: int, role: str = TRAINER, *, elapsed: float = 0.0,
                  wandb_id: str | None = None, prometheus: Any = "serve"):
         self.cfg = cfg
@@ -126,6 +131,20 @@ class MetricsLogger:
             self._wandb = _start_wandb(cfg, role, self.wandb_id)
         self._own_prometheus = prometheus == "serve"
         self._prometheus = _serve_prometheus(cfg, role) if self._own_prometheus else prometheus
+        self._printed_at: float | None = None  # when the last progress line was printed (``log.progress_every_s``)
+        self._unprinted = ""  # the newest line not printed yet, printed at ``close``
+        self._tensorboard: dict[Any, Any] = {}  # member (None: the trial) -> EventWriter
+        if cfg.log.tensorboard:
+            self._board(None).text("config", "    " + json.dumps(to_dict(cfg), indent=2).replace("\n", "\n    "))
+
+    def _board(self, member: Any) -> Any:
+        """The TensorBoard writer of the trial (``member`` None) or of a single-process population's member."""
+        if member not in self._tensorboard:
+            from srljax.telemetry.tensorboard import EventWriter
+
+            folder = self.run_dir / self.TENSORBOARD_DIR
+            self._tensorboard[member] = EventWriter(folder if member is None else folder / f"member-{member}")
+        return self._tensorboard[member]
 
     def write(self, record: dict[str, Any]) -> None:
         record = {"time": round(time.time() - self._start, 3), **{k: _plain(v) for k, v in record.items()}}
@@ -139,13 +158,24 @@ class MetricsLogger:
         if self._progress is not None:
             self._progress.update(self._task, completed=steps, info=info)
         else:
-            print(f"[{self.cfg.name}/{self.cfg.trial}] {steps:,}/{self.total:,} steps  {info}", flush=True)
+            self._line(f"[{self.cfg.name}/{self.cfg.trial}] {steps:,}/{self.total:,} steps  {info}")
+        if self.cfg.log.tensorboard:
+            self._board(record.get("member")).scalars(record, step=int(steps))
         if self._wandb is not None:
             self._wandb.log({k: v for k, v in record.items() if isinstance(v, (int, float))}, step=int(steps))
         if self._prometheus is not None:
             for key, value in record.items():
                 if isinstance(value, (int, float)):
                     self._prometheus.set(key, value)
+
+    def _line(self, line: str) -> None:
+        """Print ``line`` if ``log.progress_every_s`` passed since the last one printed; else keep it for ``close``."""
+        now = time.monotonic()
+        if self._printed_at is None or now - self._printed_at >= self.cfg.log.progress_every_s:
+            print(line, flush=True)
+            self._printed_at, self._unprinted = now, ""
+        else:
+            self._unprinted = line
 
     def wandb_log(self, values: dict[str, float], step: int) -> None:
         """Extra numbers for wandb only (``eval/*`` from ``srljax.evaluation.evaluator``), at env step ``step``."""
@@ -160,7 +190,13 @@ class MetricsLogger:
     def close(self) -> None:
         if self._progress is not None:
             self._progress.stop()
+        elif self._unprinted:  # the run's last line
+            print(self._unprinted, flush=True)
+            self._unprinted = ""
         self._file.close()
+        for writer in self._tensorboard.values():
+            writer.close()
+        self._tensorboard.clear()
         if self._wandb is not None:
             self._wandb.finish()
             self._wandb = None
