@@ -147,3 +147,23 @@ def test_sac_and_td3_learn_pendulum_in_the_compiled_loop(algo):
 
     cfg = dataclasses.replace(cfg, log=dataclasses.replace(cfg.log, run_root=tempfile.mkdtemp()))
     assert train(cfg).metrics[-1]["episode_return"] > -400  # random play: about -1,200
+
+
+def test_a_sweep_packs_the_seeds_of_a_jax_env_trial_into_one_launch(tmp_path):
+    from launch.sweep import Sweep
+    from launch.sweep.local import command, packed
+    from launch.sweep.trials import resolve_trials
+
+    def plan(config: str) -> list:
+        sweep = Sweep(configs=[config], grid={"trainer.lr": [1e-3, 3e-4]}, seeds=[1, 2, 3], name="s",
+                      overrides=[f"log.run_root={tmp_path}", "total_env_steps=2048"])
+        return packed([(p, ()) for p in resolve_trials(sweep)])
+
+    runs = plan("configs/gymnax_cartpole_ppo.py")
+    assert len(runs) == 2  # one launch per grid point
+    pack, _ = runs[0]
+    assert pack.spec.name == "gymnax_cartpole_ppo__trainer.lr=0.001" and pack.cfg.seeds == (1, 2, 3)
+    assert command(pack)[-1] == "seeds=[1,2,3]"
+    # each seed's folder is the one the sweep names for that trial (its report and --resume find them there)
+    assert [t.trial for t in seed_trials(pack.cfg)] == [f"{pack.spec.name}__seed={s}" for s in (1, 2, 3)]
+    assert len(plan("configs/cartpole_ppo.py")) == 6  # envpool trials run one by one

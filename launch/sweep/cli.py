@@ -31,7 +31,15 @@ from pathlib import Path
 
 from launch.slurm.jobs import SlurmError
 from launch.sweep import gate, slurm_array
-from launch.sweep.local import SINGLE_PROCESS_CORES, available_cores, command, default_jobs, log_path, run_trials
+from launch.sweep.local import (
+    SINGLE_PROCESS_CORES,
+    available_cores,
+    command,
+    default_jobs,
+    log_path,
+    packed,
+    run_trials,
+)
 from launch.sweep.local import locked as _locked
 from launch.sweep.report import write_report
 from launch.sweep.spec import Sweep, load_sweep, shape
@@ -122,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         _set_aside(to_run, sweep_dir, resume)
         print(f"running {len(to_run)} trial(s), {jobs} at a time", flush=True)
         busy = {p.spec.name: gate.promise_of(p.spec.config).busy_loops for p in to_run} if sweep.gate else {}
-        code = run_trials([(p, extra) for p, extra in zip(to_run, _extras(to_run, resume))], sweep_dir, jobs, busy)
+        # seeds of a JAX-env trial run as one vmapped program (launch.sweep.local.packed)
+        code = run_trials(packed(list(zip(to_run, _extras(to_run, resume)))), sweep_dir, jobs, busy)
     report = _report(sweep, planned, sweep_dir, args.sweep, args.compare)
     return report if sweep.gate and code != 130 else code
 

@@ -14,6 +14,7 @@ its folder is partial and the next launch moves it aside or resumes it.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import fcntl
 import json
 import math
@@ -29,9 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from launch.sweep.trials import Planned, last_record, read_json
+from launch.sweep.spec import TrialSpec
+from launch.sweep.trials import NEW, Planned, last_record, read_json
 from srljax.config import Experiment, consumes
-from srljax.layout import build_layout
+from srljax.config.experiment import seed_trials
+from srljax.layout import build_layout, plan_of
 
 STOP_GRACE_S = 30.0  # after Ctrl-C: how long trials get to stop before they are killed
 POLL_S = 0.2
@@ -64,6 +67,31 @@ def command(p: Planned, extra: tuple[str, ...] = ()) -> list[str]:
     spec = p.spec
     return [sys.executable, "-m", "launch.local", spec.config, "-e", p.cfg.name, "-f", spec.name, *extra,
             *spec.overrides]
+
+
+def packed(to_run: list[tuple[Planned, tuple[str, ...]]]) -> list[tuple[Planned, tuple[str, ...]]]:
+    """Fresh trials of one config and grid point that differ only in their seed and run on the Anakin path (a JAX
+    env, ``srljax/loops/anakin.py``) as one launch with ``seeds=[...]``: one compile, one vmapped program, and each
+    seed's folder named as the sweep names that trial (``<config>__<point>__seed=<s>``)."""
+    out: list[tuple[Planned, tuple[str, ...]]] = []
+    groups: dict[tuple, list[Planned]] = {}
+    for p, extra in to_run:
+        suffix = f"__seed={p.spec.seed}"
+        if (not extra and p.state == NEW and p.spec.name.endswith(suffix) and p.cfg.layout.mode == "single"
+                and not p.cfg.seeds and plan_of(p.cfg).loop == "anakin"):
+            rest = tuple(o for o in p.spec.overrides if o != f"seed={p.spec.seed}")
+            groups.setdefault((p.spec.config, p.spec.point, p.spec.name.removesuffix(suffix), rest), []).append(p)
+        else:
+            out.append((p, extra))
+    for (config, point, base, rest), group in groups.items():
+        if len(group) == 1:
+            out.append((group[0], ()))
+            continue
+        seeds = tuple(p.spec.seed for p in group)
+        spec = TrialSpec(base, config, point, seeds[0], (*rest, f"seeds=[{','.join(map(str, seeds))}]"))
+        cfg = dataclasses.replace(group[0].cfg, trial=base, seed=seeds[0], seeds=seeds)
+        out.append((Planned(spec, cfg, NEW, f"seeds {list(seeds)} in one program"), ()))
+    return out
 
 
 def log_path(sweep_dir: Path, trial: str) -> Path:
@@ -159,8 +187,10 @@ def _finish(run: Running, sweep_dir: Path) -> int:
     name = run.planned.spec.name
     record = {"exit_code": code, "wall_s": round(run.earlier_s + wall, 1), "started": time.strftime(
               "%Y-%m-%dT%H:%M:%S", time.localtime(run.started)), "command": command(run.planned, run.extra)}
-    record_path(sweep_dir, name).write_text(json.dumps(record, indent=1) + "\n")
-    last = last_record(run.planned.run_dir / "metrics.jsonl")
+    trials = seed_trials(run.planned.cfg)  # a pack of seeds (``packed``): each seed's trial gets the record
+    for trial in [name] + ([t.trial for t in trials] if len(trials) > 1 else []):
+        record_path(sweep_dir, trial).write_text(json.dumps(record, indent=1) + "\n")
+    last = last_record(trials[0].run_dir / "metrics.jsonl")
     ret = last.get("episode_return")
     how = f"return {ret:.1f}" if isinstance(ret, (int, float)) else "no episode finished"
     if code == 0:
