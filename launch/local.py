@@ -12,7 +12,7 @@ import signal
 import sys
 
 from launch.cli import run_cli
-from srljax.config import Experiment
+from srljax.config import ConfigError, Experiment
 from srljax.layout import describe_batch
 
 
@@ -25,7 +25,12 @@ def main(cfg: Experiment, resume: bool = False) -> int:
 
         signal.signal(signal.SIGTERM, _interrupt)  # a scheduler's stop: end as Ctrl-C does, checkpoint kept
         try:
-            result = train(prepare(cfg, resume, "single", checked=True))  # launch.cli ran the checks
+            run = prepare(cfg, resume, "single", checked=True)  # launch.cli ran the checks; the folder is locked
+        except ConfigError as err:  # e.g. another launch took the trial since the checks: one line, exit 2
+            print(f"python -m launch.local: {err}", file=sys.stderr, flush=True)
+            return 2
+        try:
+            result = train(run)
         except KeyboardInterrupt:
             print(f"interrupted; the final checkpoint is in {cfg.run_dir / 'checkpoints'}: continue with "
                   f"-f {cfg.trial} --resume", flush=True)

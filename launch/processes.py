@@ -35,6 +35,7 @@ from srljax.config import ConfigError, Experiment
 from srljax.layout import Layout, plan_of
 from srljax.parallel.devices import PlacementError, apply_env, process_env, visible_gpus
 from srljax.prepare import check, prepare
+from srljax.storage import run_dir as run_folder
 from srljax.system.shell import auth
 from srljax.telemetry.progress import summary_line, trial_record
 
@@ -178,8 +179,11 @@ def run_distributed(cfg: Experiment, resume: bool = False, checked: bool = False
               else "  sockets: not authenticated (layout.auth=off)", flush=True)
 
     began = time.monotonic()
-    with sigterm_as_interrupt():
-        result, killed, _ = run_trial(cfg, procs, names, plan.layout, started=started, keys=keys, resume=resume)
+    try:
+        with sigterm_as_interrupt():
+            result, killed, _ = run_trial(cfg, procs, names, plan.layout, started=started, keys=keys, resume=resume)
+    finally:
+        run_folder.release(run_dir)  # the trial's lock, taken by prepare (srljax.storage.run_dir)
     if killed:
         print(f"killed after the grace period: {', '.join(killed)}", flush=True)
     if result is None:

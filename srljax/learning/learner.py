@@ -169,6 +169,13 @@ class Learner:
         state, shell, meta = self.checkpointer.restore_run(self.state, like_shell, step)
         self.state = jax.device_put(state, self._replicated)
         self.version = int(meta.get("version", meta.get("step", 0)))
+        if getattr(self.checkpointer, "skipped", None) and self.is_primary:  # fell back past a damaged step
+            from pathlib import Path
+
+            from srljax.storage.run_dir import rollback_metrics
+
+            for note in rollback_metrics(Path(self.cfg.run_dir) / "metrics.jsonl", self.version, report=True):
+                print(f"resume: {note}", flush=True)
         return shell, meta
 
     def close(self, final_checkpoint: bool | None = None) -> None:

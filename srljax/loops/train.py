@@ -19,6 +19,7 @@ from srljax.loops.replay import train_replay
 from srljax.loops.result import TrainResult
 from srljax.parallel import dispatch
 from srljax.prepare import Run, prepared
+from srljax.storage import run_dir
 
 __all__ = ["TrainResult", "train"]
 
@@ -31,4 +32,7 @@ def train(cfg: Experiment | Run, resume: bool = False) -> TrainResult:
         dispatch.run_cpu_inline()
     loop = {"population": train_population, "league": train_league, "replay": train_replay,
             "on_policy": train_on_policy}[run.plan.loop]  # srljax/layout.py decides which, once
-    return loop(run)
+    try:
+        return loop(run)
+    finally:
+        run_dir.release(run.run_dir)  # the trial's lock (srljax.storage.run_dir): another launch may take it

@@ -102,8 +102,35 @@ class Checkpointer:
 
     def restore_run(self, like_state: Any, like_shell: dict[str, Any] | None = None,
                     step: int | None = None) -> tuple[Any, dict[str, Any] | None, dict[str, Any]]:
-        """(train state, shell arrays or None, meta) of ``step`` (default newest)."""
-        step = self._step(step)
+        """(train state, shell arrays or None, meta) of ``step``; by default the newest that restores: a newer
+        step orbax cannot read (damaged data) is moved to ``checkpoints.damaged/`` by the primary process and the
+        one before is tried, each named in ``self.skipped``."""
+        if step is not None:
+            return self._restore_run(like_state, like_shell, step)
+        self.skipped: list[str] = []
+        while True:
+            step = self._step(None)
+            try:
+                return self._restore_run(like_state, like_shell, step)
+            except CheckpointError as err:
+                earlier = [s for s in self.all_steps() if s < step]
+                if not earlier:
+                    raise
+                why = str(err.__cause__ or err).splitlines()[0][:300]
+                if jax.process_index() == 0:
+                    from srljax.storage.run_dir import set_aside
+
+                    note = set_aside(self.directory, step, f"orbax cannot restore it: {why}")
+                else:
+                    note = f"checkpoint step {step} does not restore ({why}); skipped it"
+                print(note, flush=True)
+                self.skipped.append(note)
+                self._manager.reload()
+                if self._step(None) == step:  # another process of the group has not moved it yet
+                    return self.restore_run(like_state, like_shell, earlier[-1])
+
+    def _restore_run(self, like_state: Any, like_shell: dict[str, Any] | None,
+                     step: int) -> tuple[Any, dict[str, Any] | None, dict[str, Any]]:
         found = self._items(step)
         if STATE not in found:  # a train-state-only checkpoint: nothing else to continue from
             return self.restore(like_state, step), None, {"step": step}
