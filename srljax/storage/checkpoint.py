@@ -16,8 +16,12 @@ state existed (one item, the train state) still restore with ``restore``.
 
 from __future__ import annotations
 
+import errno
 import logging
+import re
+import resource
 import threading
+import time
 import weakref
 from pathlib import Path
 from typing import Any
@@ -25,13 +29,48 @@ from typing import Any
 import jax
 import orbax.checkpoint as ocp
 
+from srljax.storage.descriptors import free_files, open_files, short_of_files, wait_for_files
 from srljax.storage.steps import META
 
 STATE, SHELL = "state", "shell"
 LEGACY_ITEM = "default"  # the item name of a single-item (train state only) checkpoint
 
-# orbax warns for every item of a step that a partial restore leaves out
-logging.getLogger("absl").addFilter(lambda record: "could not be restored" not in record.getMessage())
+FILES_FOR_A_SAVE = 64  # descriptors a save may open at once (orbax's event loop, tensorstore's files)
+FILES_WAIT_S = 120.0  # how long a save waits for them before the error stands
+FILES_RETRY_S = 0.5
+_FAILED: dict[int, BaseException] = {}  # step -> why orbax's background write of it failed (its log record)
+
+
+def _orbax_log(record: logging.LogRecord) -> bool:
+    """absl's log filter: keep the exception of a failed background write (orbax logs it and drops the step);
+    mute orbax's warning for every item a partial restore leaves out."""
+    message = record.getMessage()
+    if "Checkpointer failed" in message and record.exc_info and record.exc_info[1] is not None:
+        step = re.search(r"\[step=(\d+)\]", message)
+        if step:
+            _FAILED[int(step.group(1))] = record.exc_info[1]
+    return "could not be restored" not in message
+
+
+logging.getLogger("absl").addFilter(_orbax_log)
+
+
+def _say_short(step: int, detail: str) -> bool:
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    print(f"checkpoint step {step}: too many open files ({open_files()} open of the limit {soft}; a flood of "
+          f"connections to this process's sockets?){detail}; waiting up to {FILES_WAIT_S:g} s for descriptors "
+          "to free up (libzmq drops connections that do not finish the handshake)", flush=True)
+    return True
+
+
+def disk_fix(err: BaseException | None, where: Path) -> str:
+    """What to do about a write that failed with ``err`` under ``where``."""
+    code = getattr(err, "errno", None)
+    if code == errno.ENOSPC or "No space left" in str(err):
+        return f"The disk holding {where} is full: free space there, then continue the trial with --resume"
+    if code in (errno.EROFS, errno.EACCES, errno.EPERM) or "Read-only file system" in str(err):
+        return f"{where} is not writable (read-only or permissions): fix that, then continue with --resume"
+    return "Fix the cause, then continue the trial with --resume"
 
 
 class CheckpointError(RuntimeError):
@@ -51,14 +90,41 @@ class Checkpointer:
         self.directory = Path(directory).absolute()
         options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True)
         self._manager = ocp.CheckpointManager(self.directory, options=options)
+        self._pending: int | None = None  # the step saved last, until it is seen written
         _OPEN.add(self)
 
     def save(self, step: int, state: Any, shell: dict[str, Any] | None = None, meta: dict[str, Any] | None = None,
              force: bool = True) -> None:
-        """Write step ``step`` (asynchronously; ``wait``/``close`` finish it). ``shell``: numpy arrays."""
+        """Write step ``step`` (asynchronously; ``wait``/``close`` finish it). ``shell``: numpy arrays.
+
+        ``CheckpointError`` when the previous step's background write failed (a full disk, a folder made
+        read-only), naming it: a run stops at its first failed save. Short of file descriptors (strangers'
+        idle connections to this process's sockets), it waits for them (``FILES_WAIT_S``), saying so once, and
+        writes this step then; a background write that lost that race is reported and the run goes on."""
+        self._check_previous()
         items = {STATE: ocp.args.StandardSave(state), META: ocp.args.JsonSave(dict(meta or {}, step=step))}
         if shell:
             items[SHELL] = ocp.args.StandardSave(shell)
+        began, said = time.monotonic(), False
+        while True:
+            scarce = free_files() < 2 * FILES_FOR_A_SAVE
+            if scarce:
+                said = said or _say_short(step, "")
+                wait_for_files(FILES_FOR_A_SAVE, max(0.0, FILES_WAIT_S - (time.monotonic() - began)))
+            try:
+                self._save(step, items, force, wait=scarce or len(_OPEN) > 1)
+                break
+            except Exception as err:
+                if not short_of_files(err) or time.monotonic() - began > FILES_WAIT_S:
+                    raise
+                said = said or _say_short(step, f" ({type(err).__name__}: {err})")
+                time.sleep(FILES_RETRY_S)
+        if said:
+            print(f"checkpoint step {step}: written after waiting {time.monotonic() - began:.1f} s for file "
+                  "descriptors", flush=True)
+        self._pending = step
+
+    def _save(self, step: int, items: dict[str, Any], force: bool, wait: bool) -> None:
         if len(_OPEN) > 1:
             # Several in one process (threads backend: a trainer per policy): orbax's background saves of two
             # managers at once collide (shared operation ids; seen as FileExistsError in a step's tmp folder),
@@ -68,6 +134,26 @@ class Checkpointer:
                 self._manager.wait_until_finished()
             return
         self._manager.save(step, args=ocp.args.Composite(**items), force=force)
+        if wait:
+            self._manager.wait_until_finished()
+
+    def _check_previous(self) -> None:
+        """Raise ``CheckpointError`` if the last step saved was not written (orbax logs a background failure and
+        drops the step); report it and go on when the cause was a lack of file descriptors."""
+        step, self._pending = self._pending, None
+        if step is None:
+            return
+        self._manager.wait_until_finished()
+        if (self.directory / str(step)).is_dir():
+            return
+        err = _FAILED.pop(step, None)
+        if short_of_files(err):
+            print(f"checkpoint step {step} was not written: too many open files while orbax wrote it in the "
+                  "background; the next checkpoint tries again", flush=True)
+            return
+        why = f"{type(err).__name__}: {err}" if err is not None else "orbax dropped it (see the log above)"
+        raise CheckpointError(f"checkpoint step {step} was not written to {self.directory}: {why}. "
+                              f"{disk_fix(err, self.directory)}")
 
     def latest_step(self) -> int | None:
         return self._manager.latest_step()
@@ -142,8 +228,12 @@ class Checkpointer:
 
     def wait(self) -> None:
         self._manager.wait_until_finished()
+        self._check_previous()
 
     def close(self) -> None:
-        self._manager.wait_until_finished()
-        self._manager.close()
-        _OPEN.discard(self)
+        try:
+            self._manager.wait_until_finished()
+            self._check_previous()
+        finally:
+            self._manager.close()
+            _OPEN.discard(self)
