@@ -153,3 +153,82 @@ def test_resume_says_what_it_discarded_from_metrics(tmp_path: Path) -> None:
     path.unlink()
     assert "is missing" in run_dir.rollback_metrics(path, 3, report=True)[0]
     assert run_dir.rollback_metrics(path, 0, report=True) == []  # nothing was logged yet: nothing to say
+
+
+FLOODED = """
+import resource, sys, time
+import numpy as np
+resource.setrlimit(resource.RLIMIT_NOFILE, (160, 160))
+from srljax.comm.samples import SampleReceiver
+from srljax.storage.checkpoint import Checkpointer
+receiver = SampleReceiver("tcp://127.0.0.1:*", "faults/t")
+ckpt = Checkpointer(sys.argv[1])
+print(receiver.address, flush=True)
+sys.stdin.readline()  # the flood is on
+from srljax.storage.descriptors import free_files
+print("free", free_files(), flush=True)
+began = time.monotonic()
+ckpt.save(1, {"w": np.arange(1000.0)}, meta={"env_steps": 1})
+ckpt.close()
+print(f"saved after {time.monotonic() - began:.1f} s", receiver.counters(), flush=True)
+"""
+
+
+def test_a_flood_of_idle_connections_delays_a_checkpoint_and_fails_nothing(tmp_path: Path) -> None:
+    import socket
+
+    proc = subprocess.Popen([sys.executable, "-c", FLOODED, str(tmp_path / "checkpoints")], cwd=ROOT, text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        host, port = proc.stdout.readline().strip().removeprefix("tcp://").rsplit(":", 1)
+        held = []
+        for _ in range(400):  # more than the process may open: no key, no greeting, just held
+            try:
+                held.append(socket.create_connection((host, int(port)), timeout=1))
+            except OSError:
+                pass
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+        for conn in held:
+            conn.close()
+    assert proc.returncode == 0, out
+    assert int(out.split()[1]) < 64, out  # the flood had taken what a save needs
+    assert "checkpoint step 1: too many open files" in out and "written after waiting" in out, out
+    assert "saved after" in out and steps(tmp_path / "checkpoints") == [1], out
+    assert damage(tmp_path / "checkpoints", 1) is None
+
+
+def test_values_that_would_crash_later_are_refused_by_the_checks(tmp_path: Path) -> None:
+    from srljax.config import problems
+
+    base = parity(tmp_path)
+    wrong = dataclasses.replace(base, trainer=dataclasses.replace(base.trainer, lr="fast", num_minibatches=2.5),
+                                env=dataclasses.replace(base.env, num_envs="8"))
+    found = problems(wrong)  # a Python config sets what it likes; the validator must not raise
+    assert len(found) == 3, found
+    assert any(p.startswith("trainer.lr='fast' (str) must be a number") for p in found), found
+    assert any(p.startswith("trainer.num_minibatches=2.5 (float) must be a whole number") for p in found), found
+    assert any(p.startswith("env.num_envs='8' (str) must be a whole number") for p in found), found
+    for seed in (2**31 - 1, 10**30):  # seed=1e30 on the command line is the integer 10**30
+        found = problems(dataclasses.replace(base, seed=seed))
+        assert len(found) == 1 and found[0].startswith(f"seed={seed} is too large") and "below" in found[0], found
+    assert problems(dataclasses.replace(base, seed=2**31 - 20_000)) == []
+
+
+def test_seed_and_type_refusals_reach_the_command_line_as_one_message(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "launch.local", "configs/cartpole_ppo_distributed.py",
+                          f"log.run_root={tmp_path}", "seed=2147483647", "log.wandb=disabled"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and "seed=2147483647 is too large" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr and not list(tmp_path.iterdir())  # nothing was created
+
+
+def test_a_run_root_that_cannot_be_written_is_refused_before_launch(tmp_path: Path) -> None:
+    cfg = parity(tmp_path, log=LogConfig(run_root="/proc/srljax-runs", wandb="disabled"))  # no file can be made
+    found = run_dir.problems(cfg)
+    assert len(found) == 1 and found[0].startswith("cannot write under /proc") and "log.run_root" in found[0], found
+    assert run_dir.writable_problem(tmp_path / "a" / "b") is None and not (tmp_path / "a").exists()

@@ -23,8 +23,8 @@ def open_files() -> int:
     """Descriptors this process holds (0 where ``/proc/self/fd`` does not exist)."""
     try:
         return len(os.listdir("/proc/self/fd")) - 1  # less the one listdir itself holds
-    except OSError:
-        return 0
+    except OSError as err:  # listing needs a descriptor too: none left means all are taken
+        return resource.getrlimit(resource.RLIMIT_NOFILE)[0] if err.errno in (errno.EMFILE, errno.ENFILE) else 0
 
 
 def free_files() -> int:

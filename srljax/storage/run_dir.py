@@ -38,6 +38,7 @@ import os
 import secrets
 import shutil
 import socket
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -98,6 +99,24 @@ def holder(run_dir: str | Path) -> str | None:
         return None
     finally:
         os.close(fd)
+
+
+def writable_problem(path: Path) -> str | None:
+    """Why files cannot be made at ``path`` (or its nearest existing folder), e.g. a read-only run root; tried
+    with a file made and removed at once, so permissions, read-only mounts and quotas all show."""
+    where = path
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    if not where.is_dir():
+        return None  # a file in the way: the folder checks name it
+    try:
+        fd, name = tempfile.mkstemp(prefix=".srljax-write-test-", dir=where)
+        os.close(fd)
+        os.unlink(name)
+    except OSError as err:
+        return (f"cannot write under {where} (for {path}): {err.strerror or err}; make it writable, or pick "
+                "another run root with log.run_root=...")
+    return None
 
 
 def in_use_problem(cfg: Experiment, who: str) -> str:
@@ -249,6 +268,8 @@ def problems(cfg: Experiment, resume: bool = False) -> list[str]:
     ``resume``, why it may not continue the run in it. A live launch of the trial holding its lock comes first."""
     if (who := holder(cfg.run_dir)) is not None:
         return [in_use_problem(cfg, who)]
+    if problem := writable_problem(Path(cfg.run_dir) / "checkpoints" if resume else Path(cfg.run_dir)):
+        return [problem]
     if resume:
         return resume_problems(cfg)
     run_dir = Path(cfg.run_dir)
