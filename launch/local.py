@@ -8,12 +8,15 @@ Ctrl-C does: the final checkpoint is written (``checkpoint.final``) and the exit
 
 from __future__ import annotations
 
+import errno
 import signal
 import sys
 
 from launch.cli import run_cli
 from srljax.config import ConfigError, Experiment
 from srljax.layout import describe_batch
+
+DISK_ERRNOS = (errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EACCES, errno.EIO)  # a run's writes that failed
 
 
 def main(cfg: Experiment, resume: bool = False) -> int:
@@ -22,6 +25,7 @@ def main(cfg: Experiment, resume: bool = False) -> int:
     if cfg.layout.mode == "single":
         from srljax.loops.train import train
         from srljax.prepare import prepare
+        from srljax.storage.checkpoint import CheckpointError, disk_fix
 
         signal.signal(signal.SIGTERM, _interrupt)  # a scheduler's stop: end as Ctrl-C does, checkpoint kept
         try:
@@ -29,8 +33,20 @@ def main(cfg: Experiment, resume: bool = False) -> int:
         except ConfigError as err:  # e.g. another launch took the trial since the checks: one line, exit 2
             print(f"python -m launch.local: {err}", file=sys.stderr, flush=True)
             return 2
+        except OSError as err:
+            if err.errno not in DISK_ERRNOS:
+                raise
+            print(f"FAILED: {err}. {disk_fix(err, cfg.run_dir)}", flush=True)
+            return 1
         try:
             result = train(run)
+        except (CheckpointError, OSError) as err:  # the disk: full, read-only, gone; named once, no traceback
+            if isinstance(err, OSError) and err.errno not in DISK_ERRNOS:
+                raise
+            where = cfg.run_dir / "checkpoints"
+            print(f"FAILED: {err if isinstance(err, CheckpointError) else f'{err}. {disk_fix(err, where)}'}",
+                  flush=True)
+            return 1
         except KeyboardInterrupt:
             print(f"interrupted; the final checkpoint is in {cfg.run_dir / 'checkpoints'}: continue with "
                   f"-f {cfg.trial} --resume", flush=True)

@@ -232,3 +232,41 @@ def test_a_run_root_that_cannot_be_written_is_refused_before_launch(tmp_path: Pa
     found = run_dir.problems(cfg)
     assert len(found) == 1 and found[0].startswith("cannot write under /proc") and "log.run_root" in found[0], found
     assert run_dir.writable_problem(tmp_path / "a" / "b") is None and not (tmp_path / "a").exists()
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):
+    """A real filesystem of 4 MB (tmpfs; needs the right to mount, else the test is skipped)."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a small filesystem here: {made.stderr.decode().strip()}")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_a_full_disk_stops_a_single_process_run_at_its_first_failed_save(small_disk: Path) -> None:
+    fill = small_disk / "filler"
+    out = subprocess.run([sys.executable, "-m", "launch.local", "configs/cartpole_ppo.py", "-f", "full",
+                          f"log.run_root={small_disk}", "total_env_steps=20480", "checkpoint.every_updates=2",
+                          "log.wandb=disabled", "log.progress=lines", "compile_cache=off"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr[-2000:]  # fits: a 20-update run with its checkpoints
+    folder = small_disk / "cartpole_ppo" / "full"
+    first = steps(folder / "checkpoints")
+    # now the disk is full: whatever is left goes to a filler file, and the trial is resumed
+    free = os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize
+    fill.write_bytes(b"\0" * max(0, free - 16 * 1024))
+    out = subprocess.run([sys.executable, "-m", "launch.local", "configs/cartpole_ppo.py", "-f", "full", "--resume",
+                          f"log.run_root={small_disk}", "total_env_steps=40960", "compile_cache=off"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)
+    text = out.stdout + out.stderr
+    assert out.returncode == 1, text[-3000:]
+    failed = [line for line in out.stdout.splitlines() if line.startswith("FAILED: ")]
+    assert len(failed) == 1 and "No space left on device" in failed[0] and "free space" in failed[0], text[-3000:]
+    assert "launch/local.py" not in out.stderr and "ERROR:absl" not in out.stderr, out.stderr[-3000:]
+    lines = updates(folder)
+    # stopped at the first failed save: its background write is seen failed by the next update or the one after
+    assert lines[:20] == list(range(1, 21)) and len(lines) <= 20 + 2 + 2, lines
+    assert steps(folder / "checkpoints")[-1] == first[-1] and damage(folder / "checkpoints", first[-1]) is None

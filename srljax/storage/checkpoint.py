@@ -42,14 +42,23 @@ _FAILED: dict[int, BaseException] = {}  # step -> why orbax's background write o
 
 
 def _orbax_log(record: logging.LogRecord) -> bool:
-    """absl's log filter: keep the exception of a failed background write (orbax logs it and drops the step);
-    mute orbax's warning for every item a partial restore leaves out."""
+    """absl's log filter: keep the exception of a failed background write (orbax logs it with its traceback and
+    drops the step; ``Checkpointer.check`` reports it in one line); mute orbax's warning for every item a partial restore leaves out."""
     message = record.getMessage()
     if "Checkpointer failed" in message and record.exc_info and record.exc_info[1] is not None:
         step = re.search(r"\[step=(\d+)\]", message)
         if step:
             _FAILED[int(step.group(1))] = record.exc_info[1]
+            return False  # ``Checkpointer.check`` names it in one line; the traceback would only repeat it
+    if record.exc_info and record.exc_info[1] is not None and _disk_fault(record.exc_info[1]):
+        return False  # the same full or read-only disk from each of orbax's writer threads: reported once
     return "could not be restored" not in message
+
+
+def _disk_fault(err: BaseException) -> bool:
+    text = str(err)
+    return getattr(err, "errno", None) in (errno.ENOSPC, errno.EROFS, errno.EDQUOT) or any(
+        s in text for s in ("No space left on device", "Read-only file system", "Disk quota exceeded"))
 
 
 logging.getLogger("absl").addFilter(_orbax_log)
@@ -91,6 +100,7 @@ class Checkpointer:
         options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True)
         self._manager = ocp.CheckpointManager(self.directory, options=options)
         self._pending: int | None = None  # the step saved last, until it is seen written
+        self.failed = False  # a save failed for good: no final checkpoint is tried
         _OPEN.add(self)
 
     def save(self, step: int, state: Any, shell: dict[str, Any] | None = None, meta: dict[str, Any] | None = None,
@@ -116,7 +126,9 @@ class Checkpointer:
                 break
             except Exception as err:
                 if not short_of_files(err) or time.monotonic() - began > FILES_WAIT_S:
-                    raise
+                    self.failed = True
+                    raise CheckpointError(f"checkpoint step {step} could not be written to {self.directory}: "
+                                          f"{type(err).__name__}: {err}. {disk_fix(err, self.directory)}") from err
                 said = said or _say_short(step, f" ({type(err).__name__}: {err})")
                 time.sleep(FILES_RETRY_S)
         if said:
@@ -137,6 +149,12 @@ class Checkpointer:
         if wait:
             self._manager.wait_until_finished()
 
+    def check(self) -> None:
+        """Without waiting: raise ``CheckpointError`` now if the last save's background write has failed (a run
+        stops at its first failed save, not at the next one)."""
+        if self._pending is not None and not self._manager.is_saving_in_progress():
+            self._check_previous()
+
     def _check_previous(self) -> None:
         """Raise ``CheckpointError`` if the last step saved was not written (orbax logs a background failure and
         drops the step); report it and go on when the cause was a lack of file descriptors."""
@@ -152,6 +170,7 @@ class Checkpointer:
                   "background; the next checkpoint tries again", flush=True)
             return
         why = f"{type(err).__name__}: {err}" if err is not None else "orbax dropped it (see the log above)"
+        self.failed = True
         raise CheckpointError(f"checkpoint step {step} was not written to {self.directory}: {why}. "
                               f"{disk_fix(err, self.directory)}")
 
@@ -233,7 +252,8 @@ class Checkpointer:
     def close(self) -> None:
         try:
             self._manager.wait_until_finished()
-            self._check_previous()
+            if not self.failed:
+                self._check_previous()
         finally:
             self._manager.close()
             _OPEN.discard(self)
