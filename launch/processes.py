@@ -79,8 +79,12 @@ class WorkerProcesses:
         out = log.open("ab")
         self._files.append(out)
         if name in self.procs:  # a restart: mark where the newcomer's lines begin
-            out.write(f"----- {name} restarted by the controller at {time.strftime('%H:%M:%S')} -----\n".encode())
-            out.flush()
+            try:
+                out.write(f"----- {name} restarted by the controller at {time.strftime('%H:%M:%S')} -----\n"
+                          .encode())
+                out.flush()
+            except OSError:  # a full disk: the worker still starts (its own writes will say what is wrong)
+                pass
         cmd = [sys.executable, "-m", "srljax.system.shell.run", str(self.run_dir), role, str(index),
                "--parent-pid", str(os.getpid())]
         self.procs[name] = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -124,7 +128,10 @@ class WorkerProcesses:
         for p in self.procs.values():  # the leaders are gone; a group member may not be
             self._signal_group(p, signal.SIGKILL)
         for f in self._files:
-            f.close()
+            try:
+                f.close()
+            except OSError:  # a full disk: the restart marker could not be flushed; nothing else is lost
+                pass
         return killed
 
     @staticmethod

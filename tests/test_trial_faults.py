@@ -246,6 +246,7 @@ def small_disk(tmp_path: Path):
     subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
+@pytest.mark.slow  # two runs of ~25 s each
 def test_a_full_disk_stops_a_single_process_run_at_its_first_failed_save(small_disk: Path) -> None:
     fill = small_disk / "filler"
     out = subprocess.run([sys.executable, "-m", "launch.local", "configs/cartpole_ppo.py", "-f", "full",
@@ -270,3 +271,25 @@ def test_a_full_disk_stops_a_single_process_run_at_its_first_failed_save(small_d
     # stopped at the first failed save: its background write is seen failed by the next update or the one after
     assert lines[:20] == list(range(1, 21)) and len(lines) <= 20 + 2 + 2, lines
     assert steps(folder / "checkpoints")[-1] == first[-1] and damage(folder / "checkpoints", first[-1]) is None
+
+
+@pytest.mark.slow  # a distributed run of ~1 minute
+def test_a_full_disk_ends_a_distributed_trial_once_without_restarts(small_disk: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "launch.local", "configs/cartpole_ppo_distributed.py", "-f", "full",
+                             f"log.run_root={small_disk}", "total_env_steps=300000", "checkpoint.every_updates=2",
+                             "log.wandb=disabled", "compile_cache=off"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    metrics = small_disk / "cartpole_ppo_distributed" / "full" / "metrics.jsonl"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        if metrics.exists() and len(metrics.read_text().splitlines()) >= 4:
+            break
+        time.sleep(0.5)
+    free = os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize
+    (small_disk / "filler").write_bytes(b"\0" * free)  # the disk is full from here on
+    out, _ = proc.communicate(timeout=240)
+    assert proc.returncode == 1, out[-3000:]
+    assert "restarting worker" not in out, out[-3000:]  # the environment's fault: no restart spent on it
+    failed = [line for line in out.splitlines() if line.startswith("FAILED:")]  # the message, the summary
+    assert failed[0].startswith("FAILED: worker trainer/0") and "not restarted: the disk is full" in out, out[-3000:]
+    assert failed[-1].startswith("FAILED: error,"), out[-3000:]

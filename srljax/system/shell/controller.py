@@ -62,6 +62,17 @@ class TrialResult:
     message: str
 
 
+DISK_FAULTS = {"No space left on device": "the disk is full: free space there, then continue with --resume",
+               "Disk quota exceeded": "the disk quota is used up: free space, then continue with --resume",
+               "Read-only file system": "the run folder's disk is read-only: fix that, then continue with --resume"}
+
+
+def environment_fault(error: str) -> str | None:
+    """What is wrong with the machine (not the worker) in a worker's error, with the fix; None if nothing is.
+    Such a worker is not restarted: its successor would meet the same disk, and the restarts would be spent."""
+    return next((fix for text, fix in DISK_FAULTS.items() if text in error), None)
+
+
 class TrialEnded(Exception):
     def __init__(self, result: TrialResult):
         super().__init__(result.message)
@@ -145,7 +156,10 @@ class Controller:
             result = dataclasses.replace(result, message=f"{result.message}\n{self.restarts.describe()}")
         self.say(f"ending the trial: {result.message}")
         self.stop_all()
-        write_status(self.cfg.run_dir, result, self.restarts.summary())
+        try:
+            write_status(self.cfg.run_dir, result, self.restarts.summary())
+        except OSError as err:  # a full or read-only disk: the result still reaches the launcher
+            self.say(f"could not write {Path(self.cfg.run_dir) / 'status.json'}: {err}")
         return result
 
     def _run(self) -> TrialResult:
@@ -268,6 +282,8 @@ class Controller:
     def _lose(self, key: str, why: str, error: bool = False) -> None:
         """``key`` is lost: restart it if its role and budget allow (after ``start``), else end the trial."""
         name = self.expected[key]
+        if error and (fault := environment_fault(why)):  # a restart would meet the same disk: stop, say why
+            raise TrialEnded(self._failed(key, f"{why.rstrip()}\nnot restarted: {fault}"))
         if not (self._start and self._kill and self.restarts.allowed(name)):  # start-up included
             raise TrialEnded(self._failed(key, why) if error else self._lost(key, why))
         short = f"failed: {_last_line(why)}" if error else why
