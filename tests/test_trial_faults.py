@@ -293,3 +293,17 @@ def test_a_full_disk_ends_a_distributed_trial_once_without_restarts(small_disk: 
     failed = [line for line in out.splitlines() if line.startswith("FAILED:")]  # the message, the summary
     assert failed[0].startswith("FAILED: worker trainer/0") and "not restarted: the disk is full" in out, out[-3000:]
     assert failed[-1].startswith("FAILED: error,"), out[-3000:]
+
+
+def test_a_resume_that_restores_nothing_keeps_the_trials_config(tmp_path: Path) -> None:
+    from srljax.storage.checkpoint import CheckpointError
+
+    cfg, folder = trained(tmp_path, "none")
+    for step in (3, 4, 5):  # every step's array data cut; its JSON files read
+        for f in (folder / "checkpoints" / str(step) / "state").rglob("*"):
+            if f.is_file() and "/d/" in str(f) and f.stat().st_size > 200:
+                os.truncate(f, 100)
+    before = (folder / "config.json").read_bytes()
+    with pytest.raises(CheckpointError, match="cannot restore checkpoint step 3"):
+        train(dataclasses.replace(cfg, total_env_steps=4 * 4 * 7), resume=True)
+    assert (folder / "config.json").read_bytes() == before and not list(folder.glob("config.*.json"))

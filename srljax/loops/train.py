@@ -20,6 +20,7 @@ from srljax.loops.result import TrainResult
 from srljax.parallel import dispatch
 from srljax.prepare import Run, prepared
 from srljax.storage import run_dir
+from srljax.storage.checkpoint import CheckpointError
 
 __all__ = ["TrainResult", "train"]
 
@@ -34,5 +35,9 @@ def train(cfg: Experiment | Run, resume: bool = False) -> TrainResult:
             "on_policy": train_on_policy}[run.plan.loop]  # srljax/layout.py decides which, once
     try:
         return loop(run)
+    except CheckpointError:
+        if run.resume:  # no step restored: the config.json the resume replaced goes back
+            run_dir.undo_keep_config(run.run_dir)
+        raise
     finally:
         run_dir.release(run.run_dir)  # the trial's lock (srljax.storage.run_dir): another launch may take it

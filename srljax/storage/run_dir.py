@@ -185,12 +185,25 @@ def resume_config(cfg: Experiment, overrides: list[str]) -> tuple[Experiment, li
     return resumed, [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(new) if old.get(k) != new.get(k)]
 
 
+_KEPT: dict[str, Path] = {}  # run folder -> the config.<n>.json this process kept there last
+
+
 def keep_config(run_dir: Path) -> None:
     """Before a resumed start writes ``config.json``: keep the one there as ``config.<n>.json`` (n = 1, 2, ...)."""
     current = run_dir / "config.json"
     if current.exists():
         n = 1 + sum(1 for p in run_dir.glob("config.*.json") if p.name.split(".")[1].isdigit())
-        (run_dir / f"config.{n}.json").write_text(current.read_text())
+        kept = run_dir / f"config.{n}.json"
+        kept.write_text(current.read_text())
+        _KEPT[os.path.realpath(run_dir)] = kept
+
+
+def undo_keep_config(run_dir: Path) -> None:
+    """A resume that failed to restore: put back the ``config.json`` it replaced (a failed resume changes no
+    config)."""
+    kept = _KEPT.pop(os.path.realpath(run_dir), None)
+    if kept is not None and kept.exists():
+        os.replace(kept, Path(run_dir) / "config.json")
 
 
 def _resumable(key: str) -> bool:
