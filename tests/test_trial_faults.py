@@ -228,9 +228,19 @@ def test_seed_and_type_refusals_reach_the_command_line_as_one_message(tmp_path: 
 
 
 def test_a_run_root_that_cannot_be_written_is_refused_before_launch(tmp_path: Path) -> None:
-    cfg = parity(tmp_path, log=LogConfig(run_root="/proc/srljax-runs", wandb="disabled"))  # no file can be made
-    found = run_dir.problems(cfg)
-    assert len(found) == 1 and found[0].startswith("cannot write under /proc") and "log.run_root" in found[0], found
+    root = tmp_path / "ro"
+    root.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(root)], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a read-only filesystem here: {made.stderr.decode().strip()}")
+    try:
+        out = subprocess.run([sys.executable, "-m", "launch.local", "configs/cartpole_ppo.py", f"log.run_root={root}",
+                              "log.wandb=disabled"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    finally:
+        subprocess.run(["umount", "-l", str(root)], check=False)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-3000:]
+    assert f"cannot write under {root}" in out.stderr and "read-only file system" in out.stderr, out.stderr
+    assert "log.run_root" in out.stderr and "run folder:" not in out.stdout
     assert run_dir.writable_problem(tmp_path / "a" / "b") is None and not (tmp_path / "a").exists()
 
 

@@ -38,7 +38,6 @@ import os
 import secrets
 import shutil
 import socket
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -102,20 +101,17 @@ def holder(run_dir: str | Path) -> str | None:
 
 
 def writable_problem(path: Path) -> str | None:
-    """Why files cannot be made at ``path`` (or its nearest existing folder), e.g. a read-only run root; tried
-    with a file made and removed at once, so permissions, read-only mounts and quotas all show."""
+    """Why files cannot be made at ``path`` (or its nearest existing folder): a read-only mount or missing
+    permissions (``access``; it changes nothing, not even a folder's time)."""
     where = path
     while not where.exists() and where != where.parent:
         where = where.parent
     if not where.is_dir():
         return None  # a file in the way: the folder checks name it
-    try:
-        fd, name = tempfile.mkstemp(prefix=".srljax-write-test-", dir=where)
-        os.close(fd)
-        os.unlink(name)
-    except OSError as err:
-        return (f"cannot write under {where} (for {path}): {err.strerror or err}; make it writable, or pick "
-                "another run root with log.run_root=...")
+    if not os.access(where, os.W_OK | os.X_OK):
+        why = "a read-only file system" if os.statvfs(where).f_flag & os.ST_RDONLY else "no write permission"
+        return (f"cannot write under {where} (for {path}): {why}; make it writable, or pick another run root with "
+                "log.run_root=...")
     return None
 
 
