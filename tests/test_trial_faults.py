@@ -317,3 +317,12 @@ def test_a_resume_that_restores_nothing_keeps_the_trials_config(tmp_path: Path) 
     with pytest.raises(CheckpointError, match="cannot restore checkpoint step 3"):
         train(dataclasses.replace(cfg, total_env_steps=4 * 4 * 7), resume=True)
     assert (folder / "config.json").read_bytes() == before and not list(folder.glob("config.*.json"))
+
+
+def test_a_config_file_that_exits_is_an_error_not_a_finished_run(tmp_path: Path) -> None:
+    config = tmp_path / "exits.py"
+    config.write_text("import sys\nfrom srljax.config import Experiment\n\n\ndef experiment():\n    sys.exit(0)\n")
+    out = subprocess.run([sys.executable, "-m", "launch.local", str(config), f"log.run_root={tmp_path}"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and "called sys.exit(0)" in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert not (tmp_path / "exits").exists()
