@@ -153,6 +153,27 @@ def replay_problems(cfg: Experiment) -> list[str]:
     return found
 
 
+def port_problems(cfg: Experiment) -> list[str]:
+    """A fixed Prometheus port (``log.prometheus_port`` > 0, single process) that something already listens on:
+    found before the run folder exists, so a rerun or ``--resume`` is not blocked by a folder it created."""
+    port = cfg.log.prometheus_port
+    if port <= 0 or cfg.layout.mode != "single":
+        return []
+    import socket
+
+    from srljax.comm.hosts import bind_host
+
+    host = bind_host()
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the exporter binds it
+        try:
+            probe.bind((host, port))
+        except OSError as err:
+            return [f"log.prometheus_port={port}: cannot listen on {host}:{port} ({err.strerror or err}); stop what "
+                    "holds it, or use log.prometheus_port=0 (any free port) or -1 (no endpoint)"]
+    return []
+
+
 # in the order they are reported
 register("srljax.config", config_problems)  # the config tree and its arithmetic
 register("srljax.layout", layout_problems)  # a worker graph's streams and sizes
@@ -161,3 +182,4 @@ register("srljax.storage", run_folder.load_problems)  # the checkpoints it loads
 register("srljax.replay", replay_problems)
 register("envs", lambda cfg: envs.problems(cfg.env, cfg.algo), key=lambda cfg: repr((cfg.env, cfg.algo)))
 register("srljax.replay.memory", replay_memory_problems, ("single",))
+register("srljax.telemetry.port", port_problems, ("single",))

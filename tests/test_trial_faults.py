@@ -326,3 +326,21 @@ def test_a_config_file_that_exits_is_an_error_not_a_finished_run(tmp_path: Path)
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 2 and "called sys.exit(0)" in out.stderr and "Traceback" not in out.stderr, out.stderr
     assert not (tmp_path / "exits").exists()
+
+
+def test_a_fixed_prometheus_port_in_use_is_refused_before_the_folder_exists(tmp_path: Path) -> None:
+    import socket
+
+    from srljax.comm.hosts import bind_host
+    from srljax.prepare import problems
+
+    with socket.socket() as taken:
+        taken.bind((bind_host(), 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        cfg = dataclasses.replace(parity(tmp_path), log=LogConfig(run_root=str(tmp_path), prometheus_port=port))
+        found = problems(cfg)
+        assert len(found) == 1 and found[0].startswith(f"log.prometheus_port={port}: cannot listen") \
+            and "log.prometheus_port=0" in found[0], found
+    assert problems(cfg) == []  # free again
+    assert not Path(cfg.run_dir).exists()
