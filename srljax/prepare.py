@@ -157,8 +157,8 @@ def port_problems(cfg: Experiment) -> list[str]:
     """A fixed Prometheus port (``log.prometheus_port`` > 0, single process) that something already listens on:
     found before the run folder exists, so a rerun or ``--resume`` is not blocked by a folder it created."""
     port = cfg.log.prometheus_port
-    if port <= 0 or cfg.layout.mode != "single":
-        return []
+    if not isinstance(port, int) or not 0 < port <= 65535 or cfg.layout.mode != "single":
+        return []  # the config's own checks name a port out of range
     import socket
 
     from srljax.comm.hosts import bind_host
