@@ -34,7 +34,7 @@ from srljax.layout import CONTROLLER, TRAINER, Layout, plan_of
 from srljax.storage.steps import read_meta
 from srljax.system.shell.auth import worker_context
 from srljax.system.shell.common import bind_address, env_spec, spec_to_wire, trial_name
-from srljax.system.shell.fd_limits import FD_MARGIN, raise_open_files
+from srljax.system.shell.fd_limits import FD_MARGIN, raise_open_files, raise_to_hard
 from srljax.system.shell.names_service import answer_names, served_store
 from srljax.system.shell.restarts import Pending, Restarts
 from srljax.telemetry.exporter import serve_controller, write_trial_targets
@@ -102,6 +102,7 @@ class Controller:
         self.plan = plan_of(cfg)  # the run's roles and mode, decided once (srljax/layout.py)
         self.layout = layout or self.plan.layout
         raise_open_files(len(self.layout.workers()) + FD_MARGIN, "the controller")  # a connection per worker
+        raise_to_hard()  # and what the hard limit allows besides: strangers' idle connections take descriptors too
         self.spec = spec or env_spec(cfg)
         # its own context: the controller's key (``keys``; None: layout.auth off) and receive bounds
         self._own_ctx = ctx is None
