@@ -344,3 +344,12 @@ def test_a_fixed_prometheus_port_in_use_is_refused_before_the_folder_exists(tmp_
             and "log.prometheus_port=0" in found[0], found
     assert problems(cfg) == []  # free again
     assert not Path(cfg.run_dir).exists()
+
+
+def test_workers_raise_their_soft_fd_limit_to_the_hard_one() -> None:
+    code = ("import resource\nresource.setrlimit(resource.RLIMIT_NOFILE, (512, 1024))\n"
+            "from srljax.system.shell.fd_limits import raise_to_hard\n"
+            "print(raise_to_hard(), resource.getrlimit(resource.RLIMIT_NOFILE))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.stdout.split("\n")[0] == "1024 (1024, 1024)", out.stdout + out.stderr
