@@ -52,6 +52,8 @@ def _orbax_log(record: logging.LogRecord) -> bool:
             return False  # ``Checkpointer.check`` names it in one line; the traceback would only repeat it
     if record.exc_info and record.exc_info[1] is not None and _disk_fault(record.exc_info[1]):
         return False  # the same full or read-only disk from each of orbax's writer threads: reported once
+    if "after interpreter shutdown" in message:
+        return False  # a failed write's helper threads, still signalling as the process exits after saying why
     return "could not be restored" not in message
 
 
