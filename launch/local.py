@@ -3,7 +3,9 @@
 A config whose ``layout.mode`` is ``single`` trains in this process (``srljax.loops.train``);
 ``distributed`` layouts start one process per worker. ``-f TRIAL --resume`` continues that trial
 from its newest checkpoint (``srljax.storage.run_dir`` says what may change). SIGTERM stops a run as
-Ctrl-C does: the final checkpoint is written (``checkpoint.final``) and the exit code is 130.
+Ctrl-C does: the final checkpoint is written (``checkpoint.final``) and the exit code is 130. A trial another
+launch is running is refused with one line naming its pid and host (exit 2); a single-process run whose disk
+fills up or turns read-only stops at its first failed save with one ``FAILED:`` line (exit 1).
 """
 
 from __future__ import annotations

@@ -12,6 +12,10 @@ counters, the config, its hash, the wandb run id). Orbax writes a step into a te
 and renames it when every item is complete, so a crash mid-save leaves the previous step whole;
 old steps are pruned only after a newer one is fully written. Checkpoints written before run
 state existed (one item, the train state) still restore with ``restore``.
+
+A step orbax cannot read is moved to ``checkpoints.damaged/`` and the one before restored (``restore_run``); a
+background write that failed stops the run at the next update (``check``: a full or read-only disk), and a
+save short of file descriptors waits for them (``srljax.storage.descriptors``).
 """
 
 from __future__ import annotations
