@@ -96,6 +96,10 @@ def test_a_second_launch_of_a_running_trial_exits_2_at_once(tmp_path: Path, held
     cfg = dataclasses.replace(load_file("configs/cartpole_ppo_distributed.py"), name="faults", trial="t",
                               log=LogConfig(run_root=str(tmp_path), wandb="disabled"))
     assert processes.run_distributed(cfg) == 2
+    from launch.threads import run_threads
+
+    with pytest.raises(RunFolderInUse, match=f"pid {held.pid}"):  # the threads backend: the same lock
+        run_threads(cfg)
     assert sorted(p.name for p in Path(cfg.run_dir).iterdir()) == [run_dir.LOCK]
     assert time.monotonic() - t0 < 120
 
