@@ -5,18 +5,23 @@ A config whose ``layout.mode`` is ``single`` trains in this process (``srljax.lo
 from its newest checkpoint (``srljax.storage.run_dir`` says what may change). SIGTERM stops a run as
 Ctrl-C does: the final checkpoint is written (``checkpoint.final``) and the exit code is 130. A single-process
 run ends by writing ``RUN_DIR/status.json`` as the distributed controller does (``done``, ``timeout`` or
-``interrupted``), so ``python -m launch.status RUN_DIR`` says how it ended.
+``interrupted``), so ``python -m launch.status RUN_DIR`` says how it ended. A trial another launch is running is
+refused with one line naming its pid and host (exit 2); a single-process run whose disk fills up or turns
+read-only stops at its first failed save with one ``FAILED:`` line (exit 1).
 """
 
 from __future__ import annotations
 
+import errno
 import signal
 import sys
 
 from launch.cli import run_cli
-from srljax.config import Experiment
+from srljax.config import ConfigError, Experiment
 from srljax.config.experiment import seed_trials
 from srljax.layout import describe_batch
+
+DISK_ERRNOS = (errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EACCES, errno.EIO)  # a run's writes that failed
 
 
 def main(cfg: Experiment, resume: bool = False) -> int:
@@ -27,10 +32,28 @@ def main(cfg: Experiment, resume: bool = False) -> int:
     if cfg.layout.mode == "single":
         from srljax.loops.train import train
         from srljax.prepare import prepare
+        from srljax.storage.checkpoint import CheckpointError, disk_fix
 
         signal.signal(signal.SIGTERM, _interrupt)  # a scheduler's stop: end as Ctrl-C does, checkpoint kept
         try:
-            result = train(prepare(cfg, resume, "single", checked=True))  # launch.cli ran the checks
+            run = prepare(cfg, resume, "single", checked=True)  # launch.cli ran the checks; the folder is locked
+        except ConfigError as err:  # e.g. another launch took the trial since the checks: one line, exit 2
+            print(f"python -m launch.local: {err}", file=sys.stderr, flush=True)
+            return 2
+        except OSError as err:
+            if err.errno not in DISK_ERRNOS:
+                raise
+            print(f"FAILED: {err}. {disk_fix(err, cfg.run_dir)}", flush=True)
+            return 1
+        try:
+            result = train(run)
+        except (CheckpointError, OSError) as err:  # the disk: full, read-only, gone; named once, no traceback
+            if isinstance(err, OSError) and err.errno not in DISK_ERRNOS:
+                raise
+            where = cfg.run_dir / "checkpoints"
+            print(f"FAILED: {err if isinstance(err, CheckpointError) else f'{err}. {disk_fix(err, where)}'}",
+                  flush=True)
+            return 1
         except KeyboardInterrupt:
             message = (f"interrupted; the final checkpoint is in {trials[0].run_dir / 'checkpoints'}: continue with "
                        f"-f {cfg.trial} --resume")

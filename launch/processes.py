@@ -35,6 +35,7 @@ from srljax.config import ConfigError, Experiment
 from srljax.layout import Layout, plan_of
 from srljax.parallel.devices import PlacementError, apply_env, process_env, visible_gpus
 from srljax.prepare import check, prepare
+from srljax.storage import run_dir as run_folder
 from srljax.system.shell import auth
 from srljax.telemetry.progress import summary_line, trial_record
 
@@ -78,8 +79,12 @@ class WorkerProcesses:
         out = log.open("ab")
         self._files.append(out)
         if name in self.procs:  # a restart: mark where the newcomer's lines begin
-            out.write(f"----- {name} restarted by the controller at {time.strftime('%H:%M:%S')} -----\n".encode())
-            out.flush()
+            try:
+                out.write(f"----- {name} restarted by the controller at {time.strftime('%H:%M:%S')} -----\n"
+                          .encode())
+                out.flush()
+            except OSError:  # a full disk: the worker still starts (its own writes will say what is wrong)
+                pass
         cmd = [sys.executable, "-m", "srljax.system.shell.run", str(self.run_dir), role, str(index),
                "--parent-pid", str(os.getpid())]
         self.procs[name] = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -123,7 +128,10 @@ class WorkerProcesses:
         for p in self.procs.values():  # the leaders are gone; a group member may not be
             self._signal_group(p, signal.SIGKILL)
         for f in self._files:
-            f.close()
+            try:
+                f.close()
+            except OSError:  # a full disk: the restart marker could not be flushed; nothing else is lost
+                pass
         return killed
 
     @staticmethod
@@ -178,8 +186,11 @@ def run_distributed(cfg: Experiment, resume: bool = False, checked: bool = False
               else "  sockets: not authenticated (layout.auth=off)", flush=True)
 
     began = time.monotonic()
-    with sigterm_as_interrupt():
-        result, killed, _ = run_trial(cfg, procs, names, plan.layout, started=started, keys=keys, resume=resume)
+    try:
+        with sigterm_as_interrupt():
+            result, killed, _ = run_trial(cfg, procs, names, plan.layout, started=started, keys=keys, resume=resume)
+    finally:
+        run_folder.release(run_dir)  # the trial's lock, taken by prepare (srljax.storage.run_dir)
     if killed:
         print(f"killed after the grace period: {', '.join(killed)}", flush=True)
     if result is None:

@@ -28,6 +28,7 @@ from srljax.config import Experiment
 from srljax.layout import build_layout
 from srljax.parallel.devices import threads_problems
 from srljax.prepare import prepare, register
+from srljax.storage import run_dir as run_dir_lock
 from srljax.system.shell import auth
 from srljax.system.shell.names_service import worker_names
 from srljax.system.shell.roles import make_worker
@@ -139,8 +140,11 @@ def run_threads(cfg: Experiment, names: NameResolver | None = None, verbose: boo
     names = names or MemoryNames()
     keys = keys or auth.prepare(cfg)  # memory only: every worker is in this process
     workers = ThreadWorkers(cfg, names, keys)
-    trial, stuck, controller = run_trial(cfg, workers, names, build_layout(cfg), verbose=verbose, keys=keys,
-                                           resume=resume)
+    try:
+        trial, stuck, controller = run_trial(cfg, workers, names, build_layout(cfg), verbose=verbose, keys=keys,
+                                               resume=resume)
+    finally:
+        run_dir_lock.release(cfg.run_dir)  # the trial's lock, taken by prepare (srljax.storage.run_dir)
     if trial is None:
         raise KeyboardInterrupt
     message = trial.message + (f"; threads still running: {stuck}" if stuck else "")

@@ -26,10 +26,14 @@ def call_file(path: str | Path, function: str, kind: str, returns: type, signatu
     path = Path(path)
     if not path.is_file():
         raise FileCallError(f"{kind} file {str(path)!r} not found (try {example})")
-    module = import_file(path, kind)
-    if not callable(getattr(module, function, None)):
-        raise FileCallError(f"{path} must define {signature}")
-    value = getattr(module, function)()
+    try:  # a file that exits (sys.exit(0) while importing or building) would end the launcher having run nothing
+        module = import_file(path, kind)
+        if not callable(getattr(module, function, None)):
+            raise FileCallError(f"{path} must define {signature}")
+        value = getattr(module, function)()
+    except SystemExit as exit_:
+        raise FileCallError(f"{kind} file {path} called sys.exit({exit_.code!r}) while it was loaded; a {kind} file "
+                            f"must define {signature} and return, not exit") from None
     if not isinstance(value, returns):
         raise FileCallError(f"{path}: {function}() returned {type(value).__name__}, expected {expected}")
     return value

@@ -161,6 +161,27 @@ def replay_problems(cfg: Experiment) -> list[str]:
     return found
 
 
+def port_problems(cfg: Experiment) -> list[str]:
+    """A fixed Prometheus port (``log.prometheus_port`` > 0, single process) that something already listens on:
+    found before the run folder exists, so a rerun or ``--resume`` is not blocked by a folder it created."""
+    port = cfg.log.prometheus_port
+    if not isinstance(port, int) or not 0 < port <= 65535 or cfg.layout.mode != "single":
+        return []  # the config's own checks name a port out of range
+    import socket
+
+    from srljax.comm.hosts import bind_host
+
+    host = bind_host()
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the exporter binds it
+        try:
+            probe.bind((host, port))
+        except OSError as err:
+            return [f"log.prometheus_port={port}: cannot listen on {host}:{port} ({err.strerror or err}); stop what "
+                    "holds it, or use log.prometheus_port=0 (any free port) or -1 (no endpoint)"]
+    return []
+
+
 # in the order they are reported
 def anakin_problems(cfg: Experiment) -> list[str]:
     """What the Anakin loop (a JAX env inside the compiled program, ``srljax/loops/anakin.py``) does not do, and
@@ -199,3 +220,4 @@ register("srljax.replay", replay_problems)
 register("srljax.loops.anakin", anakin_problems)
 register("envs", lambda cfg: envs.problems(cfg.env, cfg.algo), key=lambda cfg: repr((cfg.env, cfg.algo)))
 register("srljax.replay.memory", replay_memory_problems, ("single",))
+register("srljax.telemetry.port", port_problems, ("single",))

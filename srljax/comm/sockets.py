@@ -26,11 +26,18 @@ from srljax.comm.codec import FRAMES, DecodeError, DropCounter, Message, decode,
 from srljax.comm.security import MIN_HWM, rules_of
 
 LINGER_MS = 200  # close() waits at most this long for unsent messages, so shutdown never hangs
+LIBZMQ_HANDSHAKE_MS = 30_000  # libzmq's default ZMQ_HANDSHAKE_IVL
 IPC_PATH_MAX = 100  # sun_path is 108 bytes on Linux; keep a margin
 LATE_DRAIN = 10_000  # past its deadline a receive still skips this many queued bad messages, then gives up
 HANDSHAKE_EVENTS = {zmq.EVENT_HANDSHAKE_FAILED_AUTH: "auth_refused",  # ZAP said no (either side sees it)
                     zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: "handshake_failed",  # e.g. a server key that is not the pinned one
-                    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "handshake_failed"}
+                    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "handshake_failed",
+                    zmq.EVENT_ACCEPT_FAILED: "accept_failed"}  # e.g. EMFILE: a flood of idle connections took them
+SERVER_HANDSHAKE_S = 3.0
+"""ZMQ_HANDSHAKE_IVL of a bound data stream (samples, params, inference; libzmq's default: 30 s): a connection that
+has not finished its handshake by then is dropped, so a flood of idle connections (no greeting, no key) holds this
+process's file descriptors for seconds, not until the flooder lets go (``srljax.storage.descriptors``). A peer
+that is merely slow reconnects and tries again. The control channel sets its own (``control.HANDSHAKE_S``)."""
 
 
 def make_socket(ctx: zmq.Context, socket_type: int, *, sndhwm: int | None = None,
@@ -127,6 +134,8 @@ class Endpoint:
         """Bind (see ``bind``), remember the real address in ``self.address`` and return it."""
         if self.rules is not None:
             self.rules.secure_server(self.sock, self.stream)
+        if self.sock.getsockopt(zmq.HANDSHAKE_IVL) == LIBZMQ_HANDSHAKE_MS:  # not chosen by the stream itself
+            self.sock.setsockopt(zmq.HANDSHAKE_IVL, int(SERVER_HANDSHAKE_S * 1000))
         self.address = bind(self.sock, address)
         if address == "ipc://*":
             self._made_up_ipc = self.address.removeprefix("ipc://")

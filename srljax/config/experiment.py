@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,6 +105,85 @@ def nonfinite_problems(node: Any, prefix: str = "") -> list[str]:
     return out
 
 
+def _fits(value: Any, hint: Any) -> bool | None:
+    """Whether ``value`` is of the declared type ``hint``; None when the hint is not one this checks."""
+    if hint is Any:
+        return None
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        answers = [_fits(value, a) for a in args]
+        return None if None in answers else any(answers)
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if origin is typing.Literal:
+        return value in args
+    if origin in (tuple, list) or hint in (tuple, list):
+        return isinstance(value, (tuple, list))
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return isinstance(value, hint)
+    return None
+
+
+def _type_name(hint: Any) -> str:
+    names = {int: "a whole number (int)", float: "a number", bool: "true or false (bool)", str: "text (str)",
+             type(None): "None"}
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in args)
+    if typing.get_origin(hint) is typing.Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
+    if typing.get_origin(hint) in (tuple, list):
+        return "a list"
+    return names.get(hint, getattr(hint, "__name__", str(hint)))
+
+
+def type_problems(node: Any, prefix: str = "") -> list[str]:
+    """Every value of the tree that is not of its field's declared type (a Python config's ``lr="fast"``,
+    ``num_envs="8"``, ``num_minibatches=2.5``), one message each; the checks after it do arithmetic on them."""
+    try:
+        hints = typing.get_type_hints(type(node))
+    except Exception:  # an annotation this module cannot resolve: nothing to check against
+        return []
+    out = []
+    for f in dataclasses.fields(node):
+        value, key = getattr(node, f.name), f"{prefix}{f.name}"
+        fits = _fits(value, hints.get(f.name, Any))
+        if fits is False:
+            out.append(f"{key}={value!r} ({type(value).__name__}) must be {_type_name(hints[f.name])}; "
+                       "fix it in the config file or override it on the command line")
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            out += type_problems(value, f"{key}.")
+        elif isinstance(value, (tuple, list)):
+            for i, item in enumerate(value):
+                if dataclasses.is_dataclass(item) and not isinstance(item, type):
+                    out += type_problems(item, f"{key}[{i}].")
+    return out
+
+
+SEED_LIMIT = 2**31  # envpool, numpy and JAX take seeds as 32-bit integers
+
+
+def seed_problems(cfg: Experiment) -> list[str]:
+    """A seed whose derived seeds (an actor's envs: ``seed + index * num_envs + i``; opponents, members:
+    ``seed + a few thousand``, ``seed + 7919 * index``) leave the 32-bit range."""
+    lay = cfg.layout
+    actors = max(lay.num_actors, 1) if lay.mode == "distributed" else 1
+    spread = actors * max(cfg.env.num_envs, 1) + 7919 * actors + 10_000
+    top = SEED_LIMIT - spread
+    if cfg.seed >= top:
+        return [f"seed={cfg.seed} is too large: the run derives seeds up to seed + {spread:,} (envs of "
+                f"{actors} actor(s), opponents, members), which must stay below 2**31; use a seed below {top:,}"]
+    return []
+
+
 def compile_cache_problems(setting: str) -> list[str]:
     """``compile_cache`` (used by ``srljax/parallel/compile_cache.py``): ``auto``, ``off`` or a folder, not a file."""
     if setting in ("auto", "off"):
@@ -117,7 +198,9 @@ def compile_cache_problems(setting: str) -> list[str]:
 
 def problems(cfg: Experiment) -> list[str]:
     """Every problem with ``cfg``, each naming the key, the arithmetic and the fix."""
-    out: list[str] = nonfinite_problems(cfg) + compile_cache_problems(cfg.compile_cache)
+    if wrong := type_problems(cfg):  # the checks below compute with these values
+        return wrong
+    out: list[str] = nonfinite_problems(cfg) + compile_cache_problems(cfg.compile_cache) + seed_problems(cfg)
     e, a, t, lay = cfg.env, cfg.algo, cfg.trainer, cfg.layout
     for key, value in [("env.max_episode_steps", e.max_episode_steps), ("env.num_threads", e.num_threads)]:
         if value < 0:

@@ -126,6 +126,8 @@ class Learner:
         """Checkpoint if ``checkpoint.every_updates`` says this version is due (or, after several updates
         at once, ``since`` the version before them, one fell due among them). Shells call it after
         logging the updates' metrics, so a resumed run's ``metrics.jsonl`` has no gap."""
+        if self.checkpointer is not None:
+            self.checkpointer.check()  # the last save's background write failed (a full disk): stop here
         every = self.cfg.checkpoint.every_updates
         previous = self.version - 1 if since is None else since
         if every and self.version // every > previous // every:
@@ -169,12 +171,26 @@ class Learner:
         state, shell, meta = self.checkpointer.restore_run(self.state, like_shell, step)
         self.state = jax.device_put(state, self._replicated)
         self.version = int(meta.get("version", meta.get("step", 0)))
+        if getattr(self.checkpointer, "skipped", None) and self.is_primary:  # fell back past a damaged step
+            from pathlib import Path
+
+            from srljax.storage.run_dir import rollback_metrics
+
+            for note in rollback_metrics(Path(self.cfg.run_dir) / "metrics.jsonl", self.version, report=True):
+                print(f"resume: {note}", flush=True)
         return shell, meta
 
     def close(self, final_checkpoint: bool | None = None) -> None:
         if self.checkpointer is None:
             return
-        if self.cfg.checkpoint.final if final_checkpoint is None else final_checkpoint:
-            self.save()
+        if (self.cfg.checkpoint.final if final_checkpoint is None else final_checkpoint) \
+                and not self.checkpointer.failed:  # after a failed save (a full disk) no final one is tried
+            try:
+                self.save()
+            except BaseException:
+                self.checkpointer.failed = True
+                self.checkpointer.close()
+                self.checkpointer = None
+                raise
         self.checkpointer.close()
         self.checkpointer = None

@@ -1,2 +1,3 @@
-"""Run folders and checkpoints: ``run_dir.py`` (one run per trial folder, resume checks), ``checkpoint.py`` (orbax
-checkpoints) and ``steps.py`` (what a checkpoints folder holds, read without orbax)."""
+"""Run folders and checkpoints: ``run_dir.py`` (one run per trial folder, its lock, resume checks), ``checkpoint.py``
+(orbax checkpoints), ``steps.py`` (what a checkpoints folder holds, read without orbax) and ``descriptors.py`` (file
+descriptors left, waited for when a flood of connections took them)."""

@@ -18,24 +18,38 @@ the folder changed, when the trial has no checkpoint, when the config differs fr
 checkpoint was written with in anything but ``RESUMABLE`` (the differences are listed), and when
 the checkpoint already reached ``total_env_steps``. ``claim(cfg, resume=True)`` then moves the
 metrics lines logged after the checkpoint's update (a crash between checkpoints) to
-``metrics.discarded.jsonl``, so ``metrics.jsonl`` continues without gaps or repeated updates.
+``metrics.discarded.jsonl``, so ``metrics.jsonl`` continues without gaps or repeated updates, and says so
+(how many lines, which updates, torn or garbage lines, a missing file, updates missing before the checkpoint).
+Damaged newer steps (``srljax.storage.steps.damage``) are moved to ``checkpoints.damaged/`` first, each named
+with why, and the trial resumes from the newest intact step.
+
+One live launch per trial: ``claim`` takes ``RUN_DIR/.lock`` (``flock``, held until ``release`` or the
+process's death, which the kernel sees to), writing the holder's pid and host into it; ``problems`` names a
+live holder first (a second launch or ``--resume`` of a running trial exits 2 before it changes anything).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import hashlib
 import json
 import os
 import secrets
+import shutil
+import socket
 import time
 from pathlib import Path
 from typing import Any
 
 from srljax.config import ConfigError, Experiment, apply_overrides, consumes, from_dict, to_dict
-from srljax.storage.steps import read_meta, steps
+from srljax.storage.steps import damage, read_meta, steps
 
 SHOWN_ENTRIES = 4
+LOCK = ".lock"  # RUN_DIR/.lock: flock'd by the live launch of the trial; holds "pid N on host H since T"
+DAMAGED = "checkpoints.damaged"  # RUN_DIR/checkpoints.damaged/<step>: steps a resume could not use, kept
+LOCK_TRIES, LOCK_WAIT_S = 20, 0.05  # a probe (``holder``) holds the lock shared for microseconds: retry so long
+_HELD: dict[str, int] = {}  # this process's locks: the lock file's real path -> its descriptor
 SHOWN_DIFFERENCES = 12
 RESUMABLE = ("name", "trial", "total_env_steps", "timeout_seconds", "log.", "layout.auth", "layout.max_restarts",
              "layout.restart_backoff_seconds", "slurm.", "eval.", "pbt.")
@@ -58,6 +72,84 @@ def new_trial_name() -> str:
     """A default trial name: the local time to the second plus 24 random bits, so launches in the
     same second (a sweep, two terminals) get different folders, e.g. ``20250101-120000-3f9a1c``."""
     return f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+
+
+def _lock_path(run_dir: str | Path) -> tuple[Path, str]:
+    path = Path(run_dir) / LOCK
+    return path, os.path.realpath(path)
+
+
+def holder(run_dir: str | Path) -> str | None:
+    """Who holds the trial's lock (``"pid 123 on host n1 since ..."``); None when no live process does (or this
+    one does: a notebook may train one trial twice)."""
+    path, key = _lock_path(run_dir)
+    if key in _HELD:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return os.read(fd, 256).decode(errors="replace").strip() or "a process that is starting"
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def writable_problem(path: Path) -> str | None:
+    """Why files cannot be made at ``path`` (or its nearest existing folder): a read-only mount or missing
+    permissions (``access``; it changes nothing, not even a folder's time)."""
+    where = path
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    if not where.is_dir():
+        return None  # a file in the way: the folder checks name it
+    if not os.access(where, os.W_OK | os.X_OK):
+        why = "a read-only file system" if os.statvfs(where).f_flag & os.ST_RDONLY else "no write permission"
+        return (f"cannot write under {where} (for {path}): {why}; make it writable, or pick another run root with "
+                "log.run_root=...")
+    return None
+
+
+def in_use_problem(cfg: Experiment, who: str) -> str:
+    return (f"trial {cfg.name}/{cfg.trial} is running: its run folder {cfg.run_dir} is locked by {who}; wait for "
+            f"that launch to end (or stop it), then continue with -f {cfg.trial} --resume, or pick another trial name "
+            "with -f")
+
+
+def lock(cfg: Experiment) -> None:
+    """Take the trial's lock for this process's life (``release`` ends it sooner); ``RunFolderInUse`` naming the
+    holder when a live launch has it. The run folder must exist."""
+    path, key = _lock_path(cfg.run_dir)
+    if key in _HELD:
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    for attempt in range(LOCK_TRIES):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if attempt == LOCK_TRIES - 1:
+                who = os.read(fd, 256).decode(errors="replace").strip() or "a process that is starting"
+                os.close(fd)
+                raise RunFolderInUse([in_use_problem(cfg, who)]) from None
+            time.sleep(LOCK_WAIT_S)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"pid {os.getpid()} on host {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}"
+              .encode(), 0)
+    _HELD[key] = fd
+
+
+def release(run_dir: str | Path) -> None:
+    """Let go of the trial's lock if this process holds it (a run's end; death releases it too)."""
+    fd = _HELD.pop(_lock_path(run_dir)[1], None)
+    if fd is not None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
 
 
 def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:
@@ -89,12 +181,25 @@ def resume_config(cfg: Experiment, overrides: list[str]) -> tuple[Experiment, li
     return resumed, [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(new) if old.get(k) != new.get(k)]
 
 
+_KEPT: dict[str, Path] = {}  # run folder -> the config.<n>.json this process kept there last
+
+
 def keep_config(run_dir: Path) -> None:
     """Before a resumed start writes ``config.json``: keep the one there as ``config.<n>.json`` (n = 1, 2, ...)."""
     current = run_dir / "config.json"
     if current.exists():
         n = 1 + sum(1 for p in run_dir.glob("config.*.json") if p.name.split(".")[1].isdigit())
-        (run_dir / f"config.{n}.json").write_text(current.read_text())
+        kept = run_dir / f"config.{n}.json"
+        kept.write_text(current.read_text())
+        _KEPT[os.path.realpath(run_dir)] = kept
+
+
+def undo_keep_config(run_dir: Path) -> None:
+    """A resume that failed to restore: put back the ``config.json`` it replaced (a failed resume changes no
+    config)."""
+    kept = _KEPT.pop(os.path.realpath(run_dir), None)
+    if kept is not None and kept.exists():
+        os.replace(kept, Path(run_dir) / "config.json")
 
 
 def _resumable(key: str) -> bool:
@@ -169,14 +274,18 @@ def resume_problems(cfg: Experiment) -> list[str]:
 
 def problems(cfg: Experiment, resume: bool = False) -> list[str]:
     """Why ``cfg`` may not start in its run folder ([] if the folder is missing or empty); with
-    ``resume``, why it may not continue the run in it."""
+    ``resume``, why it may not continue the run in it. A live launch of the trial holding its lock comes first."""
+    if (who := holder(cfg.run_dir)) is not None:
+        return [in_use_problem(cfg, who)]
+    if problem := writable_problem(Path(cfg.run_dir) / "checkpoints" if resume else Path(cfg.run_dir)):
+        return [problem]
     if resume:
         return resume_problems(cfg)
     run_dir = Path(cfg.run_dir)
     if run_dir.exists() and not run_dir.is_dir():
         return [f"run folder {run_dir} is a file; pick another trial name with -f (trial=...) or move it away"]
     try:
-        entries = sorted(p.name for p in run_dir.iterdir())
+        entries = sorted(p.name for p in run_dir.iterdir() if p.name != LOCK)  # a lock left by an ended launch
     except FileNotFoundError:
         return []
     if not entries:
@@ -198,36 +307,87 @@ def load_problems(cfg: Experiment) -> list[str]:
 
 
 def claim(cfg: Experiment, resume: bool = False) -> Path:
-    """Create ``cfg.run_dir`` for a new run and return it; raise ``RunFolderInUse`` if an earlier run is
-    in it. With ``resume``: check the trial can continue, cut ``metrics.jsonl`` back to the checkpoint."""
+    """Create ``cfg.run_dir`` for a new run, take its lock and return it; raise ``RunFolderInUse`` if an earlier
+    run is in it or a live launch holds it. With ``resume``: check the trial can continue, move damaged newer
+    checkpoint steps aside, cut ``metrics.jsonl`` back to the checkpoint (saying what went)."""
     if found := problems(cfg, resume):
         raise RunFolderInUse(found)
     run_dir = Path(cfg.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     run_dir.chmod(0o700)  # owner-only: its names (addresses), keys and checkpoints are no one else's business
+    lock(cfg)
+    if found := problems(cfg, resume):  # under the lock: a launch that ended between the check and the lock
+        release(run_dir)
+        raise RunFolderInUse(found)
     if resume:
         step, _ = read_meta(run_dir / "checkpoints") or (0, {})
-        rollback_metrics(run_dir / "metrics.jsonl", step)
+        for note in set_aside_damaged(run_dir / "checkpoints", step):
+            print(f"resume: {note}", flush=True)
+        for note in rollback_metrics(run_dir / "metrics.jsonl", step, report=True):
+            print(f"resume: {note}", flush=True)
         keep_config(run_dir)
     return run_dir
 
 
-def rollback_metrics(path: Path, update: int) -> int:
-    """Keep the lines of ``path`` up to ``update``; move later ones to ``metrics.discarded.jsonl``
-    (appended, never lost). Returns how many lines moved."""
+def set_aside(directory: Path, step: int, why: str) -> str:
+    """Move checkpoint step ``step`` of ``directory`` to ``RUN_DIR/checkpoints.damaged/`` (kept, never deleted);
+    return what was done, naming the step and ``why``."""
+    target = directory.parent / DAMAGED / str(step)
+    n = 1
+    while target.exists():
+        target, n = directory.parent / DAMAGED / f"{step}.{n}", n + 1
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(str(directory / str(step)), str(target))
+    return f"checkpoint step {step} is damaged ({why}); moved it to {target} and skipped it"
+
+
+def set_aside_damaged(directory: Path, intact: int) -> list[str]:
+    """Move the steps newer than ``intact`` (the newest that reads) aside; say which and why, and where the run
+    continues from."""
+    notes = [set_aside(directory, s, damage(directory, s) or "unreadable") for s in steps(directory) if s > intact]
+    if notes:
+        notes.append(f"continuing from checkpoint step {intact}, the newest intact one")
+    return notes
+
+
+def _span(updates: list[int]) -> str:
+    return f"update {updates[0]}" if len(updates) == 1 else f"updates {min(updates)}-{max(updates)}"
+
+
+def rollback_metrics(path: Path, update: int, report: bool = False) -> Any:
+    """Keep the lines of ``path`` up to ``update``; move later ones and unreadable ones to
+    ``metrics.discarded.jsonl`` (appended, never lost). Returns how many lines moved, or with ``report`` what
+    happened, in words: lines moved (which updates, how many torn or garbage) or a missing file."""
+    notes: list[str] = []
     if not path.exists():
-        return 0
-    keep, drop = [], []
-    for line in path.read_text().splitlines(keepends=True):
+        if update > 0:
+            notes.append(f"{path} is missing: the lines of updates 1-{update} are gone; the resumed run's lines "
+                         f"start at update {update + 1}")
+        return notes if report else 0
+    keep, drop, later, torn = [], [], [], 0
+    for line in path.read_text(errors="replace").splitlines(keepends=True):
         try:
-            later = int(json.loads(line).get("update", 0)) > update
-        except (ValueError, AttributeError):
-            later = True  # a line torn by the crash: moved aside with the others, not lost
-        (drop if later else keep).append(line)
+            n = int(json.loads(line).get("update", 0))
+        except (ValueError, AttributeError, TypeError):
+            torn += 1  # a line torn by the crash, or garbage: moved aside with the others, not lost
+            drop.append(line)
+            continue
+        if n > update:
+            later.append(n)
+            drop.append(line)
+        else:
+            keep.append(line)
     if drop:
-        with (path.parent / "metrics.discarded.jsonl").open("a") as out:
-            out.writelines(drop)
+        discarded = path.parent / "metrics.discarded.jsonl"
+        with discarded.open("a") as out:
+            out.writelines(line if line.endswith("\n") else line + "\n" for line in drop)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_text("".join(keep))
         os.replace(tmp, path)
-    return len(drop)
+        what = []
+        if later:
+            what.append(f"{len(later)} line(s) of {_span(later)}, logged after the checkpoint of update {update}")
+        if torn:
+            what.append(f"{torn} unreadable line(s) (torn or not JSON)")
+        notes.append(f"moved {' and '.join(what)} from {path.name} to {discarded}")
+    return notes if report else len(drop)

@@ -34,7 +34,7 @@ from srljax.layout import CONTROLLER, TRAINER, Layout, plan_of
 from srljax.storage.steps import read_meta
 from srljax.system.shell.auth import worker_context
 from srljax.system.shell.common import bind_address, env_spec, spec_to_wire, trial_name
-from srljax.system.shell.fd_limits import FD_MARGIN, raise_open_files
+from srljax.system.shell.fd_limits import FD_MARGIN, raise_open_files, raise_to_hard
 from srljax.system.shell.names_service import answer_names, served_store
 from srljax.system.shell.restarts import Pending, Restarts
 from srljax.telemetry.exporter import serve_controller, write_trial_targets
@@ -60,6 +60,17 @@ class TrialResult:
     exit_code: int  # 0: done (or stopped by the user); 1: failed, lost, stalled, timed out; 130: interrupted
     reason: str  # done | stopped | timeout | time_limit | lost | error | stalled | startup | interrupted
     message: str
+
+
+DISK_FAULTS = {"No space left on device": "the disk is full: free space there, then continue with --resume",
+               "Disk quota exceeded": "the disk quota is used up: free space, then continue with --resume",
+               "Read-only file system": "the run folder's disk is read-only: fix that, then continue with --resume"}
+
+
+def environment_fault(error: str) -> str | None:
+    """What is wrong with the machine (not the worker) in a worker's error, with the fix; None if nothing is.
+    Such a worker is not restarted: its successor would meet the same disk, and the restarts would be spent."""
+    return next((fix for text, fix in DISK_FAULTS.items() if text in error), None)
 
 
 class TrialEnded(Exception):
@@ -91,6 +102,7 @@ class Controller:
         self.plan = plan_of(cfg)  # the run's roles and mode, decided once (srljax/layout.py)
         self.layout = layout or self.plan.layout
         raise_open_files(len(self.layout.workers()) + FD_MARGIN, "the controller")  # a connection per worker
+        raise_to_hard()  # and what the hard limit allows besides: strangers' idle connections take descriptors too
         self.spec = spec or env_spec(cfg)
         # its own context: the controller's key (``keys``; None: layout.auth off) and receive bounds
         self._own_ctx = ctx is None
@@ -145,7 +157,10 @@ class Controller:
             result = dataclasses.replace(result, message=f"{result.message}\n{self.restarts.describe()}")
         self.say(f"ending the trial: {result.message}")
         self.stop_all()
-        write_status(self.cfg.run_dir, result, self.restarts.summary())
+        try:
+            write_status(self.cfg.run_dir, result, self.restarts.summary())
+        except OSError as err:  # a full or read-only disk: the result still reaches the launcher
+            self.say(f"could not write {Path(self.cfg.run_dir) / 'status.json'}: {err}")
         return result
 
     def _run(self) -> TrialResult:
@@ -268,6 +283,8 @@ class Controller:
     def _lose(self, key: str, why: str, error: bool = False) -> None:
         """``key`` is lost: restart it if its role and budget allow (after ``start``), else end the trial."""
         name = self.expected[key]
+        if error and (fault := environment_fault(why)):  # a restart would meet the same disk: stop, say why
+            raise TrialEnded(self._failed(key, f"{why.rstrip()}\nnot restarted: {fault}"))
         if not (self._start and self._kill and self.restarts.allowed(name)):  # start-up included
             raise TrialEnded(self._failed(key, why) if error else self._lost(key, why))
         short = f"failed: {_last_line(why)}" if error else why

@@ -37,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.parent_pid is not None and os.getppid() != args.parent_pid:
         return 1  # the launcher died before we got here
 
+    from srljax.system.shell.fd_limits import raise_to_hard
+
+    raise_to_hard()  # a cluster's 1,024 soft limit: a flood of idle connections has more to eat before writes fail
     from srljax.comm import DirectoryNames
     from srljax.config import from_dict
     from srljax.system.shell import auth
