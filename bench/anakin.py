@@ -2,6 +2,7 @@
 
     python bench/anakin.py --purejaxrl PATH      # PATH: a PureJaxRL checkout (github.com/luchris429/purejaxrl)
     python bench/anakin.py --skip-seeds          # without the 8-seed comparison (~2 minutes less)
+    python bench/anakin.py --minatar --purejaxrl PATH   # MinAtar Breakout at 10M steps, both (~20 minutes on 2 cores)
 
 Measured, each as a user runs it, in one go so every figure shares the machine's load:
 
@@ -14,7 +15,9 @@ Measured, each as a user runs it, in one go so every figure shares the machine's
    import of navix, for a MiniGrid wrapper not used here, gets an empty module when navix is not installed);
 3. ``configs/cartpole_ppo.py`` (envpool) at the same 500k steps: the whole process;
 4. 8 seeds: ``seeds=[1..8]`` in one program against the same 8 seeds run one after another as processes, both walls,
-   and the largest difference between each seed's metrics lines packed and alone.
+   and the largest difference between each seed's metrics lines packed and alone;
+5. ``--minatar`` instead: ``configs/minatar_breakout_ppo.py`` and PureJaxRL's ``ppo.py`` at its MinAtar settings
+   (those of the config, ``examples/brax_minatar.ipynb``) on ``Breakout-MinAtar``, 10M env steps each.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ import ppo
 config = {"LR": 2.5e-4, "NUM_ENVS": 4, "NUM_STEPS": 128, "TOTAL_TIMESTEPS": 5e5, "UPDATE_EPOCHS": 4,
           "NUM_MINIBATCHES": 4, "GAMMA": 0.99, "GAE_LAMBDA": 0.95, "CLIP_EPS": 0.2, "ENT_COEF": 0.01, "VF_COEF": 0.5,
           "MAX_GRAD_NORM": 0.5, "ACTIVATION": "tanh", "ENV_NAME": "CartPole-v1", "ANNEAL_LR": True, "DEBUG": False}
+config.update(json.loads(sys.argv[2]))
 t0 = time.perf_counter()
 train = jax.jit(ppo.make_train(config)).lower(jax.random.PRNGKey(30)).compile()
 compile_s = time.perf_counter() - t0
@@ -62,7 +66,8 @@ out = jax.block_until_ready(train(jax.random.PRNGKey(30)))
 run_s = time.perf_counter() - t0
 m = out["metrics"]
 last = jnp.where(m["returned_episode"][-1], m["returned_episode_returns"][-1], jnp.nan)
-print(json.dumps({"compile_s": compile_s, "run_s": run_s, "sps": 5e5 / run_s, "return": float(jnp.nanmean(last))}))
+print(json.dumps({"compile_s": compile_s, "run_s": run_s, "sps": config["TOTAL_TIMESTEPS"] / run_s,
+                  "return": float(jnp.nanmean(last))}))
 """
 
 
@@ -85,11 +90,46 @@ def compiled_sps(lines: list[dict[str, Any]]) -> float:
     return (b["env_steps"] - a["env_steps"]) / max(b["time"] - a["time"], 1e-9)
 
 
+def purejaxrl(path: str, config: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+    out = subprocess.run([sys.executable, "-c", PUREJAXRL, path, json.dumps(config)], capture_output=True, text=True,
+                         cwd=ROOT, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    commit = subprocess.run(["git", "-C", path, "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip() or "?"
+    try:
+        return json.loads(out.stdout.strip().splitlines()[-1]), commit
+    except (ValueError, IndexError):
+        return None, (out.stdout + out.stderr)[-600:]
+
+
+def minatar(args: argparse.Namespace) -> int:
+    print(describe(), flush=True)
+    root = tempfile.mkdtemp(prefix="anakin-bench-")
+    wall, rc, _ = launch("configs/minatar_breakout_ppo.py", root, "minatar")
+    lines = read_jsonl(Path(root) / "minatar_breakout_ppo" / "minatar" / "metrics.jsonl")
+    rows = [("srljax minatar_breakout_ppo (10M)", f"process {wall:.0f} s, compiled run {compiled_sps(lines):,.0f} env "
+             f"steps/s, final return {lines[-1].get('episode_return', float('nan')):.1f}, rc {rc}" if lines else f"rc {rc}")]
+    ok = rc == 0
+    if args.purejaxrl:
+        p, commit = purejaxrl(args.purejaxrl, {"LR": 5e-3, "NUM_ENVS": 64, "TOTAL_TIMESTEPS": 1e7, "NUM_MINIBATCHES": 8,
+                                               "ACTIVATION": "relu", "ENV_NAME": "Breakout-MinAtar"})
+        ok &= p is not None
+        rows.append((f"PureJaxRL ppo.py ({commit}), Breakout-MinAtar 10M", "failed: " + commit if p is None else
+                     f"compile {p['compile_s']:.1f} s, compiled run {p['run_s']:.0f} s = {p['sps']:,.0f} env steps/s, "
+                     f"last update's return {p['return']:.1f}"))
+    print("\n| measurement | figure |\n| --- | --- |")
+    for name, figure in rows:
+        print(f"| {name} | {figure} |")
+    return 0 if ok else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--purejaxrl", help="a PureJaxRL checkout; its row is left out without one")
     parser.add_argument("--skip-seeds", action="store_true")
+    parser.add_argument("--minatar", action="store_true", help="MinAtar Breakout at 10M steps instead")
     args = parser.parse_args()
+    if args.minatar:
+        return minatar(args)
     print(describe(), flush=True)
     root = tempfile.mkdtemp(prefix="anakin-bench-")
     rows: list[tuple[str, str]] = []
@@ -103,18 +143,14 @@ def main() -> int:
                  f"steps/s, final return {lines[-1].get('episode_return', float('nan')) if lines else 'n/a'}, rc {rc}"))
 
     if args.purejaxrl:
-        out = subprocess.run([sys.executable, "-c", PUREJAXRL, args.purejaxrl], capture_output=True, text=True,
-                             cwd=ROOT, env={**os.environ, "PYTHONWARNINGS": "ignore"})
-        try:
-            p = json.loads(out.stdout.strip().splitlines()[-1])
-            commit = subprocess.run(["git", "-C", args.purejaxrl, "rev-parse", "--short", "HEAD"], capture_output=True,
-                                    text=True).stdout.strip() or "?"
+        p, commit = purejaxrl(args.purejaxrl, {})
+        if p is None:
+            ok = False
+            rows.append(("PureJaxRL ppo.py", f"failed: {commit}"))
+        else:
             rows.append((f"PureJaxRL ppo.py ({commit})", f"compile {p['compile_s']:.1f} s, compiled run {p['run_s']:.1f} s"
                          f" = {p['sps']:,.0f} env steps/s, last update's return {p['return']:.1f}"))
             rows.append(("ratio srljax / PureJaxRL (compiled run env steps/s)", f"{anakin_sps / p['sps']:.2f}"))
-        except (ValueError, IndexError, KeyError):
-            ok = False
-            rows.append(("PureJaxRL ppo.py", f"failed: {(out.stdout + out.stderr)[-600:]}"))
 
     wall_envpool, rc, _ = launch("configs/cartpole_ppo.py", root, "envpool")
     ok &= rc == 0

@@ -188,6 +188,8 @@ def anakin_problems(cfg: Experiment) -> list[str]:
     ``seeds`` anywhere else."""
     anakin = cfg.layout.mode == "single" and plan_of(cfg).loop == "anakin"
     out = []
+    if cfg.seeds_batch > 1 and not cfg.seeds:
+        out.append(f"seeds_batch={cfg.seeds_batch} vmaps several of seeds=[...], and this run has one seed; drop it")
     if cfg.seeds and not anakin:
         out.append(f"seeds={list(cfg.seeds)} trains the seeds in one compiled program, which needs a JAX env "
                    "(env.id=gymnax/...) and a segment algorithm in layout.mode=single; run other seeds with "

@@ -91,11 +91,15 @@ def test_ppo_learns_cartpole_in_the_compiled_loop(tmp_path):
 def test_seeds_in_one_program_equal_each_seed_alone(tmp_path):
     train(_cfg(tmp_path, trial="pack", seeds=(1, 2)))
     train(_cfg(tmp_path, trial="alone", seed=2))
+    train(_cfg(tmp_path, trial="vmapped", seeds=(1, 2), seeds_batch=2))
     packed, alone = _metrics(tmp_path / "anakin" / "pack__seed=2"), _metrics(tmp_path / "anakin" / "alone")
-    assert len(packed) == len(alone) == 6
-    for a, b in zip(packed, alone):
-        for key in ("episode_return", "policy_loss", "value_loss", "entropy"):
-            np.testing.assert_allclose(a[key], b[key], rtol=1e-4, atol=1e-4)
+    vmapped = _metrics(tmp_path / "anakin" / "vmapped__seed=2")
+    assert len(packed) == len(alone) == len(vmapped) == 6
+    keys = ("episode_return", "policy_loss", "value_loss", "entropy")
+    for a, b, v in zip(packed, alone, vmapped):
+        assert [a[k] for k in keys] == [b[k] for k in keys]  # one after another in the program: bit for bit
+        for key in keys:  # vmapped: to float tolerance
+            np.testing.assert_allclose(v[key], b[key], rtol=1e-4, atol=1e-4)
     seed1 = _metrics(tmp_path / "anakin" / "pack__seed=1")
     assert seed1[-1]["policy_loss"] != packed[-1]["policy_loss"]  # two trials, not one copied
     assert json.loads((tmp_path / "anakin" / "pack__seed=1" / "config.json").read_text())["seed"] == 1

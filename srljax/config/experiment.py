@@ -33,6 +33,11 @@ class Experiment:
     seeds: tuple[int, ...] = ()
     """several seeds trained in one compiled program (a JAX env's run, ``srljax/loops/anakin.py``): each seed ``s`` is
     its own trial ``<trial>__seed=<s>`` with ``seed=s``, as if run alone; ``()``: the one trial ``seed`` names."""
+    seeds_batch: int = 1
+    """how many of ``seeds`` compute side by side (``vmap``) inside the program: 1 runs them one after another
+    inside it, each seed exactly the program one seed runs (its figures bit for bit as if run alone, and faster on
+    a CPU: bench/RESULTS.md); more vmaps that many at once (throughput on an accelerator), with figures equal to
+    a seed run alone only to float tolerance, drifting apart over a long run as sampled actions flip."""
     total_env_steps: int = 500_000
     timeout_seconds: float = THREE_DAYS_SECONDS
     compile_cache: str = "auto"
@@ -210,6 +215,8 @@ def problems(cfg: Experiment) -> list[str]:
             out.append(f"{key}={value} must be >= 0")
     if len(set(cfg.seeds)) != len(cfg.seeds):
         out.append(f"seeds={list(cfg.seeds)} repeats a seed; give each seed once")
+    if cfg.seeds_batch < 1:
+        out.append(f"seeds_batch={cfg.seeds_batch} must be >= 1 (1: seeds one after another inside the program)")
     try:  # the optimiser's step count and learning-rate schedule are int32
         grad_steps = cfg.num_updates * max(t.update_epochs, 1) * max(t.num_minibatches, 1)
     except (ArithmeticError, ValueError, TypeError):

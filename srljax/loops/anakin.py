@@ -13,7 +13,8 @@ holds the whole carry (every env's state and key, the acting key, the last row, 
 ``--resume`` continues exactly where the run stopped.
 
 ``seeds=[...]``: each seed is its own trial ``<trial>__seed=<s>`` (folder, config.json, metrics, checkpoints, as if it
-ran alone with ``seed=s``), the trials' states stacked and the program ``vmap``-ed over them.
+ran alone with ``seed=s``), the trials' states stacked and the program mapped over them: one after another inside
+the program by default (each seed bit for bit as run alone), ``seeds_batch`` at a time ``vmap``-ed.
 """
 
 from __future__ import annotations
@@ -166,8 +167,16 @@ def train_anakin(cfg: Experiment | Run, resume: bool = False) -> TrainResult:
         on_envs = jax.tree.map(lambda axis: replicated if axis is None else sharding.batch_axis_sharding(mesh, axis + 1),
                                program.env_axes(trials[0].carry), is_leaf=lambda x: x is None)
         state, carry = jax.device_put(state, replicated), jax.device_put(carry, on_envs)
-        step = jax.jit(jax.vmap(program.run, in_axes=(0, 0, None, None)), donate_argnums=(0, 1),
-                       in_shardings=(replicated, on_envs, None, None), out_shardings=(replicated, on_envs, replicated))
+        # the trials' axis: ``lax.map`` runs each seed with exactly the program one seed runs, ``seeds_batch`` of
+        # them vmapped at a time (``Experiment.seeds_batch``)
+        batch = min(cfg.seeds_batch, len(trials))
+
+        def run_all(state: Any, carry: Any, n: jax.Array, plan: Any) -> Any:
+            return jax.lax.map(lambda x: program.run(x[0], x[1], n, plan), (state, carry),
+                               batch_size=batch if batch > 1 else None)
+
+        step = jax.jit(run_all, donate_argnums=(0, 1), in_shardings=(replicated, on_envs, None, None),
+                       out_shardings=(replicated, on_envs, replicated))
     result = TrainResult(config=cfg, env_steps=env_steps)
     deadline = time.time() + cfg.timeout_seconds
     per_iteration = 0.0  # seconds, measured after the first call (which compiles)
