@@ -21,12 +21,24 @@ retransmits, 1 s, 3 s, 7 s, ...), both ends allow ``HANDSHAKE_S`` for a CURVE ha
 over, which costs the crypto again), and a client queues messages only once its connection is
 up (``ZMQ_IMMEDIATE``): a worker that waits its turn to connect does not arrive with a backlog
 of stale heartbeats; ``send`` says False meanwhile, so a worker resends what must arrive.
+
+Per-node aggregation (``srljax/system/shell/relay.py``): a node's relay holds the one connection to
+the controller for all of that node's workers. Upward it sends ``relay`` messages whose payload
+``{"messages": [bin, ...]}`` holds each worker message packed as ``[worker, kind, payload]``
+(``pack_entry``); ``ControlServer.poll`` unpacks them into the workers' own messages, each routed
+back through the relay, so the controller is unchanged above ``poll``. A ``relay`` message must
+come from the ``relay`` key (with CURVE on; its worker key's role is ``relay`` either way); its
+entries were checked against their senders' keys by the relay. Downward a command for one worker
+goes to the relay's route with that worker's key and the relay passes it on; ``send_many`` sends a
+command for many workers behind one relay as one ``relay`` message ``{"workers", "kind",
+"payload"}`` that the relay fans out.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection
+from collections import deque
+from collections.abc import Callable, Collection, Iterable
 from typing import Any, NamedTuple
 
 import msgpack
@@ -35,12 +47,17 @@ import zmq
 from srljax.comm.codec import MALFORMED, SCHEMA_VERSION, DecodeError, Message
 from srljax.comm.sockets import LATE_DRAIN, SENDER, Endpoint, context, make_socket, sender_identity
 
-TO_CONTROLLER = frozenset({"register", "heartbeat", "status", "done", "names"})
+RELAY = "relay"  # the kind of a relay's batches and fan-outs, and the role (key identity) of a relay
+WORKER_KINDS = frozenset({"register", "heartbeat", "status", "done", "names"})  # what a worker sends
+TO_CONTROLLER = WORKER_KINDS | {RELAY}
+CONTROL_ADDRESS_ENV = "SRLJAX_CONTROL_ADDRESS"  # set: a worker connects here (its node's relay), not to the controller
+FAN_OUT = 1000  # workers named in one ``relay`` fan-out at most
 HANDSHAKE_S = 120.0  # ZMQ_HANDSHAKE_IVL on both ends of the control channel
 DEFAULT_BACKLOG = 1024  # ZMQ_BACKLOG of the server when not told how many will connect (libzmq: 100)
 _NO_TREE = ["v", None]  # the treedef of a message without a tree (every control message)
 _NOBLOCK = int(zmq.NOBLOCK)
 TO_WORKER = frozenset({"configure", "start", "pause", "stop", "status", "peers", "restarts", "names_reply"})
+TO_RELAY = TO_WORKER | {RELAY}  # what a relay takes from the controller: workers' commands and fan-outs
 
 
 class ControlMessage(NamedTuple):
@@ -55,6 +72,11 @@ def _unpack(msg: Message) -> ControlMessage:
     if not isinstance(worker, str) or not isinstance(payload, dict) or msg.tree is not None:
         raise DecodeError(MALFORMED, "control message needs meta.worker, meta.payload and no tree")
     return ControlMessage(msg.kind, worker, payload)
+
+
+def pack_entry(worker: str, kind: str, payload: dict[str, Any]) -> bytes:
+    """One worker message as a relay batch carries it (``ControlServer`` unpacks it)."""
+    return msgpack.packb([worker, kind, payload], use_bin_type=True)
 
 
 def worker_role(worker: str) -> str:
@@ -82,8 +104,10 @@ class ControlServer(Endpoint):
         sock.setsockopt(zmq.HANDSHAKE_IVL, int(HANDSHAKE_S * 1000))
         super().__init__(sock, trial, kinds, max_bytes=max_bytes)
         self.bind(address)
-        self.routes: dict[str, bytes] = {}  # worker key -> ROUTER peer id
+        self.routes: dict[str, bytes] = {}  # worker key -> ROUTER peer id (its relay's, behind a relay)
         self.last_seen: dict[str, float] = {}
+        self.relays: dict[bytes, str] = {}  # ROUTER peer id -> relay key, for the relays that spoke
+        self._unbatched: deque[tuple[bytes, ControlMessage]] = deque()  # a relay batch's messages not yet taken
 
     def _validate(self, msg: Message) -> None:
         _unpack(msg)
@@ -130,14 +154,40 @@ class ControlServer(Endpoint):
                 self.drops.add(err)
                 return None
             self.counts["received"] += 1
+            if kind == RELAY:
+                return self._unbatch(route, worker, payload)
             return route, ControlMessage(kind, worker, payload)
         return self._slow([route, body])
+
+    def _unbatch(self, route: bytes, relay: str, payload: dict[str, Any]) -> tuple[bytes, ControlMessage] | None:
+        """A relay's batch: its workers' messages queued for ``poll`` (the first returned); a bad entry is
+        dropped and counted, the others kept."""
+        entries = payload.get("messages")
+        if worker_role(relay) != RELAY or type(entries) is not list:
+            self.drops.add(DecodeError(MALFORMED, f"a relay message from {relay!r} needs a relay key and a list"))
+            return None
+        self.relays[route] = relay
+        self.counts["unbatched"] += len(entries)
+        queued = self._unbatched
+        for entry in entries:
+            try:
+                worker, kind, body = msgpack.unpackb(entry, raw=False) if type(entry) is bytes else entry
+            except Exception:  # not bytes of a 3-list: named below
+                worker = kind = body = None
+            if type(worker) is str and type(kind) is str and kind in WORKER_KINDS and \
+                    (self.kinds is None or kind in self.kinds) and type(body) is dict:
+                queued.append((route, ControlMessage(kind, worker, body)))
+            else:
+                self.drops.add(DecodeError(MALFORMED, f"relay {relay!r}: an entry is not [worker, kind, payload]"))
+        return queued.popleft() if queued else None
 
     def _slow(self, parts: list[Any]) -> tuple[bytes, ControlMessage] | None:
         got = self._check(parts, 1)
         if got is None:
             return None
         env, msg = got
+        if msg.kind == RELAY:
+            return self._unbatch(env[0], msg.meta["worker"], msg.meta["payload"])
         return env[0], ControlMessage(msg.kind, msg.meta["worker"], msg.meta["payload"])  # _validate checked both
 
     def poll(self, timeout_ms: int | None = 0, accept: Callable[[ControlMessage], bool] | None = None,
@@ -153,7 +203,7 @@ class ControlServer(Endpoint):
         taken = late = 0  # valid messages read; bad ones skipped past the deadline before the first
         while limit is None or taken < limit:
             try:
-                got = self._take()
+                got = self._unbatched.popleft() if self._unbatched else self._take()
             except zmq.Again:
                 if taken:
                     break
@@ -178,6 +228,10 @@ class ControlServer(Endpoint):
             out.append(cm)
         return out
 
+    def pending(self) -> bool:
+        """Whether a relay batch's messages wait for the next ``poll`` (the socket may have none)."""
+        return bool(self._unbatched)
+
     def forget(self, worker: str) -> None:
         """Drop ``worker``'s route and last sign of life (it is being replaced)."""
         self.routes.pop(worker, None)
@@ -197,6 +251,41 @@ class ControlServer(Endpoint):
                 raise
             self.counts["unroutable"] += 1
             return False
+
+    def send_many(self, workers: Iterable[str], kind: str, payload: dict[str, Any] | None = None,
+                  timeout_ms: int = 1000) -> list[str]:
+        """Send one command to many workers; return those it could not reach. Workers behind the same
+        relay get it as one ``relay`` fan-out (up to ``FAN_OUT`` names per message), the rest one by one."""
+        failed: list[str] = []
+        body = dict(payload or {})
+        behind: dict[bytes, list[str]] = {}  # relay route -> its workers, in order
+
+        def fan_out() -> None:
+            for route, group in behind.items():
+                for first in range(0, len(group), FAN_OUT):
+                    chunk = group[first:first + FAN_OUT]
+                    meta = {"worker": self.relays[route], "payload": {"workers": chunk, "kind": kind, "payload": body}}
+                    try:
+                        sent = self._encode_send(RELAY, None, timeout_ms, meta=meta, envelope=[route])
+                    except zmq.ZMQError as err:
+                        if err.errno != zmq.EHOSTUNREACH:
+                            raise
+                        sent = False
+                    if not sent:
+                        self.counts["unroutable"] += len(chunk)
+                        failed.extend(chunk)
+            behind.clear()
+
+        for worker in workers:
+            route = self.routes.get(worker)
+            if route is not None and route in self.relays:
+                behind.setdefault(route, []).append(worker)
+                continue
+            fan_out()  # those named before this one go first (``stop``: clients before their servers)
+            if not self.send(worker, kind, body, timeout_ms):
+                failed.append(worker)
+        fan_out()
+        return failed
 
 
 class ControlClient(Endpoint):

@@ -85,18 +85,20 @@ class Controller:
                  ctx: zmq.Context | None = None, exited: Callable[[], dict[str, int]] | None = None,
                  log_tail: Callable[[str], str] | None = None, verbose: bool = True, spec: EnvSpec | None = None,
                  keys: KeyRing | None = None, start: Callable[[str, int], None] | None = None,
-                 kill: Callable[[str], None] | None = None):
+                 kill: Callable[[str], None] | None = None, connections: int | None = None):
         self.cfg, self.names = cfg, names
         self.resume = False  # tell workers to continue the trial from its newest checkpoint (``--resume``)
         self.plan = plan_of(cfg)  # the run's roles and mode, decided once (srljax/layout.py)
         self.layout = layout or self.plan.layout
-        raise_open_files(len(self.layout.workers()) + FD_MARGIN, "the controller")  # a connection per worker
+        # a connection per worker, or per node where nodes' relays carry their workers (srljax/system/shell/relay.py)
+        connections = len(self.layout.workers()) if connections is None else connections
+        raise_open_files(connections + FD_MARGIN, "the controller")
         self.spec = spec or env_spec(cfg)
         # its own context: the controller's key (``keys``; None: layout.auth off) and receive bounds
         self._own_ctx = ctx is None
         self.ctx = worker_context(cfg, keys, CONTROLLER) if ctx is None else ctx
         self.server = ControlServer(bind_address(cfg), trial_name(cfg), ctx=self.ctx,
-                                    backlog=len(self.layout.workers()) + FD_MARGIN)  # they all connect at once
+                                    backlog=connections + FD_MARGIN)  # they all connect at once
         names.add(worker_key(cfg.name, cfg.trial, CONTROLLER, 0), self.server.address)
         self.name_store = served_store(cfg)  # layout.names=controller: the workers' names, kept and served here
         self.expected = {worker_key(cfg.name, cfg.trial, role, i): f"{role}/{i}" for role, i in self.layout.workers()}
@@ -203,9 +205,8 @@ class Controller:
             self._tick(100)
 
     def _send(self, keys: list[str], kind: str, payload: dict[str, Any] | None = None) -> None:
-        for key in keys:
-            if not self.server.send(key, kind, payload):
-                self._lose(key, f"cannot deliver '{kind}' to it")
+        for key in self.server.send_many(keys, kind, payload):  # one message per relay for its workers
+            self._lose(key, f"cannot deliver '{kind}' to it")
 
     # -- one tick: messages in, liveness checks --------------------------------------------------------
     def _tick(self, timeout_ms: int) -> None:
@@ -447,8 +448,7 @@ class Controller:
         """Send ``stop`` to every live worker, clients first; return the names that did not stop in time."""
         order = [k for role in reversed(self.layout.order) for k in self.expected if self.roles[k] == role]
         live = [k for k in order if self.states.get(k) not in ("lost", "stopped", "error") and k in self.info]
-        for key in live:
-            self.server.send(key, "stop")
+        self.server.send_many(live, "stop")
         deadline = time.monotonic() + grace_s
         exited: set[str] = set()
         waiting, next_look = live, 0.0
