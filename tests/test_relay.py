@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from srljax.comm import ControlClient, ControlMessage, ControlServer, MemoryNames
-from srljax.comm.control import CONTROL_ADDRESS_ENV, RELAY, pack_entry
+from srljax.comm.control import CONTROL_ADDRESS_ENV, RELAY
 from srljax.comm.security import KeyRing
 from srljax.config import Experiment
 from srljax.layout import CONTROLLER
@@ -116,11 +116,9 @@ def test_the_sender_check_holds_through_the_relay_and_at_the_controller(wire) ->
     own = ControlClient(server.address, trial, f"{trial}/{RELAY}/y", ctx=relay_ctx)  # a relay key, bad entry
     try:
         _until(lambda: liar.send("done", {"update": 1}, timeout_ms=100))
-        _until(lambda: fake_relay.send(RELAY, {"messages": [pack_entry(f"{trial}/trainer/0", "done", {})]},
-                                       timeout_ms=100))
-        _until(lambda: own.send(RELAY, {"messages": [b"\xc1 not msgpack", pack_entry(f"{trial}/actor/3", "relay", {}),
-                                                     pack_entry(f"{trial}/actor/3", "register", {"pid": 7})]},
-                                timeout_ms=100))
+        _until(lambda: fake_relay.send(RELAY, {"messages": [[f"{trial}/trainer/0", "done", {}]]}, timeout_ms=100))
+        _until(lambda: own.send(RELAY, {"messages": [b"not a list", [f"{trial}/actor/3", "relay", {}],
+                                                     [f"{trial}/actor/3", "register", {"pid": 7}]]}, timeout_ms=100))
         got = _gather(server, 1)
         time.sleep(3 * FLUSH_S)
         got += server.poll(timeout_ms=200)

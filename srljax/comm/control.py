@@ -24,8 +24,8 @@ of stale heartbeats; ``send`` says False meanwhile, so a worker resends what mus
 
 Per-node aggregation (``srljax/system/shell/relay.py``): a node's relay holds the one connection to
 the controller for all of that node's workers. Upward it sends ``relay`` messages whose payload
-``{"messages": [bin, ...]}`` holds each worker message packed as ``[worker, kind, payload]``
-(``pack_entry``); ``ControlServer.poll`` unpacks them into the workers' own messages, each routed
+``{"messages": [[worker, kind, payload], ...]}`` holds the workers' messages (decoded in one
+``unpackb`` with the header); ``ControlServer.poll`` unpacks them into the workers' own messages, each routed
 back through the relay, so the controller is unchanged above ``poll``. A ``relay`` message must
 come from the ``relay`` key (with CURVE on; its worker key's role is ``relay`` either way); its
 entries were checked against their senders' keys by the relay. Downward a command for one worker
@@ -72,11 +72,6 @@ def _unpack(msg: Message) -> ControlMessage:
     if not isinstance(worker, str) or not isinstance(payload, dict) or msg.tree is not None:
         raise DecodeError(MALFORMED, "control message needs meta.worker, meta.payload and no tree")
     return ControlMessage(msg.kind, worker, payload)
-
-
-def pack_entry(worker: str, kind: str, payload: dict[str, Any]) -> bytes:
-    """One worker message as a relay batch carries it (``ControlServer`` unpacks it)."""
-    return msgpack.packb([worker, kind, payload], use_bin_type=True)
 
 
 def worker_role(worker: str) -> str:
@@ -169,16 +164,14 @@ class ControlServer(Endpoint):
         self.relays[route] = relay
         self.counts["unbatched"] += len(entries)
         queued = self._unbatched
+        kinds = WORKER_KINDS if self.kinds is None else WORKER_KINDS & self.kinds
         for entry in entries:
-            try:
-                worker, kind, body = msgpack.unpackb(entry, raw=False) if type(entry) is bytes else entry
-            except Exception:  # not bytes of a 3-list: named below
-                worker = kind = body = None
-            if type(worker) is str and type(kind) is str and kind in WORKER_KINDS and \
-                    (self.kinds is None or kind in self.kinds) and type(body) is dict:
-                queued.append((route, ControlMessage(kind, worker, body)))
-            else:
-                self.drops.add(DecodeError(MALFORMED, f"relay {relay!r}: an entry is not [worker, kind, payload]"))
+            if type(entry) is list and len(entry) == 3:
+                worker, kind, body = entry
+                if type(worker) is str and type(kind) is str and kind in kinds and type(body) is dict:
+                    queued.append((route, ControlMessage(kind, worker, body)))
+                    continue
+            self.drops.add(DecodeError(MALFORMED, f"relay {relay!r}: an entry is not [worker, kind, payload]"))
         return queued.popleft() if queued else None
 
     def _slow(self, parts: list[Any]) -> tuple[bytes, ControlMessage] | None:
@@ -201,9 +194,10 @@ class ControlServer(Endpoint):
         out: list[ControlMessage] = []
         deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
         taken = late = 0  # valid messages read; bad ones skipped past the deadline before the first
+        unbatched, routes, last_seen = self._unbatched, self.routes, self.last_seen
         while limit is None or taken < limit:
             try:
-                got = self._unbatched.popleft() if self._unbatched else self._take()
+                got = unbatched.popleft() if unbatched else self._take()
             except zmq.Again:
                 if taken:
                     break
@@ -223,8 +217,8 @@ class ControlServer(Endpoint):
             if accept is not None and not accept(cm):
                 self.counts["ignored"] += 1
                 continue
-            self.routes[cm.worker] = route
-            self.last_seen[cm.worker] = time.monotonic()
+            routes[cm.worker] = route
+            last_seen[cm.worker] = time.monotonic()
             out.append(cm)
         return out
 

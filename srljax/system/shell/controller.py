@@ -51,6 +51,7 @@ SUCCESS_REASONS = ("done", "stopped")
 # this often, not once per message: at 10,000 workers a tick comes with every few heartbeats.
 LIVENESS_EVERY_S = 0.2
 LOOK_EVERY_S = 0.05  # how often waiting for a group (register, configure, stop) looks who is missing
+LOOK_SHARE = 0.1  # ... at most: a look over 100,000 missing takes tens of ms, so it waits 1 / LOOK_SHARE times that
 POLL_BATCH = 1000  # messages taken per tick at most, so a flood of heartbeats cannot hold off the checks
 NAMES_SHOWN = 50  # "all N workers registered": names and pids of at most this many
 
@@ -106,6 +107,7 @@ class Controller:
         self.info: dict[str, dict[str, Any]] = {}  # worker key -> its register payload (pid, role, ...)
         self.states: dict[str, str] = {}
         self.beats: dict[str, dict[str, Any]] = {}  # worker key -> its last heartbeat
+        self._hang_suspects: set[str] = set()  # workers whose heartbeat reported a loop older than layout.hang_seconds
         self.ready: dict[str, dict[str, Any]] = {}  # worker key -> its ready status (addresses, extras_spec)
         self.done: dict[str, Any] | None = None
         self._exited = exited or (lambda: {})
@@ -196,7 +198,8 @@ class Controller:
         while True:
             now = time.monotonic()
             if now >= next_look:  # O(still missing), a few times a second: not once per message
-                missing, next_look = [k for k in missing if not ready(k)], now + LOOK_EVERY_S
+                missing = [k for k in missing if not ready(k)]
+                next_look = now + max(LOOK_EVERY_S, (time.monotonic() - now) / LOOK_SHARE)
                 if not missing:
                     return
             if now > deadline:
@@ -226,7 +229,16 @@ class Controller:
                 self._show_progress()
 
     def _read_messages(self, timeout_ms: int) -> None:
+        hang, incarnation, beats, states = self.cfg.layout.hang_seconds, self.incarnation, self.beats, self.states
         for msg in self.server.poll(timeout_ms=timeout_ms, accept=self._current, limit=POLL_BATCH):
+            worker, payload = msg.worker, msg.payload
+            if msg.kind == "heartbeat" and worker in incarnation and payload.get("state") == "running":
+                beats[worker] = payload  # the hot path (a registered worker running), as the general one below
+                states[worker] = "running"
+                age = payload.get("loop_age_s")
+                if isinstance(age, (int, float)) and age > hang:
+                    self._hang_suspects.add(worker)
+                continue
             if msg.worker not in self.expected:
                 self.server.counts["unknown_worker"] += 1  # e.g. a stale worker of an earlier run of this trial
                 continue
@@ -240,6 +252,9 @@ class Controller:
             elif msg.kind in ("heartbeat", "status") and isinstance(msg.payload.get("state"), str):
                 if msg.kind == "heartbeat":
                     self.beats[msg.worker] = msg.payload
+                    age = msg.payload.get("loop_age_s")  # checked here, not in a pass over every worker's beat
+                    if isinstance(age, (int, float)) and age > self.cfg.layout.hang_seconds:
+                        self._hang_suspects.add(msg.worker)
                 state = msg.payload["state"]
                 if msg.kind == "status" and state == "ready":
                     self.ready[msg.worker] = msg.payload
@@ -259,10 +274,13 @@ class Controller:
 
     def _current(self, msg: ControlMessage) -> bool:
         """Whether ``msg`` comes from the incarnation now serving its worker key (``ControlServer.poll``)."""
-        incarnation = str(msg.payload.get("incarnation", ""))
+        incarnation = msg.payload.get("incarnation", "")
+        current = self.incarnation.get(msg.worker)
+        if current is not None and current == incarnation:  # the common case, first (N heartbeats a second)
+            return True
+        incarnation = str(incarnation)
         if incarnation in self.replaced.get(msg.worker, ()):
             return False
-        current = self.incarnation.get(msg.worker)
         return current is None or current == incarnation
 
     # -- restarts (srljax/system/shell/restarts.py) ---------------------------------------------------------
@@ -377,11 +395,12 @@ class Controller:
                 self._lose(key, f"no heartbeat for {silent:.1f} s (allowed {allowed:g} s; "
                                 f"last heartbeat: {self.beats.get(key)})")
         hang = self.cfg.layout.hang_seconds
-        for key in [k for k, b in self.beats.items() if isinstance(b.get("loop_age_s"), (int, float))
-                    and b["loop_age_s"] > hang]:
+        for key in list(self._hang_suspects):  # those whose heartbeat said so (``_read_messages``)
             beat = self.beats.get(key, {})  # a restart of an earlier one's group may have forgotten it
             age = beat.get("loop_age_s")
-            if beat.get("state") == "running" and isinstance(age, (int, float)) and age > hang:
+            if not (isinstance(age, (int, float)) and age > hang):
+                self._hang_suspects.discard(key)  # its loop turned again, or it is gone
+            elif beat.get("state") == "running":
                 waits = f", waiting for: {beat['waiting']}" if beat.get("waiting") else ""
                 self._lose(key, f"hung: its main loop has not turned for {age:.0f} s (layout.hang_seconds={hang:g}) "
                                 f"while its process still heartbeats{waits}")
@@ -454,9 +473,10 @@ class Controller:
         waiting, next_look = live, 0.0
         while (now := time.monotonic()) < deadline:
             if now >= next_look:  # O(still running), a few times a second
-                exited, next_look = set(self._exited()), now + LOOK_EVERY_S
+                exited = set(self._exited())
                 waiting = [k for k in waiting if self.states.get(k) not in ("stopped", "error")
                            and self.expected[k] not in exited]
+                next_look = now + max(LOOK_EVERY_S, (time.monotonic() - now) / LOOK_SHARE)
                 if not waiting:
                     break
             try:

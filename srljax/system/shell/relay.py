@@ -46,10 +46,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import zmq
 
 from srljax.comm import ControlClient, ControlMessage, ControlServer, DirectoryNames, worker_key
-from srljax.comm.control import RELAY, TO_RELAY, TO_WORKER, WORKER_KINDS, pack_entry
+from srljax.comm.control import RELAY, TO_RELAY, TO_WORKER, WORKER_KINDS
 from srljax.comm.security import KeyRing
 from srljax.config import Experiment
 from srljax.layout import CONTROLLER
@@ -71,12 +72,13 @@ class Relay:
     the bench's simulated workers."""
 
     def __init__(self, cfg: Experiment, node: str, controller_address: str, *, keys: KeyRing | None = None,
-                 bind: str | None = None, expected_workers: int = 0) -> None:
+                 bind: str | None = None, expected_workers: int = 0, up_ctx: zmq.Context | None = None) -> None:
         self.cfg, self.node = cfg, node
         self.key = worker_key(cfg.name, cfg.trial, RELAY, node)
         trial = trial_name(cfg)
-        self.up_ctx = worker_context(cfg, keys, RELAY)
-        self.up = ControlClient(controller_address, trial, self.key, ctx=self.up_ctx, kinds=TO_RELAY)
+        # its own context with the relay's key, unless the caller shares one among several relays (the bench)
+        self.up_ctx = worker_context(cfg, keys, RELAY) if up_ctx is None else None
+        self.up = ControlClient(controller_address, trial, self.key, ctx=up_ctx or self.up_ctx, kinds=TO_RELAY)
         self.down_ctx: zmq.Context | None = None
         self.down: ControlServer | None = None
         self.address = ""
@@ -85,12 +87,13 @@ class Relay:
             self.down = ControlServer(bind, trial, ctx=self.down_ctx, kinds=WORKER_KINDS,
                                       backlog=expected_workers + FD_MARGIN)
             self.address = self.down.address
-        self.batch: list[bytes] = []
+        self.batch: list[list[Any]] = []
         self.batch_bytes = 0
         self.batch_must = False  # it holds more than heartbeats: it leaves at the end of this step
         self.oldest = 0.0  # when the batch's first message came
-        self.waiting: deque[tuple[list[bytes], bool]] = deque()  # sealed batches the controller has not taken
+        self.waiting: deque[tuple[list[list[Any]], bool]] = deque()  # sealed batches the controller has not taken
         self.counts: Counter[str] = Counter()
+        self._packer = msgpack.Packer(use_bin_type=True)
         self.poller = zmq.Poller()
         self.poller.register(self.up.sock, zmq.POLLIN)
         if self.down is not None:
@@ -99,13 +102,14 @@ class Relay:
     # -- up: workers -> controller -----------------------------------------------------------------
     def forward(self, msg: ControlMessage) -> None:
         """Queue one worker message for the controller (it leaves in ``flush``)."""
-        entry = pack_entry(msg.worker, msg.kind, msg.payload)
-        if self.batch and self.batch_bytes + len(entry) > BATCH_BYTES:
+        entry = [msg.worker, msg.kind, msg.payload]
+        size = len(self._packer.pack(entry))  # packed once more in the batch: the relay's CPU, not the controller's
+        if self.batch and self.batch_bytes + size > BATCH_BYTES:
             self._seal()
         if not self.batch:
             self.oldest = time.monotonic()
         self.batch.append(entry)
-        self.batch_bytes += len(entry)
+        self.batch_bytes += size
         self.batch_must = self.batch_must or msg.kind != "heartbeat"
         self.counts["forwarded"] += 1
 
