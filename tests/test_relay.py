@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from srljax.comm import ControlClient, ControlMessage, ControlServer, MemoryNames
-from srljax.comm.control import CONTROL_ADDRESS_ENV, RELAY
+from srljax.comm.codec import decode, encode
+from srljax.comm.control import CONTROL_ADDRESS_ENV, RELAY, TO_CONTROLLER, pack_entry, relay_frame
 from srljax.comm.security import KeyRing
 from srljax.config import Experiment
 from srljax.layout import CONTROLLER
@@ -68,6 +69,15 @@ def _gather(server: ControlServer, n: int, timeout: float = 10.0) -> list[Contro
     while len(got) < n and time.monotonic() < deadline:
         got += server.poll(timeout_ms=100)
     return got
+
+
+def test_a_relay_frame_is_what_the_codec_would_encode() -> None:
+    messages = [["exp/t0/actor/0", "heartbeat", {"state": "running", "seq": 3, "sent": 1.5}],
+                ["exp/t0/actor/1", "register", {"pid": 7, "addresses": {"samples": "tcp://h:1"}}]]
+    frame = relay_frame("exp/t0", "exp/t0/relay/n0", [pack_entry(*m) for m in messages])
+    meta = {"worker": "exp/t0/relay/n0", "payload": {"messages": messages}}
+    got, want = decode([frame], "exp/t0", TO_CONTROLLER), decode(encode(RELAY, "exp/t0", None, meta=meta), "exp/t0")
+    assert (got.kind, got.meta, got.version) == (want.kind, want.meta, want.version) == (RELAY, meta, -1)
 
 
 def test_relay_carries_a_nodes_workers_both_ways(wire) -> None:

@@ -24,8 +24,8 @@ of stale heartbeats; ``send`` says False meanwhile, so a worker resends what mus
 
 Per-node aggregation (``srljax/system/shell/relay.py``): a node's relay holds the one connection to
 the controller for all of that node's workers. Upward it sends ``relay`` messages whose payload
-``{"messages": [[worker, kind, payload], ...]}`` holds the workers' messages (decoded in one
-``unpackb`` with the header); ``ControlServer.poll`` unpacks them into the workers' own messages, each routed
+``{"messages": [[worker, kind, payload], ...]}`` holds the workers' messages (each packed once at
+the relay, ``pack_entry`` and ``relay_frame``; decoded in one ``unpackb`` with the header); ``ControlServer.poll`` unpacks them into the workers' own messages, each routed
 back through the relay, so the controller is unchanged above ``poll``. A ``relay`` message must
 come from the ``relay`` key (with CURVE on; its worker key's role is ``relay`` either way); its
 entries were checked against their senders' keys by the relay. Downward a command for one worker
@@ -72,6 +72,25 @@ def _unpack(msg: Message) -> ControlMessage:
     if not isinstance(worker, str) or not isinstance(payload, dict) or msg.tree is not None:
         raise DecodeError(MALFORMED, "control message needs meta.worker, meta.payload and no tree")
     return ControlMessage(msg.kind, worker, payload)
+
+
+def pack_entry(worker: str, kind: str, payload: dict[str, Any]) -> bytes:
+    """One worker message as a relay batch carries it, packed once (``relay_frame`` joins them)."""
+    return msgpack.packb([worker, kind, payload], use_bin_type=True)
+
+
+def relay_frame(trial: str, relay: str, entries: list[bytes]) -> bytes:
+    """The body of a relay's batch from ``pack_entry``'s bytes, joined without packing them again: the
+    bytes ``encode(RELAY, trial, None, meta={"worker": relay, "payload": {"messages": [...]}})`` makes,
+    with ``meta`` last (``tests/test_relay.py`` decodes it). The entries' maps came from msgpack or
+    from the caller's own dicts of str keys, so the codec's key check over every entry is not repeated."""
+    packer = msgpack.Packer(use_bin_type=True)
+    head = {"kind": RELAY, "trial": trial, "schema": SCHEMA_VERSION, "version": -1, "treedef": _NO_TREE, "arrays": []}
+    parts = [packer.pack_map_header(len(head) + 1), *(packer.pack(k) + packer.pack(v) for k, v in head.items()),
+             packer.pack("meta"), packer.pack_map_header(2), packer.pack("worker"), packer.pack(relay),
+             packer.pack("payload"), packer.pack_map_header(1), packer.pack("messages"),
+             packer.pack_array_header(len(entries)), *entries]
+    return b"".join(parts)
 
 
 def worker_role(worker: str) -> str:
@@ -305,6 +324,10 @@ class ControlClient(Endpoint):
     def send(self, kind: str, payload: dict[str, Any] | None = None, timeout_ms: int | None = 1000) -> bool:
         """Send ``kind`` (e.g. "heartbeat") with a msgpack-able ``payload``; TypeError if it is not."""
         return self._encode_send(kind, None, timeout_ms, meta={"worker": self.worker, "payload": dict(payload or {})})
+
+    def send_frame(self, body: bytes, timeout_ms: int | None = 1000) -> bool:
+        """Send a body already encoded (a relay's batch, ``relay_frame``)."""
+        return self._send([body], timeout_ms)
 
     def recv(self, timeout_ms: int | None = None) -> ControlMessage | None:
         """The next command, or None after ``timeout_ms`` (None: block)."""

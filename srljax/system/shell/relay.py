@@ -46,11 +46,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import msgpack
 import zmq
 
 from srljax.comm import ControlClient, ControlMessage, ControlServer, DirectoryNames, worker_key
-from srljax.comm.control import RELAY, TO_RELAY, TO_WORKER, WORKER_KINDS
+from srljax.comm.control import RELAY, TO_RELAY, TO_WORKER, WORKER_KINDS, pack_entry, relay_frame
 from srljax.comm.security import KeyRing
 from srljax.config import Experiment
 from srljax.layout import CONTROLLER
@@ -87,13 +86,12 @@ class Relay:
             self.down = ControlServer(bind, trial, ctx=self.down_ctx, kinds=WORKER_KINDS,
                                       backlog=expected_workers + FD_MARGIN)
             self.address = self.down.address
-        self.batch: list[list[Any]] = []
+        self.batch: list[bytes] = []  # packed messages (``pack_entry``)
         self.batch_bytes = 0
         self.batch_must = False  # it holds more than heartbeats: it leaves at the end of this step
         self.oldest = 0.0  # when the batch's first message came
-        self.waiting: deque[tuple[list[list[Any]], bool]] = deque()  # sealed batches the controller has not taken
+        self.waiting: deque[tuple[list[bytes], bool]] = deque()  # sealed batches the controller has not taken
         self.counts: Counter[str] = Counter()
-        self._packer = msgpack.Packer(use_bin_type=True)
         self.poller = zmq.Poller()
         self.poller.register(self.up.sock, zmq.POLLIN)
         if self.down is not None:
@@ -102,15 +100,17 @@ class Relay:
     # -- up: workers -> controller -----------------------------------------------------------------
     def forward(self, msg: ControlMessage) -> None:
         """Queue one worker message for the controller (it leaves in ``flush``)."""
-        entry = [msg.worker, msg.kind, msg.payload]
-        size = len(self._packer.pack(entry))  # packed once more in the batch: the relay's CPU, not the controller's
-        if self.batch and self.batch_bytes + size > BATCH_BYTES:
+        self.forward_packed(pack_entry(msg.worker, msg.kind, msg.payload), msg.kind != "heartbeat")
+
+    def forward_packed(self, entry: bytes, must: bool) -> None:
+        """``forward`` of a message packed by ``pack_entry``; ``must``: more than a heartbeat (it leaves this step)."""
+        if self.batch and self.batch_bytes + len(entry) > BATCH_BYTES:
             self._seal()
         if not self.batch:
             self.oldest = time.monotonic()
         self.batch.append(entry)
-        self.batch_bytes += size
-        self.batch_must = self.batch_must or msg.kind != "heartbeat"
+        self.batch_bytes += len(entry)
+        self.batch_must = self.batch_must or must
         self.counts["forwarded"] += 1
 
     def _seal(self) -> None:
@@ -124,7 +124,7 @@ class Relay:
             self._seal()
         while self.waiting:
             entries, _ = self.waiting[0]
-            if not self.up.send(RELAY, {"messages": entries}, timeout_ms=0):
+            if not self.up.send_frame(relay_frame(self.up.trial, self.key, entries), timeout_ms=0):
                 break
             self.waiting.popleft()
             self.counts["batches"] += 1
