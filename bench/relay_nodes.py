@@ -36,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import zmq  # noqa: E402
 
-from srljax.comm import DirectoryNames, worker_key  # noqa: E402
-from srljax.comm.control import RELAY, pack_entry  # noqa: E402
+from srljax.comm import ControlMessage, DirectoryNames, worker_key  # noqa: E402
+from srljax.comm.control import RELAY  # noqa: E402
 from srljax.config import from_dict  # noqa: E402
 from srljax.layout import CONTROLLER, PARAMS, POLICY, TRAINER, build_layout  # noqa: E402
 from srljax.system.shell import auth  # noqa: E402
@@ -124,7 +124,7 @@ class NodesProcess:
     def send(self, sim: Sim, kind: str, payload: dict[str, Any]) -> None:
         """What a worker's control thread sends, as the relay's downward socket would hand it on."""
         payload["incarnation"] = sim.incarnation
-        sim.node.forward_packed(pack_entry(sim.key, kind, payload), kind != "heartbeat")
+        sim.node.forward(ControlMessage(kind, sim.key, payload))
         self.counts["sent"] += 1
 
     def name_call(self, sim: Sim, into: list[float], op: str, **fields: Any) -> None:

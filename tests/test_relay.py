@@ -74,8 +74,9 @@ def _gather(server: ControlServer, n: int, timeout: float = 10.0) -> list[Contro
 def test_a_relay_frame_is_what_the_codec_would_encode() -> None:
     messages = [["exp/t0/actor/0", "heartbeat", {"state": "running", "seq": 3, "sent": 1.5}],
                 ["exp/t0/actor/1", "register", {"pid": 7, "addresses": {"samples": "tcp://h:1"}}]]
-    frame = relay_frame("exp/t0", "exp/t0/relay/n0", [pack_entry(*m) for m in messages])
-    meta = {"worker": "exp/t0/relay/n0", "payload": {"messages": messages}}
+    alive = ["exp/t0/actor/2", "a1b2c3"]
+    frame = relay_frame("exp/t0", "exp/t0/relay/n0", [pack_entry(*m) for m in messages], alive)
+    meta = {"worker": "exp/t0/relay/n0", "payload": {"alive": alive, "messages": messages}}
     got, want = decode([frame], "exp/t0", TO_CONTROLLER), decode(encode(RELAY, "exp/t0", None, meta=meta), "exp/t0")
     assert (got.kind, got.meta, got.version) == (want.kind, want.meta, want.version) == (RELAY, meta, -1)
 
@@ -100,6 +101,20 @@ def test_relay_carries_a_nodes_workers_both_ways(wire) -> None:
         beats = _gather(server, 20)
         assert [m.payload["seq"] for m in beats if m.worker == names[0]] == list(range(0, 20, 2))
         assert server.counts["received"] - received < 20
+
+        # running, nothing new since its last whole heartbeat: the name alone (a sign of life)
+        for seq, waiting in ((100, ""), (101, ""), (102, "samples")):
+            clients[0].send("heartbeat", {"state": "running", "seq": seq, "waiting": waiting, "loop_age_s": 0.1,
+                                          "incarnation": "i0"})
+        time.sleep(3 * FLUSH_S)
+        whole = [m.payload["seq"] for m in server.poll(timeout_ms=2000) if m.kind == "heartbeat"]
+        assert whole == [100, 102], whole  # 101 said nothing new; 102's ``waiting`` changed
+        assert server.take_alive({names[0]: "other"}.get) == 0  # not the current incarnation: not a sign of life
+        clients[0].send("heartbeat", {"state": "running", "seq": 103, "waiting": "samples", "loop_age_s": 0.1,
+                                      "incarnation": "i0"})
+        _until(lambda: not server.poll(timeout_ms=50) and bool(server.alive))  # poll reads the batch
+        before = server.last_seen[names[0]]
+        assert server.take_alive({names[0]: "i0"}.get) == 1 and server.last_seen[names[0]] > before
 
         assert server.send(names[1], "configure", {"seed": 3})  # one worker's command
         msg = clients[1].recv(timeout_ms=5000)
@@ -163,6 +178,12 @@ def test_a_real_controller_runs_real_workers_through_a_relay(tmp_path: Path, mon
         controller._started = True
         controller._send(keys_, "start")
         controller._wait_until(keys_, lambda k: controller.beats.get(k, {}).get("state") == "running", 20, "start")
+        # the next beats of the non-trainers say nothing new: their names alone
+        _until(lambda: controller._tick(50) or controller.server.counts["alive"] >= 3)
+        seen = dict(controller.server.last_seen)
+        time.sleep(1.5)
+        controller._tick(100)
+        assert all(controller.server.last_seen[k] > seen[k] for k in keys_)  # every worker still seen
         assert controller.stop_all(grace_s=20) == []
         for thread in threads:
             thread.join(timeout=10)

@@ -24,8 +24,12 @@ of stale heartbeats; ``send`` says False meanwhile, so a worker resends what mus
 
 Per-node aggregation (``srljax/system/shell/relay.py``): a node's relay holds the one connection to
 the controller for all of that node's workers. Upward it sends ``relay`` messages whose payload
-``{"messages": [[worker, kind, payload], ...]}`` holds the workers' messages (each packed once at
-the relay, ``pack_entry`` and ``relay_frame``; decoded in one ``unpackb`` with the header); ``ControlServer.poll`` unpacks them into the workers' own messages, each routed
+``{"messages": [[worker, kind, payload], ...], "alive": [worker, incarnation, ...]}`` holds the workers'
+messages (each packed once at the relay, ``pack_entry`` and ``relay_frame``; decoded in one ``unpackb``
+with the header) and the names of workers whose heartbeat said nothing new (the relay's rule: running
+as before, same ``waiting``, a young loop, the last full beat under 5 s old, not a trainer): those
+are only signs of life, queued in ``ControlServer.alive`` for the controller, which takes them for
+the current incarnation in one tight loop; ``ControlServer.poll`` unpacks them into the workers' own messages, each routed
 back through the relay, so the controller is unchanged above ``poll``. A ``relay`` message must
 come from the ``relay`` key (with CURVE on; its worker key's role is ``relay`` either way); its
 entries were checked against their senders' keys by the relay. Downward a command for one worker
@@ -52,6 +56,7 @@ WORKER_KINDS = frozenset({"register", "heartbeat", "status", "done", "names"})  
 TO_CONTROLLER = WORKER_KINDS | {RELAY}
 CONTROL_ADDRESS_ENV = "SRLJAX_CONTROL_ADDRESS"  # set: a worker connects here (its node's relay), not to the controller
 FAN_OUT = 1000  # workers named in one ``relay`` fan-out at most
+MAX_ALIVE = 10_000  # relay batches' alive lists kept until taken (the oldest go first)
 HANDSHAKE_S = 120.0  # ZMQ_HANDSHAKE_IVL on both ends of the control channel
 DEFAULT_BACKLOG = 1024  # ZMQ_BACKLOG of the server when not told how many will connect (libzmq: 100)
 _NO_TREE = ["v", None]  # the treedef of a message without a tree (every control message)
@@ -79,7 +84,7 @@ def pack_entry(worker: str, kind: str, payload: dict[str, Any]) -> bytes:
     return msgpack.packb([worker, kind, payload], use_bin_type=True)
 
 
-def relay_frame(trial: str, relay: str, entries: list[bytes]) -> bytes:
+def relay_frame(trial: str, relay: str, entries: list[bytes], alive: list[str] | None = None) -> bytes:
     """The body of a relay's batch from ``pack_entry``'s bytes, joined without packing them again: the
     bytes ``encode(RELAY, trial, None, meta={"worker": relay, "payload": {"messages": [...]}})`` makes,
     with ``meta`` last (``tests/test_relay.py`` decodes it). The entries' maps came from msgpack or
@@ -88,8 +93,8 @@ def relay_frame(trial: str, relay: str, entries: list[bytes]) -> bytes:
     head = {"kind": RELAY, "trial": trial, "schema": SCHEMA_VERSION, "version": -1, "treedef": _NO_TREE, "arrays": []}
     parts = [packer.pack_map_header(len(head) + 1), *(packer.pack(k) + packer.pack(v) for k, v in head.items()),
              packer.pack("meta"), packer.pack_map_header(2), packer.pack("worker"), packer.pack(relay),
-             packer.pack("payload"), packer.pack_map_header(1), packer.pack("messages"),
-             packer.pack_array_header(len(entries)), *entries]
+             packer.pack("payload"), packer.pack_map_header(2), packer.pack("alive"), packer.pack(alive or []),
+             packer.pack("messages"), packer.pack_array_header(len(entries)), *entries]
     return b"".join(parts)
 
 
@@ -122,6 +127,8 @@ class ControlServer(Endpoint):
         self.last_seen: dict[str, float] = {}
         self.relays: dict[bytes, str] = {}  # ROUTER peer id -> relay key, for the relays that spoke
         self._unbatched: deque[tuple[bytes, ControlMessage]] = deque()  # a relay batch's messages not yet taken
+        # relays' signs of life ``(route, [worker, incarnation, ...])``, for the controller (``take_alive``)
+        self.alive: deque[tuple[bytes, list[Any]]] = deque(maxlen=MAX_ALIVE)
 
     def _validate(self, msg: Message) -> None:
         _unpack(msg)
@@ -174,14 +181,21 @@ class ControlServer(Endpoint):
         return self._slow([route, body])
 
     def _unbatch(self, route: bytes, relay: str, payload: dict[str, Any]) -> tuple[bytes, ControlMessage] | None:
-        """A relay's batch: its workers' messages queued for ``poll`` (the first returned); a bad entry is
-        dropped and counted, the others kept."""
+        """A relay's batch: its workers' messages queued for ``poll`` (the first returned), its alive list
+        for ``take_alive``; a bad entry is dropped and counted, the others kept."""
         entries = payload.get("messages")
         if worker_role(relay) != RELAY or type(entries) is not list:
             self.drops.add(DecodeError(MALFORMED, f"a relay message from {relay!r} needs a relay key and a list"))
             return None
         self.relays[route] = relay
         self.counts["unbatched"] += len(entries)
+        alive = payload.get("alive", [])
+        if type(alive) is list and len(alive) % 2 == 0:
+            if alive:
+                self.alive.append((route, alive))
+                self.counts["alive"] += len(alive) // 2
+        else:
+            self.drops.add(DecodeError(MALFORMED, f"relay {relay!r}: alive is not [worker, incarnation, ...]"))
         queued = self._unbatched
         kinds = WORKER_KINDS if self.kinds is None else WORKER_KINDS & self.kinds
         for entry in entries:
@@ -240,6 +254,20 @@ class ControlServer(Endpoint):
             last_seen[cm.worker] = time.monotonic()
             out.append(cm)
         return out
+
+    def take_alive(self, current: Callable[[str], Any]) -> int:
+        """Take the relays' signs of life: each ``worker`` whose ``incarnation`` is ``current(worker)`` is
+        seen now (its ``last_seen`` and route, as a message of its would); return how many."""
+        now, routes, last_seen, taken = time.monotonic(), self.routes, self.last_seen, 0
+        while self.alive:
+            route, flat = self.alive.popleft()
+            for i in range(0, len(flat), 2):
+                worker = flat[i]
+                if type(worker) is str and current(worker) == flat[i + 1]:
+                    routes[worker] = route
+                    last_seen[worker] = now
+                    taken += 1
+        return taken
 
     def pending(self) -> bool:
         """Whether a relay batch's messages wait for the next ``poll`` (the socket may have none)."""

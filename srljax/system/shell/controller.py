@@ -271,6 +271,8 @@ class Controller:
                 self.server.counts["done_not_from_a_trainer"] += 1
             elif msg.kind == "names" and self.name_store is not None:  # layout.names=controller
                 self.server.send(msg.worker, "names_reply", answer_names(self.name_store, msg.payload))
+        if self.server.alive:  # relays' signs of life for running workers whose heartbeats said nothing new
+            self.server.take_alive(self.incarnation.get)
 
     def _current(self, msg: ControlMessage) -> bool:
         """Whether ``msg`` comes from the incarnation now serving its worker key (``ControlServer.poll``)."""

@@ -19,7 +19,11 @@ same sender check applies (a message naming worker actor/3 must come from the ac
 needs nothing but the address: ``Worker.run`` connects to ``$SRLJAX_CONTROL_ADDRESS`` when it is set,
 instead of the controller's address from the name service. Upward it holds one DEALER to the
 controller with the ``relay`` key (``srljax/system/shell/auth.py``) and sends the workers' messages in
-``relay`` batches (``srljax/comm/control.py``): a heartbeat waits at most ``FLUSH_S`` for company,
+``relay`` batches (``srljax/comm/control.py``). A heartbeat that says nothing new (the worker runs, as in
+its last full heartbeat, with the same ``waiting``, a loop younger than half ``layout.hang_seconds``,
+the last full one under ``FULL_EVERY_S`` old, and it is no trainer, whose progress the controller
+follows) goes as the worker's name and incarnation alone (the batch's ``alive``), which costs the
+controller a fraction of a full one; any other goes whole. A heartbeat waits at most ``FLUSH_S`` for company,
 anything else (register, status, done, names) leaves at the end of the step that read it, and a
 batch never passes ``BATCH_BYTES`` (half the controller's frame limit). Commands come back one per
 worker, or one per node for many workers (``ControlServer.send_many``), which the relay passes to
@@ -49,10 +53,10 @@ from typing import Any
 import zmq
 
 from srljax.comm import ControlClient, ControlMessage, ControlServer, DirectoryNames, worker_key
-from srljax.comm.control import RELAY, TO_RELAY, TO_WORKER, WORKER_KINDS, pack_entry, relay_frame
+from srljax.comm.control import RELAY, TO_RELAY, TO_WORKER, WORKER_KINDS, pack_entry, relay_frame, worker_role
 from srljax.comm.security import KeyRing
 from srljax.config import Experiment
-from srljax.layout import CONTROLLER
+from srljax.layout import CONTROLLER, TRAINER
 from srljax.system.shell.auth import worker_context
 from srljax.system.shell.bounds import CONTROLLER_IN
 from srljax.system.shell.common import bind_host, trial_name
@@ -60,6 +64,7 @@ from srljax.system.shell.fd_limits import FD_MARGIN
 
 FLUSH_S = 0.05  # a batch of heartbeats alone leaves at most this long after its first one came
 BATCH_BYTES = CONTROLLER_IN // 2  # a batch's packed messages at most (the controller refuses frames past CONTROLLER_IN)
+FULL_EVERY_S = 5.0  # a running worker's heartbeat goes whole at least this often (else its name alone)
 MAX_WAITING = 256  # batches kept while the controller cannot take them; past this, heartbeat-only ones go
 POLL_LIMIT = 2000  # workers' messages read per step at most, so commands and flushes keep their turn
 LOOKUP_TIMEOUT_S = 120.0  # how long the relay process waits for the controller's address
@@ -87,10 +92,14 @@ class Relay:
                                       backlog=expected_workers + FD_MARGIN)
             self.address = self.down.address
         self.batch: list[bytes] = []  # packed messages (``pack_entry``)
+        self.alive: list[str] = []  # [worker, incarnation, ...]: heartbeats that said nothing new
+        self._told: dict[str, tuple[Any, Any, float, Any, bool]] = {}  # worker -> its last whole heartbeat's
+        # state, waiting, when, incarnation, and whether it is a trainer
+        self._young = cfg.layout.hang_seconds / 2  # a loop age past this goes whole, every second
         self.batch_bytes = 0
         self.batch_must = False  # it holds more than heartbeats: it leaves at the end of this step
         self.oldest = 0.0  # when the batch's first message came
-        self.waiting: deque[tuple[list[bytes], bool]] = deque()  # sealed batches the controller has not taken
+        self.waiting: deque[tuple[list[bytes], list[str], bool]] = deque()  # sealed batches the controller has not taken
         self.counts: Counter[str] = Counter()
         self.poller = zmq.Poller()
         self.poller.register(self.up.sock, zmq.POLLIN)
@@ -100,37 +109,56 @@ class Relay:
     # -- up: workers -> controller -----------------------------------------------------------------
     def forward(self, msg: ControlMessage) -> None:
         """Queue one worker message for the controller (it leaves in ``flush``)."""
+        if msg.kind == "heartbeat":
+            p, now = msg.payload, time.monotonic()
+            told = self._told.get(msg.worker)
+            age, incarnation = p.get("loop_age_s"), p.get("incarnation")
+            if told is not None and not told[4] and p.get("state") == "running" == told[0] and \
+                    p.get("waiting") == told[1] and now - told[2] < FULL_EVERY_S and told[3] == incarnation and \
+                    isinstance(age, (int, float)) and age < self._young and isinstance(incarnation, str):
+                self._start_batch()
+                self.alive += (msg.worker, incarnation)
+                self.batch_bytes += len(msg.worker) + len(incarnation) + 4
+                self.counts["alive"] += 1
+                return
+            self._told[msg.worker] = (p.get("state"), p.get("waiting"), now, incarnation,
+                                      worker_role(msg.worker) == TRAINER)
         self.forward_packed(pack_entry(msg.worker, msg.kind, msg.payload), msg.kind != "heartbeat")
+
+    def _start_batch(self) -> None:
+        if self.batch_bytes > BATCH_BYTES * 0.9:
+            self._seal()
+        if not (self.batch or self.alive):
+            self.oldest = time.monotonic()
 
     def forward_packed(self, entry: bytes, must: bool) -> None:
         """``forward`` of a message packed by ``pack_entry``; ``must``: more than a heartbeat (it leaves this step)."""
-        if self.batch and self.batch_bytes + len(entry) > BATCH_BYTES:
+        if (self.batch or self.alive) and self.batch_bytes + len(entry) > BATCH_BYTES:
             self._seal()
-        if not self.batch:
-            self.oldest = time.monotonic()
+        self._start_batch()
         self.batch.append(entry)
         self.batch_bytes += len(entry)
         self.batch_must = self.batch_must or must
         self.counts["forwarded"] += 1
 
     def _seal(self) -> None:
-        self.waiting.append((self.batch, self.batch_must))
-        self.batch, self.batch_bytes, self.batch_must = [], 0, False
+        self.waiting.append((self.batch, self.alive, self.batch_must))
+        self.batch, self.alive, self.batch_bytes, self.batch_must = [], [], 0, False
 
     def flush(self, force: bool = False) -> None:
         """Seal the batch if it is due (more than heartbeats, ``FLUSH_S`` old, or ``force``) and send
         what waits, in order, as far as the controller's connection takes it now."""
-        if self.batch and (force or self.batch_must or time.monotonic() - self.oldest >= FLUSH_S):
+        if (self.batch or self.alive) and (force or self.batch_must or time.monotonic() - self.oldest >= FLUSH_S):
             self._seal()
         while self.waiting:
-            entries, _ = self.waiting[0]
-            if not self.up.send_frame(relay_frame(self.up.trial, self.key, entries), timeout_ms=0):
+            entries, alive, _ = self.waiting[0]
+            if not self.up.send_frame(relay_frame(self.up.trial, self.key, entries, alive), timeout_ms=0):
                 break
             self.waiting.popleft()
             self.counts["batches"] += 1
         if len(self.waiting) > MAX_WAITING:
-            kept = deque(b for b in self.waiting if b[1])
-            self.counts["heartbeats_dropped"] += sum(len(e) for e, must in self.waiting if not must)
+            kept = deque(b for b in self.waiting if b[2])
+            self.counts["heartbeats_dropped"] += sum(len(e) + len(a) // 2 for e, a, must in self.waiting if not must)
             self.waiting = kept
 
     # -- down: controller -> workers -----------------------------------------------------------------
@@ -155,7 +183,7 @@ class Relay:
     # -- the loop ----------------------------------------------------------------------------------
     def step(self, timeout_ms: int = 100) -> None:
         """Wait up to ``timeout_ms`` (less while a batch is due) for traffic; move what came; flush."""
-        if self.batch or self.waiting:
+        if self.batch or self.alive or self.waiting:
             due = 0.0 if self.waiting else self.oldest + FLUSH_S - time.monotonic()
             timeout_ms = min(timeout_ms, max(0, int(due * 1000) + 1), 20 if self.waiting else timeout_ms)
         self.poller.poll(timeout_ms)
