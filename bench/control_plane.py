@@ -577,7 +577,7 @@ def run_one(workers: int, args: argparse.Namespace, root: Path) -> dict[str, Any
         procs = min(args.procs, nodes)
         share = -(-nodes // procs)
         fakes = [subprocess.Popen([sys.executable, str(Path(__file__).with_name("relay_nodes.py")), str(run_dir),
-                                   str(first), str(min(share, nodes - first)), str(per_node)])
+                                   str(first), str(min(share, nodes - first)), str(per_node)], start_new_session=True)
                  for first in range(0, nodes, share)]
     else:
         share = -(-workers // procs)
@@ -588,7 +588,9 @@ def run_one(workers: int, args: argparse.Namespace, root: Path) -> dict[str, Any
         time.sleep(0.1)
     ctl_cmd = [*me, "_controller", str(run_dir), str(args.seconds), str(args.ping_rate), args.profile or "", str(nodes),
                str(args.controller_nice)]
-    ctl = subprocess.Popen(ctl_cmd)
+    # its own session, as the simulated nodes' (other machines): with autogroups on (Linux's default) the CPU is
+    # shared between sessions first, and in the bench's session the controller had a fifth of that share
+    ctl = subprocess.Popen(ctl_cmd, start_new_session=bool(nodes))
     ok = True
     try:
         ctl.wait(timeout=args.limit)

@@ -102,7 +102,7 @@ def test_relay_carries_a_nodes_workers_both_ways(wire) -> None:
         assert [m.payload["seq"] for m in beats if m.worker == names[0]] == list(range(0, 20, 2))
         assert server.counts["received"] - received < 20
 
-        # running, nothing new since its last whole heartbeat: the name alone (a sign of life)
+        # nothing new since its last whole heartbeat: the name alone (a sign of life)
         for seq, waiting in ((100, ""), (101, ""), (102, "samples")):
             clients[0].send("heartbeat", {"state": "running", "seq": seq, "waiting": waiting, "loop_age_s": 0.1,
                                           "incarnation": "i0"})

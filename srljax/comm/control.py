@@ -26,8 +26,8 @@ Per-node aggregation (``srljax/system/shell/relay.py``): a node's relay holds th
 the controller for all of that node's workers. Upward it sends ``relay`` messages whose payload
 ``{"messages": [[worker, kind, payload], ...], "alive": [worker, incarnation, ...]}`` holds the workers'
 messages (each packed once at the relay, ``pack_entry`` and ``relay_frame``; decoded in one ``unpackb``
-with the header) and the names of workers whose heartbeat said nothing new (the relay's rule: running
-as before, same ``waiting``, a young loop, the last full beat under 5 s old, not a trainer): those
+with the header) and the names of workers whose heartbeat said nothing new (the relay's rule: the
+same state and ``waiting`` as the last full beat, a young loop, that beat under 30 s old, not a trainer): those
 are only signs of life, queued in ``ControlServer.alive`` for the controller, which takes them for
 the current incarnation in one tight loop; ``ControlServer.poll`` unpacks them into the workers' own messages, each routed
 back through the relay, so the controller is unchanged above ``poll``. A ``relay`` message must

@@ -385,7 +385,9 @@ class Controller:
         # crash is still seen at once through ``exited``, a hang through the configure timeout
         # One tight pass each finds the few candidates (at 10,000 workers the full checks over everyone
         # took 6-9 ms of the main thread five times a second, a stall every command reply waited out)
-        quiet_since = now - self._lost_timeout  # no worker is allowed less silence than this
+        # no worker is allowed less silence than this (before start none less than STARTUP_SILENCE_S: at
+        # 100,000 workers beating every 5 s, a 5 s bound made nearly all of them candidates, 0.2 s a pass)
+        quiet_since = now - (self._lost_timeout if self._started else max(self._lost_timeout, STARTUP_SILENCE_S))
         for key in [k for k, seen in self.server.last_seen.items() if seen < quiet_since]:
             if key not in self.info:
                 continue

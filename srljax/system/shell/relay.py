@@ -19,8 +19,9 @@ same sender check applies (a message naming worker actor/3 must come from the ac
 needs nothing but the address: ``Worker.run`` connects to ``$SRLJAX_CONTROL_ADDRESS`` when it is set,
 instead of the controller's address from the name service. Upward it holds one DEALER to the
 controller with the ``relay`` key (``srljax/system/shell/auth.py``) and sends the workers' messages in
-``relay`` batches (``srljax/comm/control.py``). A heartbeat that says nothing new (the worker runs, as in
-its last full heartbeat, with the same ``waiting``, a loop younger than half ``layout.hang_seconds``,
+``relay`` batches (``srljax/comm/control.py``). A heartbeat that says nothing new (the worker is in the
+state of its last full heartbeat, one of ``QUIET_STATES``, with the same ``waiting``, a loop younger than
+half ``layout.hang_seconds``,
 the last full one under ``FULL_EVERY_S`` old, and it is no trainer, whose progress the controller
 follows) goes as the worker's name and incarnation alone (the batch's ``alive``), which costs the
 controller a fraction of a full one; any other goes whole. A heartbeat waits at most ``FLUSH_S`` for company,
@@ -64,7 +65,8 @@ from srljax.system.shell.fd_limits import FD_MARGIN
 
 FLUSH_S = 0.05  # a batch of heartbeats alone leaves at most this long after its first one came
 BATCH_BYTES = CONTROLLER_IN // 2  # a batch's packed messages at most (the controller refuses frames past CONTROLLER_IN)
-FULL_EVERY_S = 5.0  # a running worker's heartbeat goes whole at least this often (else its name alone)
+FULL_EVERY_S = 30.0  # a worker's heartbeat goes whole at least this often (else, if nothing changed, its name alone)
+QUIET_STATES = ("created", "configuring", "ready", "running", "paused")  # beats in others (stopping, ...) go whole
 MAX_WAITING = 256  # batches kept while the controller cannot take them; past this, heartbeat-only ones go
 POLL_LIMIT = 2000  # workers' messages read per step at most, so commands and flushes keep their turn
 LOOKUP_TIMEOUT_S = 120.0  # how long the relay process waits for the controller's address
@@ -113,7 +115,7 @@ class Relay:
             p, now = msg.payload, time.monotonic()
             told = self._told.get(msg.worker)
             age, incarnation = p.get("loop_age_s"), p.get("incarnation")
-            if told is not None and not told[4] and p.get("state") == "running" == told[0] and \
+            if told is not None and not told[4] and p.get("state") in QUIET_STATES and p.get("state") == told[0] and \
                     p.get("waiting") == told[1] and now - told[2] < FULL_EVERY_S and told[3] == incarnation and \
                     isinstance(age, (int, float)) and age < self._young and isinstance(incarnation, str):
                 self._start_batch()
