@@ -574,17 +574,16 @@ def run_one(workers: int, args: argparse.Namespace, root: Path) -> dict[str, Any
     per_node = args.per_node if args.per_node is not None else PER_NODE if workers > DIRECT_MAX else 0
     nodes = connections(workers, per_node) if per_node else 0
     if nodes:  # simulated nodes: a real relay each, their workers in its process (bench/relay_nodes.py)
-        procs = min(args.procs, nodes)
-        share = -(-nodes // procs)
-        fakes = [subprocess.Popen([sys.executable, str(Path(__file__).with_name("relay_nodes.py")), str(run_dir),
-                                   str(first), str(min(share, nodes - first)), str(per_node)], start_new_session=True)
-                 for first in range(0, nodes, share)]
+        from relay_nodes import start
+
+        leader, procs = start(run_dir, nodes, per_node, args.procs)
+        fakes = [leader]
     else:
         share = -(-workers // procs)
         fakes = [subprocess.Popen([*me, "_fakes", str(run_dir), str(first), str(min(share, workers - first))])
                  for first in range(0, workers, share)]
     deadline = time.monotonic() + 600  # their imports (slow on a crowded box), so they wait for the controller
-    while len(list(run_dir.glob("fakes-*.pid"))) < len(fakes) and time.monotonic() < deadline:
+    while len(list(run_dir.glob("fakes-*.pid"))) < (procs if nodes else len(fakes)) and time.monotonic() < deadline:
         time.sleep(0.1)
     ctl_cmd = [*me, "_controller", str(run_dir), str(args.seconds), str(args.ping_rate), args.profile or "", str(nodes),
                str(args.controller_nice)]

@@ -116,9 +116,17 @@ def test_relay_carries_a_nodes_workers_both_ways(wire) -> None:
         before = server.last_seen[names[0]]
         assert server.take_alive({names[0]: "i0"}.get) == 1 and server.last_seen[names[0]] > before
 
-        assert server.send(names[1], "configure", {"seed": 3})  # one worker's command
+        sent = server.counts["sent"]
+        assert server.send(names[1], "configure", {"seed": 3})  # one worker's command, queued for its relay
+        assert server.send(names[0], "status", {"ping": 1})
+        server.flush()  # (``poll`` does it too)
+        assert server.counts["sent"] - sent == 1  # both in one message to the relay
         msg = clients[1].recv(timeout_ms=5000)
         assert msg is not None and (msg.kind, msg.worker, msg.payload) == ("configure", names[1], {"seed": 3})
+        msg = clients[0].recv(timeout_ms=5000)
+        assert msg is not None and (msg.kind, msg.worker, msg.payload) == ("status", names[0], {"ping": 1})
+        with pytest.raises(TypeError):
+            server.send(names[0], "configure", {1: "no int keys on the wire"})
         sent = server.counts["sent"]
         assert server.send_many(names, "start") == []  # both behind one relay: one message
         assert server.counts["sent"] - sent == 1

@@ -33,13 +33,15 @@ the current incarnation in one tight loop; ``ControlServer.poll`` unpacks them i
 back through the relay, so the controller is unchanged above ``poll``. A ``relay`` message must
 come from the ``relay`` key (with CURVE on; its worker key's role is ``relay`` either way); its
 entries were checked against their senders' keys by the relay. Downward a command for one worker
-goes to the relay's route with that worker's key and the relay passes it on; ``send_many`` sends a
-command for many workers behind one relay as one ``relay`` message ``{"workers", "kind",
+is queued per relay and leaves, with the others queued for that relay, as one ``relay`` message
+``{"messages": [[worker, kind, payload], ...]}`` at the next ``poll`` (or ``flush``); ``send_many``
+sends a command for many workers behind one relay as one ``relay`` message ``{"workers", "kind",
 "payload"}`` that the relay fans out.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import deque
 from collections.abc import Callable, Collection, Iterable
@@ -48,7 +50,7 @@ from typing import Any, NamedTuple
 import msgpack
 import zmq
 
-from srljax.comm.codec import MALFORMED, SCHEMA_VERSION, DecodeError, Message
+from srljax.comm.codec import MALFORMED, SCHEMA_VERSION, DecodeError, Message, _check_str_keys
 from srljax.comm.sockets import LATE_DRAIN, SENDER, Endpoint, context, make_socket, sender_identity
 
 RELAY = "relay"  # the kind of a relay's batches and fan-outs, and the role (key identity) of a relay
@@ -56,6 +58,7 @@ WORKER_KINDS = frozenset({"register", "heartbeat", "status", "done", "names"})  
 TO_CONTROLLER = WORKER_KINDS | {RELAY}
 CONTROL_ADDRESS_ENV = "SRLJAX_CONTROL_ADDRESS"  # set: a worker connects here (its node's relay), not to the controller
 FAN_OUT = 1000  # workers named in one ``relay`` fan-out at most
+OUTBOX_BYTES = 128 << 10  # commands queued for one relay before they leave without waiting for ``poll``
 MAX_ALIVE = 10_000  # relay batches' alive lists kept until taken (the oldest go first)
 HANDSHAKE_S = 120.0  # ZMQ_HANDSHAKE_IVL on both ends of the control channel
 DEFAULT_BACKLOG = 1024  # ZMQ_BACKLOG of the server when not told how many will connect (libzmq: 100)
@@ -129,6 +132,7 @@ class ControlServer(Endpoint):
         self._unbatched: deque[tuple[bytes, ControlMessage]] = deque()  # a relay batch's messages not yet taken
         # relays' signs of life ``(route, [worker, incarnation, ...])``, for the controller (``take_alive``)
         self.alive: deque[tuple[bytes, list[Any]]] = deque(maxlen=MAX_ALIVE)
+        self._outbox: dict[bytes, tuple[list[bytes], int]] = {}  # relay route -> commands packed for it, bytes
 
     def _validate(self, msg: Message) -> None:
         _unpack(msg)
@@ -224,6 +228,8 @@ class ControlServer(Endpoint):
         as ``ignored`` and neither returned nor taken as the worker's route or sign of life. Bad
         messages are dropped and counted; past the deadline at most ``LATE_DRAIN`` of them are skipped
         while no valid one has come."""
+        if self._outbox:
+            self.flush()
         out: list[ControlMessage] = []
         deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
         taken = late = 0  # valid messages read; bad ones skipped past the deadline before the first
@@ -269,6 +275,11 @@ class ControlServer(Endpoint):
                     taken += 1
         return taken
 
+    def close(self) -> None:
+        with contextlib.suppress(zmq.ZMQError):
+            self.flush(timeout_ms=0)
+        super().close()
+
     def pending(self) -> bool:
         """Whether a relay batch's messages wait for the next ``poll`` (the socket may have none)."""
         return bool(self._unbatched)
@@ -279,11 +290,22 @@ class ControlServer(Endpoint):
         self.last_seen.pop(worker, None)
 
     def send(self, worker: str, kind: str, payload: dict[str, Any] | None = None, timeout_ms: int = 1000) -> bool:
-        """Send a command to ``worker``; False if it never spoke to us, is gone, or its queue stayed full."""
+        """Send a command to ``worker``; False if it never spoke to us, is gone, or its queue stayed full.
+        Behind a relay it is queued for that relay (True) and leaves at the next ``poll`` or ``flush``."""
         route = self.routes.get(worker)
         if route is None:
             self.counts["unroutable"] += 1
             return False
+        if route in self.relays:
+            body = dict(payload or {})
+            _check_str_keys(body, 0)  # as ``encode``: a bad key fails here, not the relay's whole batch
+            entry = pack_entry(worker, kind, body)
+            entries, size = self._outbox.get(route, ([], 0))
+            entries.append(entry)
+            self._outbox[route] = (entries, size + len(entry))
+            if size + len(entry) > OUTBOX_BYTES:
+                self._flush_route(route, timeout_ms)
+            return True
         try:
             return self._encode_send(kind, None, timeout_ms, meta={"worker": worker, "payload": dict(payload or {})},
                                      envelope=[route])
@@ -293,10 +315,28 @@ class ControlServer(Endpoint):
             self.counts["unroutable"] += 1
             return False
 
+    def flush(self, timeout_ms: int = 1000) -> None:
+        """Send the commands queued for relays (``send``), one message per relay."""
+        for route in list(self._outbox):
+            self._flush_route(route, timeout_ms)
+
+    def _flush_route(self, route: bytes, timeout_ms: int) -> None:
+        entries, _ = self._outbox.pop(route)
+        try:
+            sent = self._send([route, relay_frame(self.trial, self.relays[route], entries)], timeout_ms)
+        except zmq.ZMQError as err:
+            if err.errno != zmq.EHOSTUNREACH:
+                raise
+            sent = False
+        if not sent:
+            self.counts["unroutable"] += len(entries)
+
     def send_many(self, workers: Iterable[str], kind: str, payload: dict[str, Any] | None = None,
                   timeout_ms: int = 1000) -> list[str]:
         """Send one command to many workers; return those it could not reach. Workers behind the same
         relay get it as one ``relay`` fan-out (up to ``FAN_OUT`` names per message), the rest one by one."""
+        if self._outbox:
+            self.flush(timeout_ms)  # what was sent before goes first
         failed: list[str] = []
         body = dict(payload or {})
         behind: dict[bytes, list[str]] = {}  # relay route -> its workers, in order

@@ -165,9 +165,17 @@ class Relay:
 
     # -- down: controller -> workers -----------------------------------------------------------------
     def command(self, msg: ControlMessage) -> None:
-        """A message from the controller: one worker's command, or a fan-out to many."""
+        """A message from the controller: one worker's command, several workers' commands, or a fan-out."""
         if msg.kind != RELAY:
             self.deliver(msg.worker, msg.kind, msg.payload)
+            return
+        if isinstance(messages := msg.payload.get("messages"), list):
+            for entry in messages:
+                if isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str) and \
+                        entry[1] in TO_WORKER and isinstance(entry[2], dict):
+                    self.deliver(*entry)
+                else:
+                    self.counts["bad_command"] += 1
             return
         workers, kind, payload = (msg.payload.get(k) for k in ("workers", "kind", "payload"))
         if not (isinstance(workers, list) and kind in TO_WORKER and isinstance(payload, dict)):
