@@ -24,7 +24,6 @@ nodes together get one session's share, as does the controller, rather than one 
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import json
 import os
@@ -49,18 +48,22 @@ from srljax.system.shell.relay import FLUSH_S, Relay  # noqa: E402
 from srljax.system.shell.worker import HEARTBEAT_S, STARTUP_HEARTBEAT_S  # noqa: E402
 
 BEATS_PER_TURN = 1000
-TICK_S = 0.005  # the loop's shortest sleep: the beats due meanwhile leave together (up to this late)
+TICK_S = 0.005  # one slot of the heartbeat clock: the beats of a slot leave together (up to this late)
+SLOTS = round(HEARTBEAT_S / TICK_S)
 NAMES_RATE = 50.0  # name lookups a second per process while running (as control_plane.NAMES_RATE)
 
 
 class Sim:
     """One simulated worker behind a relay: its key, state, heartbeat counter and clock."""
 
-    __slots__ = ("key", "role", "index", "node", "state", "seq", "incarnation", "last_beat", "ticks")
+    __slots__ = ("key", "role", "index", "node", "state", "seq", "incarnation", "last_beat", "ticks", "beat")
 
     def __init__(self, key: str, role: str, index: int, node: SimNode) -> None:
         self.key, self.role, self.index, self.node = key, role, index, node
         self.state, self.seq, self.incarnation, self.last_beat, self.ticks = "created", 0, os.urandom(6).hex(), 0.0, 0
+        # its heartbeat, refilled for each beat (the relay packs a whole one as it takes it, and keeps none)
+        self.beat = {"state": "", "seq": 0, "gap_s": 0.0, "loop_age_s": 0.0, "progress": 0, "waiting": "", "sent": 0.0,
+                     "incarnation": self.incarnation}
 
 
 class SimNode(Relay):
@@ -105,9 +108,9 @@ class NodesProcess:
         workers = build_layout(cfg).workers()
         self.nodes: list[SimNode] = []
         self.sims: list[Sim] = []
-        self.beats: list[tuple[float, int]] = []
+        self.wheel: list[list[Sim]] = [[] for _ in range(SLOTS)]  # each sim's beat slot: its clock's phase
         rng = random.Random(first_node)
-        now = time.monotonic()
+        self.epoch = time.monotonic()
         for n in range(first_node, first_node + nodes):
             node = SimNode(cfg, f"node{n}", address, keys=keys, up_ctx=self.ctx, bench=self)
             self.nodes.append(node)
@@ -119,7 +122,8 @@ class NodesProcess:
                 self.send(sim, "register", {"pid": os.getpid(), "role": role, "index": index, "host": f"node{n}"})
                 self.name_call(sim, self.names_startup, "add", key=f"{sim.key}/prometheus",
                                value=f"127.0.0.1:{30000 + index % 30000}")
-                heapq.heappush(self.beats, (now + rng.random() * HEARTBEAT_S, len(self.sims) - 1))
+                self.wheel[rng.randrange(SLOTS)].append(sim)
+        self.next_slot = 0  # the wheel's next slot to beat, counted from ``epoch``
         self.poller = zmq.Poller()
         for node in self.nodes:
             node.poller = zmq.Poller()  # unused: this loop polls every node's socket at once
@@ -175,25 +179,26 @@ class NodesProcess:
                 if (self.run_dir / "abort").exists():  # the bench gave up: do not wait for a stop
                     break
             turn = 0  # beats this turn: at most BEATS_PER_TURN, then commands get their turn (as a relay's POLL_LIMIT)
-            while self.beats and self.beats[0][0] <= now and turn < BEATS_PER_TURN:
-                turn += 1
-                due, i = heapq.heappop(self.beats)
-                sim = self.sims[i]
-                if sim.state == "stopped":
-                    continue
-                sim.ticks += 1  # one 1 s clock; before start only every STARTUP_HEARTBEAT_S-th tick beats
-                heapq.heappush(self.beats, (due + HEARTBEAT_S, i))
-                if sim.state != "running" and sim.ticks % startup_ticks != 1:
-                    continue
-                sim.seq += 1
-                sent = now
-                if sim.seq % 8 == 0:  # a sample of how late beats leave
-                    self.late.append(sent - due)
-                self.send(sim, "heartbeat", {"state": sim.state, "seq": sim.seq,
-                                             "gap_s": round(sent - sim.last_beat, 3) if sim.last_beat else 0.0,
-                                             "loop_age_s": 0.0, "progress": sim.seq if sim.role == TRAINER else 0,
-                                             "waiting": "", "sent": sent})
-                sim.last_beat = sent
+            while self.next_slot <= (now - self.epoch) / TICK_S and turn < BEATS_PER_TURN:
+                due = self.epoch + self.next_slot * TICK_S
+                slot = self.wheel[self.next_slot % SLOTS]
+                self.next_slot += 1
+                turn += len(slot)
+                for sim in slot:
+                    if sim.state == "stopped":
+                        continue
+                    sim.ticks += 1  # one 1 s clock; before start only every STARTUP_HEARTBEAT_S-th tick beats
+                    if sim.state != "running" and sim.ticks % startup_ticks != 1:
+                        continue
+                    sim.seq += 1
+                    if sim.seq % 8 == 0:  # a sample of how late beats leave
+                        self.late.append(now - due)
+                    beat = sim.beat
+                    beat["state"], beat["seq"], beat["sent"] = sim.state, sim.seq, now
+                    beat["gap_s"] = round(now - sim.last_beat, 3) if sim.last_beat else 0.0
+                    beat["progress"] = sim.seq if sim.role == TRAINER else 0
+                    sim.node.forward(ControlMessage("heartbeat", sim.key, beat))
+                    sim.last_beat = now
             if now >= next_name and self.sims[0].state == "running" and len(self.asked) < 100:
                 next_name = now + 1.0 / NAMES_RATE
                 sim, other = random.choice(self.sims), random.choice(self.sims)
@@ -201,10 +206,10 @@ class NodesProcess:
             for node in self.nodes:
                 node.flush()
             # beats fall due every few µs here: wake for them at most every TICK_S, for commands at once
-            wait = FLUSH_S if not self.beats else min(FLUSH_S, max(TICK_S, self.beats[0][0] - time.monotonic()))
-            if turn == BEATS_PER_TURN:  # behind: look for commands without sleeping
+            wait = min(FLUSH_S, max(0.0, self.epoch + self.next_slot * TICK_S - time.monotonic()))
+            if turn >= BEATS_PER_TURN:  # behind: look for commands without sleeping
                 wait = 0.0
-            if self.poller.poll(int(wait * 1000)):
+            if self.poller.poll(round(wait * 1000)):
                 for node in self.nodes:
                     node.read_commands()
                 for node in self.nodes:  # replies (statuses) leave at once, as a real relay's step does
@@ -229,7 +234,8 @@ class NodesProcess:
 
 def start(run_dir: Path, nodes: int, per_node: int, procs: int) -> tuple[subprocess.Popen[bytes], int]:
     """The simulated nodes in ``procs`` processes of one new session: (its leader, the number of processes)."""
-    procs = max(1, min(procs, nodes))
+    share = -(-nodes // max(1, min(procs, nodes)))
+    procs = len(range(0, nodes, share))  # as ``session`` splits them
     leader = subprocess.Popen([sys.executable, __file__, "_session", str(run_dir), str(nodes), str(per_node), str(procs)],
                               start_new_session=True)
     return leader, procs

@@ -63,7 +63,8 @@ from srljax.system.shell.bounds import CONTROLLER_IN
 from srljax.system.shell.common import bind_host, trial_name
 from srljax.system.shell.fd_limits import FD_MARGIN
 
-FLUSH_S = 0.05  # a batch of heartbeats alone leaves at most this long after its first one came
+FLUSH_S = 0.2  # a batch of heartbeats alone leaves at most this long after its first one came (liveness
+# allows seconds; 100 relays flushing every 50 ms cost the controller 2,000 wake-ups a second)
 BATCH_BYTES = CONTROLLER_IN // 2  # a batch's packed messages at most (the controller refuses frames past CONTROLLER_IN)
 FULL_EVERY_S = 30.0  # a worker's heartbeat goes whole at least this often (else, if nothing changed, its name alone)
 QUIET_STATES = ("created", "configuring", "ready", "running", "paused")  # beats in others (stopping, ...) go whole
@@ -121,7 +122,6 @@ class Relay:
                 self._start_batch()
                 self.alive += (msg.worker, incarnation)
                 self.batch_bytes += len(msg.worker) + len(incarnation) + 4
-                self.counts["alive"] += 1
                 return
             self._told[msg.worker] = (p.get("state"), p.get("waiting"), now, incarnation,
                                       worker_role(msg.worker) == TRAINER)
@@ -144,6 +144,7 @@ class Relay:
         self.counts["forwarded"] += 1
 
     def _seal(self) -> None:
+        self.counts["alive"] += len(self.alive) // 2
         self.waiting.append((self.batch, self.alive, self.batch_must))
         self.batch, self.alive, self.batch_bytes, self.batch_must = [], [], 0, False
 
