@@ -185,7 +185,7 @@ def test_a_real_controller_runs_real_workers_through_a_relay(tmp_path: Path, mon
         controller._wait_until(keys_, lambda k: controller.states.get(k) == "ready", 20, "configure")
         controller._started = True
         controller._send(keys_, "start")
-        controller._wait_until(keys_, lambda k: controller.beats.get(k, {}).get("state") == "running", 20, "start")
+        controller._wait_until(keys_, lambda k: controller.states.get(k) == "running", 20, "start")
         # the next beats of the non-trainers say nothing new: their names alone
         _until(lambda: controller._tick(50) or controller.server.counts["alive"] >= 3)
         seen = dict(controller.server.last_seen)

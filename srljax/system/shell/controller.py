@@ -391,8 +391,10 @@ class Controller:
         for key in [k for k, seen in self.server.last_seen.items() if seen < quiet_since]:
             if key not in self.info:
                 continue
-            started = self._started and key not in self.pending and \
-                self.beats.get(key, {}).get("state") not in PRE_START_STATES
+            # its newest word on its state: a status (``start``'s reply) or a heartbeat; behind a relay the
+            # first running beat after that status may come as a sign of life alone (relay.py)
+            state = self.states.get(key, self.beats.get(key, {}).get("state"))
+            started = self._started and key not in self.pending and state not in PRE_START_STATES
             allowed = self._lost_timeout if started else max(self._lost_timeout, STARTUP_SILENCE_S)
             silent = now - self.server.last_seen.get(key, now)
             if silent > allowed and self.states.get(key) not in ("stopped", "error"):

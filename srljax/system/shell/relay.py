@@ -20,7 +20,7 @@ needs nothing but the address: ``Worker.run`` connects to ``$SRLJAX_CONTROL_ADDR
 instead of the controller's address from the name service. Upward it holds one DEALER to the
 controller with the ``relay`` key (``srljax/system/shell/auth.py``) and sends the workers' messages in
 ``relay`` batches (``srljax/comm/control.py``). A heartbeat that says nothing new (the worker is in the
-state of its last full heartbeat, one of ``QUIET_STATES``, with the same ``waiting``, a loop younger than
+state of its last full heartbeat or a later status, one of ``QUIET_STATES``, with the same ``waiting``, a loop younger than
 half ``layout.hang_seconds``,
 the last full one under ``FULL_EVERY_S`` old, and it is no trainer, whose progress the controller
 follows) goes as the worker's name and incarnation alone (the batch's ``alive``), which costs the
@@ -125,6 +125,10 @@ class Relay:
                 return
             self._told[msg.worker] = (p.get("state"), p.get("waiting"), now, incarnation,
                                       worker_role(msg.worker) == TRAINER)
+        elif msg.kind == "status" and (told := self._told.get(msg.worker)) is not None and \
+                isinstance(msg.payload.get("state"), str) and msg.payload.get("incarnation") == told[3]:
+            # the controller takes the state from the status too: a heartbeat saying the same is nothing new
+            self._told[msg.worker] = (msg.payload["state"], *told[1:])
         self.forward_packed(pack_entry(msg.worker, msg.kind, msg.payload), msg.kind != "heartbeat")
 
     def _start_batch(self) -> None:
