@@ -698,7 +698,9 @@ def main() -> None:
                   f"({r['pings_unanswered']} unanswered), fake workers in {r['procs']} processes used "
                   f"{r['fake_cpu_s']:.1f} CPU s, {r['fake_beats_not_sent']:,} heartbeats not sent (no connection yet), beats left up to "
                   f"{r['fake_late_p99_ms']:.0f} ms late (p99); controller socket {r['server']}"
-                  + (f"; {r['nodes']:,} nodes' relays of {r['per_node']:,} workers: {r['relays']}" if r["nodes"] else ""),
+                  + (f"; {r['nodes']:,} nodes' relays of {r['per_node']:,} workers: {r['relays']} (heartbeat latency: "
+                     f"whole beats only; a beat that says nothing new reaches the controller as a sign of life "
+                     f"without its send time)" if r["nodes"] else ""),
                   flush=True)
             snaps = r["snaps"]
             phases = [("register", "bind", "register"), ("configure and start", "register", "started"),

@@ -47,7 +47,7 @@ from srljax.system.shell.auth import worker_context  # noqa: E402
 from srljax.system.shell.relay import FLUSH_S, Relay  # noqa: E402
 from srljax.system.shell.worker import HEARTBEAT_S, STARTUP_HEARTBEAT_S  # noqa: E402
 
-BEATS_PER_TURN = 1000
+BEATS_PER_TURN = 250
 TICK_S = 0.005  # one slot of the heartbeat clock: the beats of a slot leave together (up to this late)
 SLOTS = round(HEARTBEAT_S / TICK_S)
 NAMES_RATE = 50.0  # name lookups a second per process while running (as control_plane.NAMES_RATE)
