@@ -56,7 +56,7 @@ NAMES_RATE = 50.0  # name lookups a second per process while running (as control
 class Sim:
     """One simulated worker behind a relay: its key, state, heartbeat counter and clock."""
 
-    __slots__ = ("key", "role", "index", "node", "state", "seq", "incarnation", "last_beat", "ticks", "beat")
+    __slots__ = ("key", "role", "index", "node", "state", "seq", "incarnation", "last_beat", "ticks", "beat", "msg")
 
     def __init__(self, key: str, role: str, index: int, node: SimNode) -> None:
         self.key, self.role, self.index, self.node = key, role, index, node
@@ -64,6 +64,7 @@ class Sim:
         # its heartbeat, refilled for each beat (the relay packs a whole one as it takes it, and keeps none)
         self.beat = {"state": "", "seq": 0, "gap_s": 0.0, "loop_age_s": 0.0, "progress": 0, "waiting": "", "sent": 0.0,
                      "incarnation": self.incarnation}
+        self.msg = ControlMessage("heartbeat", key, self.beat)
 
 
 class SimNode(Relay):
@@ -195,9 +196,10 @@ class NodesProcess:
                         self.late.append(now - due)
                     beat = sim.beat
                     beat["state"], beat["seq"], beat["sent"] = sim.state, sim.seq, now
-                    beat["gap_s"] = round(now - sim.last_beat, 3) if sim.last_beat else 0.0
-                    beat["progress"] = sim.seq if sim.role == TRAINER else 0
-                    sim.node.forward(ControlMessage("heartbeat", sim.key, beat))
+                    beat["gap_s"] = now - sim.last_beat if sim.last_beat else 0.0
+                    if sim.role == TRAINER:
+                        beat["progress"] = sim.seq
+                    sim.node.forward(sim.msg)
                     sim.last_beat = now
             if now >= next_name and self.sims[0].state == "running" and len(self.asked) < 100:
                 next_name = now + 1.0 / NAMES_RATE

@@ -202,3 +202,46 @@ def test_a_real_controller_runs_real_workers_through_a_relay(tmp_path: Path, mon
             worker.request_stop("test over")
         running.close()
         controller.close()
+
+
+def test_the_relay_process_serves_a_trial_and_ends_with_it(tmp_path: Path) -> None:
+    """``python -m srljax.system.shell.relay RUN_DIR``: finds the controller in the run folder, reads the
+    trial's keys, publishes its address, carries a worker's register, and exits once status.json is written."""
+    import json
+    import subprocess
+    import sys
+
+    from srljax.comm import DirectoryNames, worker_key
+    from srljax.config import write_json
+
+    cfg = auth.resolved(small_config(tmp_path, "layout.auth=on"), slurm=False)
+    run_dir = Path(cfg.run_dir)
+    run_dir.mkdir(parents=True)
+    write_json(cfg, run_dir / "config.json")
+    keys = auth.prepare(cfg, run_dir)
+    ctx = worker_context(cfg, keys, CONTROLLER)
+    server = ControlServer("tcp://127.0.0.1:*", trial_name(cfg), ctx=ctx)
+    names = DirectoryNames(run_dir / "names")
+    names.add(worker_key(cfg.name, cfg.trial, CONTROLLER, 0), server.address)
+    proc = subprocess.Popen([sys.executable, "-m", "srljax.system.shell.relay", str(run_dir), "--node", "n7",
+                             "--bind", "tcp://127.0.0.1:*"], cwd=Path(__file__).resolve().parents[1])
+    actor_ctx = worker_context(cfg, keys, "actor")
+    client = None
+    try:
+        address = names.wait(f"{worker_key(cfg.name, cfg.trial, RELAY, 'n7')}/control", timeout=60)
+        client = ControlClient(address, trial_name(cfg), f"{trial_name(cfg)}/actor/0", ctx=actor_ctx)
+        _until(lambda: client.send("register", {"pid": 1}, timeout_ms=100), timeout=30)
+        got = _gather(server, 1)
+        assert [(m.kind, m.worker) for m in got] == [("register", f"{trial_name(cfg)}/actor/0")]
+        assert list(server.relays.values()) == [worker_key(cfg.name, cfg.trial, RELAY, "n7")]
+        (run_dir / "status.json").write_text(json.dumps({"exit_code": 0}))  # the controller's last act
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if client is not None:
+            client.close()
+        actor_ctx.close()
+        server.close()
+        ctx.close()

@@ -96,8 +96,8 @@ class Relay:
             self.address = self.down.address
         self.batch: list[bytes] = []  # packed messages (``pack_entry``)
         self.alive: list[str] = []  # [worker, incarnation, ...]: heartbeats that said nothing new
-        self._told: dict[str, tuple[Any, Any, float, Any, bool]] = {}  # worker -> its last whole heartbeat's
-        # state, waiting, when, incarnation, and whether it is a trainer
+        self._told: dict[str, tuple[Any, ...]] = {}  # worker -> its last whole heartbeat's state, waiting, when,
+        # incarnation, and whether a beat repeating them may go as its name (``_telling``)
         self._young = cfg.layout.hang_seconds / 2  # a loop age past this goes whole, every second
         self.batch_bytes = 0
         self.batch_must = False  # it holds more than heartbeats: it leaves at the end of this step
@@ -112,24 +112,32 @@ class Relay:
     # -- up: workers -> controller -----------------------------------------------------------------
     def forward(self, msg: ControlMessage) -> None:
         """Queue one worker message for the controller (it leaves in ``flush``)."""
-        if msg.kind == "heartbeat":
-            p, now = msg.payload, time.monotonic()
-            told = self._told.get(msg.worker)
-            age, incarnation = p.get("loop_age_s"), p.get("incarnation")
-            if told is not None and not told[4] and p.get("state") in QUIET_STATES and p.get("state") == told[0] and \
-                    p.get("waiting") == told[1] and now - told[2] < FULL_EVERY_S and told[3] == incarnation and \
-                    isinstance(age, (int, float)) and age < self._young and isinstance(incarnation, str):
-                self._start_batch()
-                self.alive += (msg.worker, incarnation)
-                self.batch_bytes += len(msg.worker) + len(incarnation) + 4
-                return
-            self._told[msg.worker] = (p.get("state"), p.get("waiting"), now, incarnation,
-                                      worker_role(msg.worker) == TRAINER)
-        elif msg.kind == "status" and (told := self._told.get(msg.worker)) is not None and \
-                isinstance(msg.payload.get("state"), str) and msg.payload.get("incarnation") == told[3]:
+        worker, p = msg.worker, msg.payload
+        if msg.kind == "heartbeat":  # the hot path: a beat that says nothing new
+            told, incarnation, now = self._told.get(worker), p.get("incarnation"), time.monotonic()
+            if told is not None and told[4] and p.get("state") == told[0] and told[3] == incarnation and \
+                    p.get("waiting") == told[1] and now - told[2] < FULL_EVERY_S:
+                age = p.get("loop_age_s")
+                if (type(age) is float or type(age) is int) and age < self._young:
+                    if self.batch_bytes > BATCH_BYTES * 0.9:
+                        self._seal()
+                    if not (self.batch or self.alive):
+                        self.oldest = now
+                    self.alive += (worker, incarnation)
+                    self.batch_bytes += len(worker) + len(incarnation) + 4
+                    return
+            self._told[worker] = self._telling(worker, p.get("state"), p.get("waiting"), now, incarnation)
+        elif msg.kind == "status" and (told := self._told.get(worker)) is not None and \
+                isinstance(p.get("state"), str) and p.get("incarnation") == told[3]:
             # the controller takes the state from the status too: a heartbeat saying the same is nothing new
-            self._told[msg.worker] = (msg.payload["state"], *told[1:])
+            self._told[worker] = self._telling(worker, p["state"], told[1], told[2], told[3])
         self.forward_packed(pack_entry(msg.worker, msg.kind, msg.payload), msg.kind != "heartbeat")
+
+    @staticmethod
+    def _telling(worker: str, state: Any, waiting: Any, when: float, incarnation: Any) -> tuple[Any, ...]:
+        """What the controller last heard of ``worker``, and whether a beat repeating it may go as its name."""
+        quiet = state in QUIET_STATES and isinstance(incarnation, str) and worker_role(worker) != TRAINER
+        return state, waiting, when, incarnation, quiet
 
     def _start_batch(self) -> None:
         if self.batch_bytes > BATCH_BYTES * 0.9:
