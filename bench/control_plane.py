@@ -68,12 +68,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 import zmq  # noqa: E402
+from control_costs import isolated_costs, names_latency, percentile  # noqa: E402
 
 from srljax.comm.codec import DecodeError, decode, encode  # noqa: E402
 from srljax.comm.control import HANDSHAKE_S, TO_WORKER  # noqa: E402
-from srljax.comm.names import DirectoryNames, MemoryNames, NameResolver, worker_key  # noqa: E402
+from srljax.comm.names import DirectoryNames, worker_key  # noqa: E402
 from srljax.comm.security import WireRules  # noqa: E402
 from srljax.comm.sockets import make_socket  # noqa: E402
 from srljax.config import Experiment, apply_overrides, from_dict, load_file, write_json  # noqa: E402
@@ -105,13 +105,6 @@ def raise_fd_limit(needed: int) -> int:
     except OSError as err:
         raise SystemExit(f"{err}; or use more --procs") from None
     return hard
-
-
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q / 100 * len(ordered)))]
 
 
 def rss_mb() -> tuple[float, float]:
@@ -487,77 +480,6 @@ def fakes_main(run_dir: Path, first: int, count: int) -> None:
            "names_startup_ms": [x * 1e3 for x in names_startup], "names_steady_ms": [x * 1e3 for x in names_steady],
            "late_p99_ms": percentile(late, 99) * 1e3, **counts}
     (run_dir / f"fakes-{first}.json").write_text(json.dumps(out))
-
-
-# -- the name service alone -------------------------------------------------------------------------
-def names_latency(workers: int, folder: Path, samples: int = 2000) -> dict[str, dict[str, float]]:
-    """``get`` p50/p99 (µs) and one ``list`` of the policy role (ms) with one entry per worker."""
-    keys = [f"control_plane/n{workers}/{role}/{index}/control" for role, index in
-            [("trainer", 0)] + [("policy", i) for i in range(max(1, workers // 100))] +
-            [("actor", i) for i in range(workers - 1 - max(1, workers // 100))]]
-    out = {}
-    backends: list[tuple[str, NameResolver]] = [("memory", MemoryNames()), ("directory", DirectoryNames(folder))]
-    for label, names in backends:
-        for key in keys:
-            names.add(key, "tcp://127.0.0.1:5555")
-        picks = random.Random(1).choices(keys, k=samples)
-        times = []
-        for key in picks:
-            t = time.perf_counter()
-            names.get(key)
-            times.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        listed = names.list(f"control_plane/n{workers}/policy/")
-        list_ms = (time.perf_counter() - t) * 1e3
-        assert len(listed) == max(1, workers // 100)
-        out[label] = {"get_p50_us": percentile(times, 50) * 1e6, "get_p99_us": percentile(times, 99) * 1e6,
-                      "list_ms": list_ms}
-    return out
-
-
-# -- CPU costs in isolation (what the crowded box does not distort) -------------------------------------
-def isolated_costs(connections: int = 500, messages: int = 20_000) -> dict[str, float]:
-    """CPU µs (all threads of this process) per heartbeat through ``ControlServer.poll`` and per
-    connection handshake (both ends, here in one process), with CURVE and without."""
-    from srljax.comm import ControlClient, ControlServer
-    from srljax.comm.security import KeyRing, WireContext
-
-    out = {}
-    for label in ("off", "on"):
-        keys = KeyRing.generate([CONTROLLER, "actor"]) if label == "on" else None
-        server_ctx = WireContext(WireRules(keys=keys, identity=CONTROLLER, limits={"control": 256 << 10}))
-        client_ctx = WireContext(WireRules(keys=keys, identity="actor", pinned={"control": CONTROLLER}))
-        client_ctx.set(zmq.MAX_SOCKETS, connections + 64)
-        server = ControlServer("tcp://127.0.0.1:*", "bench/t0", ctx=server_ctx)
-        one = ControlClient(server.address, "bench/t0", "bench/t0/actor/0", ctx=client_ctx)
-        for seq in range(messages):
-            one.send("heartbeat", {"state": "running", "seq": seq, "gap_s": 1.0, "loop_age_s": 0.0, "progress": 0,
-                                   "waiting": "", "sent": time.monotonic(), "incarnation": "0123456789ab"}, timeout_ms=None)
-        time.sleep(2.0)  # all sent and queued at the server
-        began, got = time.process_time(), 0
-        while got < messages:
-            got += len(server.poll(timeout_ms=1000, limit=1000))
-        out[f"poll_us_auth_{label}"] = (time.process_time() - began) / messages * 1e6
-        began = time.process_time()
-        socks = []
-        for _ in range(connections):  # the same rules a worker's socket gets, without the monitor
-            sock = make_socket(client_ctx, zmq.DEALER)
-            client_ctx.rules.secure_client(sock, "control", server.address)
-            sock.connect(server.address)
-            sock.send_multipart(encode("register", "bench/t0", None, meta={"worker": "bench/t0/actor/1", "payload": {}}))
-            socks.append(sock)
-        got = 0
-        while got < connections and server.sock.poll(60_000):
-            server.sock.recv_multipart()
-            got += 1
-        out[f"handshake_us_auth_{label}"] = (time.process_time() - began) / connections * 1e6
-        for sock in socks:
-            sock.close(linger=0)
-        one.close()
-        server.close()
-        server_ctx.close()
-        client_ctx.close()
-    return out
 
 
 # -- one N ------------------------------------------------------------------------------------------
