@@ -106,6 +106,7 @@ class NodesProcess:
         self.names_steady: list[float] = []
         self.request_ids = itertools.count(1)
         self.late: list[float] = []
+        self.beat_cpu = 0.0  # CPU seconds of this process's main thread spent making heartbeats and relaying them
         workers = build_layout(cfg).workers()
         self.nodes: list[SimNode] = []
         self.sims: list[Sim] = []
@@ -179,6 +180,7 @@ class NodesProcess:
                 next_look = now + 1.0
                 if (self.run_dir / "abort").exists():  # the bench gave up: do not wait for a stop
                     break
+            t_beats = time.process_time()
             turn = 0  # beats this turn: at most BEATS_PER_TURN, then commands get their turn (as a relay's POLL_LIMIT)
             while self.next_slot <= (now - self.epoch) / TICK_S and turn < BEATS_PER_TURN:
                 due = self.epoch + self.next_slot * TICK_S
@@ -201,6 +203,7 @@ class NodesProcess:
                         beat["progress"] = sim.seq
                     sim.node.forward(sim.msg)
                     sim.last_beat = now
+            self.beat_cpu += time.process_time() - t_beats
             if now >= next_name and self.sims[0].state == "running" and len(self.asked) < 100:
                 next_name = now + 1.0 / NAMES_RATE
                 sim, other = random.choice(self.sims), random.choice(self.sims)
@@ -230,7 +233,8 @@ class NodesProcess:
         out = {"cpu_s": time.process_time() - self.started, "lookup_ms": self.lookup_ms,
                "names_startup_ms": [x * 1e3 for x in self.names_startup],
                "names_steady_ms": [x * 1e3 for x in self.names_steady], "late_p99_ms": late_p99,
-               "relays": counters, **self.counts}
+               "relays": counters, "beat_cpu_s": self.beat_cpu,
+               **self.counts}
         (self.run_dir / f"fakes-n{self.first}.json").write_text(json.dumps(out))
 
 
