@@ -103,7 +103,7 @@ def custom_roles(cfg: Experiment) -> dict[str, RoleSpec]:
         if not isinstance(cls, type) or not name or not hasattr(cls, "poll"):
             raise ValueError(f"layout.custom_roles entry {entry!r} is not a Worker subclass with a `role` name "
                              "(see srljax/system/shell/worker.py)")
-        if name in ROLES or name in out or name == CONTROLLER:
+        if name in ROLES or name in out or name in (CONTROLLER, "relay"):  # relay: srljax/comm/control.py
             raise ValueError(f"layout.custom_roles entry {entry!r}: role name {name!r} is already taken")
         out[name] = RoleSpec(name, path, tuple(getattr(cls, "serves", ())), getattr(cls, "placement", "cpu"),
                              CUSTOM_SLURM_GROUP, count=lambda cfg, n=count: n)

@@ -92,7 +92,7 @@ def test_auth_values_by_backend() -> None:
     assert not auth.auth_on(apply_overrides(cfg, ["layout.auth=off"]), slurm=False)
     assert not auth.auth_on(apply_overrides(cfg, ["layout.auth=off"]), slurm=True)
     assert auth.resolved(cfg, slurm=True).layout.auth == "on"
-    assert auth.identities(cfg) == ["controller", "trainer", "policy", "actor"]
+    assert auth.identities(cfg) == ["controller", "trainer", "policy", "actor", "relay"]
 
 
 # -- every socket type: a client with foreign keys, or none, is refused and counted ---------------------

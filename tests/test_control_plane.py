@@ -108,6 +108,10 @@ def test_a_worker_heard_only_after_start_up_beats_is_allowed_the_start_up_silenc
     controller.beats[key] = {"state": "ready"}
     controller.server.last_seen[key] = time.monotonic() - 10.0  # silent 10 s: over the 5 s timeout
     controller._check_liveness()  # allowed STARTUP_SILENCE_S (30 s)
+    controller.states[key] = "running"  # its reply to ``start`` said so (the beat is older)
+    with pytest.raises(TrialEnded, match=r"no heartbeat for 10\.\d s \(allowed 5 s"):
+        controller._check_liveness()
+    del controller.states[key]
     controller.beats[key] = {"state": "running"}
     with pytest.raises(TrialEnded, match=r"no heartbeat for 10\.\d s \(allowed 5 s"):
         controller._check_liveness()

@@ -21,26 +21,51 @@ retransmits, 1 s, 3 s, 7 s, ...), both ends allow ``HANDSHAKE_S`` for a CURVE ha
 over, which costs the crypto again), and a client queues messages only once its connection is
 up (``ZMQ_IMMEDIATE``): a worker that waits its turn to connect does not arrive with a backlog
 of stale heartbeats; ``send`` says False meanwhile, so a worker resends what must arrive.
+
+Per-node aggregation (``srljax/system/shell/relay.py``): a node's relay holds the one connection to
+the controller for all of that node's workers. Upward it sends ``relay`` messages whose payload
+``{"messages": [[worker, kind, payload], ...], "alive": [worker, incarnation, ...]}`` holds the workers'
+messages (each packed once at the relay, ``pack_entry`` and ``relay_frame``; decoded in one ``unpackb``
+with the header) and the names of workers whose heartbeat said nothing new (the relay's rule: the
+same state and ``waiting`` as the last full beat, a young loop, that beat under 30 s old, not a trainer): those
+are only signs of life, queued in ``ControlServer.alive`` for the controller, which takes them for
+the current incarnation in one tight loop; ``ControlServer.poll`` unpacks them into the workers' own messages, each routed
+back through the relay, so the controller is unchanged above ``poll``. A ``relay`` message must
+come from the ``relay`` key (with CURVE on; its worker key's role is ``relay`` either way); its
+entries were checked against their senders' keys by the relay. Downward a command for one worker
+is queued per relay and leaves, with the others queued for that relay, as one ``relay`` message
+``{"messages": [[worker, kind, payload], ...]}`` at the next ``poll`` (or ``flush``); ``send_many``
+sends a command for many workers behind one relay as one ``relay`` message ``{"workers", "kind",
+"payload"}`` that the relay fans out.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable, Collection
+from collections import deque
+from collections.abc import Callable, Collection, Iterable
 from typing import Any, NamedTuple
 
 import msgpack
 import zmq
 
-from srljax.comm.codec import MALFORMED, SCHEMA_VERSION, DecodeError, Message
+from srljax.comm.codec import MALFORMED, SCHEMA_VERSION, DecodeError, Message, _check_str_keys
 from srljax.comm.sockets import LATE_DRAIN, SENDER, Endpoint, context, make_socket, sender_identity
 
-TO_CONTROLLER = frozenset({"register", "heartbeat", "status", "done", "names"})
+RELAY = "relay"  # the kind of a relay's batches and fan-outs, and the role (key identity) of a relay
+WORKER_KINDS = frozenset({"register", "heartbeat", "status", "done", "names"})  # what a worker sends
+TO_CONTROLLER = WORKER_KINDS | {RELAY}
+CONTROL_ADDRESS_ENV = "SRLJAX_CONTROL_ADDRESS"  # set: a worker connects here (its node's relay), not to the controller
+FAN_OUT = 1000  # workers named in one ``relay`` fan-out at most
+OUTBOX_BYTES = 128 << 10  # commands queued for one relay before they leave without waiting for ``poll``
+MAX_ALIVE = 10_000  # relay batches' alive lists kept until taken (the oldest go first)
 HANDSHAKE_S = 120.0  # ZMQ_HANDSHAKE_IVL on both ends of the control channel
 DEFAULT_BACKLOG = 1024  # ZMQ_BACKLOG of the server when not told how many will connect (libzmq: 100)
 _NO_TREE = ["v", None]  # the treedef of a message without a tree (every control message)
 _NOBLOCK = int(zmq.NOBLOCK)
 TO_WORKER = frozenset({"configure", "start", "pause", "stop", "status", "peers", "restarts", "names_reply"})
+TO_RELAY = TO_WORKER | {RELAY}  # what a relay takes from the controller: workers' commands and fan-outs
 
 
 class ControlMessage(NamedTuple):
@@ -55,6 +80,25 @@ def _unpack(msg: Message) -> ControlMessage:
     if not isinstance(worker, str) or not isinstance(payload, dict) or msg.tree is not None:
         raise DecodeError(MALFORMED, "control message needs meta.worker, meta.payload and no tree")
     return ControlMessage(msg.kind, worker, payload)
+
+
+def pack_entry(worker: str, kind: str, payload: dict[str, Any]) -> bytes:
+    """One worker message as a relay batch carries it, packed once (``relay_frame`` joins them)."""
+    return msgpack.packb([worker, kind, payload], use_bin_type=True)
+
+
+def relay_frame(trial: str, relay: str, entries: list[bytes], alive: list[str] | None = None) -> bytes:
+    """The body of a relay's batch from ``pack_entry``'s bytes, joined without packing them again: the
+    bytes ``encode(RELAY, trial, None, meta={"worker": relay, "payload": {"messages": [...]}})`` makes,
+    with ``meta`` last (``tests/test_relay.py`` decodes it). The entries' maps came from msgpack or
+    from the caller's own dicts of str keys, so the codec's key check over every entry is not repeated."""
+    packer = msgpack.Packer(use_bin_type=True)
+    head = {"kind": RELAY, "trial": trial, "schema": SCHEMA_VERSION, "version": -1, "treedef": _NO_TREE, "arrays": []}
+    parts = [packer.pack_map_header(len(head) + 1), *(packer.pack(k) + packer.pack(v) for k, v in head.items()),
+             packer.pack("meta"), packer.pack_map_header(2), packer.pack("worker"), packer.pack(relay),
+             packer.pack("payload"), packer.pack_map_header(2), packer.pack("alive"), packer.pack(alive or []),
+             packer.pack("messages"), packer.pack_array_header(len(entries)), *entries]
+    return b"".join(parts)
 
 
 def worker_role(worker: str) -> str:
@@ -82,8 +126,13 @@ class ControlServer(Endpoint):
         sock.setsockopt(zmq.HANDSHAKE_IVL, int(HANDSHAKE_S * 1000))
         super().__init__(sock, trial, kinds, max_bytes=max_bytes)
         self.bind(address)
-        self.routes: dict[str, bytes] = {}  # worker key -> ROUTER peer id
+        self.routes: dict[str, bytes] = {}  # worker key -> ROUTER peer id (its relay's, behind a relay)
         self.last_seen: dict[str, float] = {}
+        self.relays: dict[bytes, str] = {}  # ROUTER peer id -> relay key, for the relays that spoke
+        self._unbatched: deque[tuple[bytes, ControlMessage]] = deque()  # a relay batch's messages not yet taken
+        # relays' signs of life ``(route, [worker, incarnation, ...])``, for the controller (``take_alive``)
+        self.alive: deque[tuple[bytes, list[Any]]] = deque(maxlen=MAX_ALIVE)
+        self._outbox: dict[bytes, tuple[list[bytes], int]] = {}  # relay route -> commands packed for it, bytes
 
     def _validate(self, msg: Message) -> None:
         _unpack(msg)
@@ -130,14 +179,45 @@ class ControlServer(Endpoint):
                 self.drops.add(err)
                 return None
             self.counts["received"] += 1
+            if kind == RELAY:
+                return self._unbatch(route, worker, payload)
             return route, ControlMessage(kind, worker, payload)
         return self._slow([route, body])
+
+    def _unbatch(self, route: bytes, relay: str, payload: dict[str, Any]) -> tuple[bytes, ControlMessage] | None:
+        """A relay's batch: its workers' messages queued for ``poll`` (the first returned), its alive list
+        for ``take_alive``; a bad entry is dropped and counted, the others kept."""
+        entries = payload.get("messages")
+        if worker_role(relay) != RELAY or type(entries) is not list:
+            self.drops.add(DecodeError(MALFORMED, f"a relay message from {relay!r} needs a relay key and a list"))
+            return None
+        self.relays[route] = relay
+        self.counts["unbatched"] += len(entries)
+        alive = payload.get("alive", [])
+        if type(alive) is list and len(alive) % 2 == 0:
+            if alive:
+                self.alive.append((route, alive))
+                self.counts["alive"] += len(alive) // 2
+        else:
+            self.drops.add(DecodeError(MALFORMED, f"relay {relay!r}: alive is not [worker, incarnation, ...]"))
+        queued = self._unbatched
+        kinds = WORKER_KINDS if self.kinds is None else WORKER_KINDS & self.kinds
+        for entry in entries:
+            if type(entry) is list and len(entry) == 3:
+                worker, kind, body = entry
+                if type(worker) is str and type(kind) is str and kind in kinds and type(body) is dict:
+                    queued.append((route, ControlMessage(kind, worker, body)))
+                    continue
+            self.drops.add(DecodeError(MALFORMED, f"relay {relay!r}: an entry is not [worker, kind, payload]"))
+        return queued.popleft() if queued else None
 
     def _slow(self, parts: list[Any]) -> tuple[bytes, ControlMessage] | None:
         got = self._check(parts, 1)
         if got is None:
             return None
         env, msg = got
+        if msg.kind == RELAY:
+            return self._unbatch(env[0], msg.meta["worker"], msg.meta["payload"])
         return env[0], ControlMessage(msg.kind, msg.meta["worker"], msg.meta["payload"])  # _validate checked both
 
     def poll(self, timeout_ms: int | None = 0, accept: Callable[[ControlMessage], bool] | None = None,
@@ -148,12 +228,15 @@ class ControlServer(Endpoint):
         as ``ignored`` and neither returned nor taken as the worker's route or sign of life. Bad
         messages are dropped and counted; past the deadline at most ``LATE_DRAIN`` of them are skipped
         while no valid one has come."""
+        if self._outbox:
+            self.flush()
         out: list[ControlMessage] = []
         deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
         taken = late = 0  # valid messages read; bad ones skipped past the deadline before the first
+        unbatched, routes, last_seen = self._unbatched, self.routes, self.last_seen
         while limit is None or taken < limit:
             try:
-                got = self._take()
+                got = unbatched.popleft() if unbatched else self._take()
             except zmq.Again:
                 if taken:
                     break
@@ -173,10 +256,33 @@ class ControlServer(Endpoint):
             if accept is not None and not accept(cm):
                 self.counts["ignored"] += 1
                 continue
-            self.routes[cm.worker] = route
-            self.last_seen[cm.worker] = time.monotonic()
+            routes[cm.worker] = route
+            last_seen[cm.worker] = time.monotonic()
             out.append(cm)
         return out
+
+    def take_alive(self, current: Callable[[str], Any]) -> int:
+        """Take the relays' signs of life: each ``worker`` whose ``incarnation`` is ``current(worker)`` is
+        seen now (its ``last_seen`` and route, as a message of its would); return how many."""
+        now, routes, last_seen, taken = time.monotonic(), self.routes, self.last_seen, 0
+        while self.alive:
+            route, flat = self.alive.popleft()
+            for i in range(0, len(flat), 2):
+                worker = flat[i]
+                if type(worker) is str and current(worker) == flat[i + 1]:
+                    routes[worker] = route
+                    last_seen[worker] = now
+                    taken += 1
+        return taken
+
+    def close(self) -> None:
+        with contextlib.suppress(zmq.ZMQError):
+            self.flush(timeout_ms=0)
+        super().close()
+
+    def pending(self) -> bool:
+        """Whether a relay batch's messages wait for the next ``poll`` (the socket may have none)."""
+        return bool(self._unbatched)
 
     def forget(self, worker: str) -> None:
         """Drop ``worker``'s route and last sign of life (it is being replaced)."""
@@ -184,11 +290,22 @@ class ControlServer(Endpoint):
         self.last_seen.pop(worker, None)
 
     def send(self, worker: str, kind: str, payload: dict[str, Any] | None = None, timeout_ms: int = 1000) -> bool:
-        """Send a command to ``worker``; False if it never spoke to us, is gone, or its queue stayed full."""
+        """Send a command to ``worker``; False if it never spoke to us, is gone, or its queue stayed full.
+        Behind a relay it is queued for that relay (True) and leaves at the next ``poll`` or ``flush``."""
         route = self.routes.get(worker)
         if route is None:
             self.counts["unroutable"] += 1
             return False
+        if route in self.relays:
+            body = dict(payload or {})
+            _check_str_keys(body, 0)  # as ``encode``: a bad key fails here, not the relay's whole batch
+            entry = pack_entry(worker, kind, body)
+            entries, size = self._outbox.get(route, ([], 0))
+            entries.append(entry)
+            self._outbox[route] = (entries, size + len(entry))
+            if size + len(entry) > OUTBOX_BYTES:
+                self._flush_route(route, timeout_ms)
+            return True
         try:
             return self._encode_send(kind, None, timeout_ms, meta={"worker": worker, "payload": dict(payload or {})},
                                      envelope=[route])
@@ -197,6 +314,59 @@ class ControlServer(Endpoint):
                 raise
             self.counts["unroutable"] += 1
             return False
+
+    def flush(self, timeout_ms: int = 1000) -> None:
+        """Send the commands queued for relays (``send``), one message per relay."""
+        for route in list(self._outbox):
+            self._flush_route(route, timeout_ms)
+
+    def _flush_route(self, route: bytes, timeout_ms: int) -> None:
+        entries, _ = self._outbox.pop(route)
+        try:
+            sent = self._send([route, relay_frame(self.trial, self.relays[route], entries)], timeout_ms)
+        except zmq.ZMQError as err:
+            if err.errno != zmq.EHOSTUNREACH:
+                raise
+            sent = False
+        if not sent:
+            self.counts["unroutable"] += len(entries)
+
+    def send_many(self, workers: Iterable[str], kind: str, payload: dict[str, Any] | None = None,
+                  timeout_ms: int = 1000) -> list[str]:
+        """Send one command to many workers; return those it could not reach. Workers behind the same
+        relay get it as one ``relay`` fan-out (up to ``FAN_OUT`` names per message), the rest one by one."""
+        if self._outbox:
+            self.flush(timeout_ms)  # what was sent before goes first
+        failed: list[str] = []
+        body = dict(payload or {})
+        behind: dict[bytes, list[str]] = {}  # relay route -> its workers, in order
+
+        def fan_out() -> None:
+            for route, group in behind.items():
+                for first in range(0, len(group), FAN_OUT):
+                    chunk = group[first:first + FAN_OUT]
+                    meta = {"worker": self.relays[route], "payload": {"workers": chunk, "kind": kind, "payload": body}}
+                    try:
+                        sent = self._encode_send(RELAY, None, timeout_ms, meta=meta, envelope=[route])
+                    except zmq.ZMQError as err:
+                        if err.errno != zmq.EHOSTUNREACH:
+                            raise
+                        sent = False
+                    if not sent:
+                        self.counts["unroutable"] += len(chunk)
+                        failed.extend(chunk)
+            behind.clear()
+
+        for worker in workers:
+            route = self.routes.get(worker)
+            if route is not None and route in self.relays:
+                behind.setdefault(route, []).append(worker)
+                continue
+            fan_out()  # those named before this one go first (``stop``: clients before their servers)
+            if not self.send(worker, kind, body, timeout_ms):
+                failed.append(worker)
+        fan_out()
+        return failed
 
 
 class ControlClient(Endpoint):
@@ -222,6 +392,10 @@ class ControlClient(Endpoint):
     def send(self, kind: str, payload: dict[str, Any] | None = None, timeout_ms: int | None = 1000) -> bool:
         """Send ``kind`` (e.g. "heartbeat") with a msgpack-able ``payload``; TypeError if it is not."""
         return self._encode_send(kind, None, timeout_ms, meta={"worker": self.worker, "payload": dict(payload or {})})
+
+    def send_frame(self, body: bytes, timeout_ms: int | None = 1000) -> bool:
+        """Send a body already encoded (a relay's batch, ``relay_frame``)."""
+        return self._send([body], timeout_ms)
 
     def recv(self, timeout_ms: int | None = None) -> ControlMessage | None:
         """The next command, or None after ``timeout_ms`` (None: block)."""

@@ -5,7 +5,8 @@
     keys = load(cfg, run_dir)                    # worker process / Slurm controller: read them back
     ctx = worker_context(cfg, keys, "actor")     # every socket of the worker made from it follows the rules
 
-Identities are the controller and every role of the layout (custom roles included). A worker
+Identities are the controller, every role of the layout (custom roles included) and ``relay`` (a
+node's relay, which speaks to the controller for its node's workers). A worker
 uses its role's key pair both to serve and to connect; the ZAP handler of every context admits
 only the trial's public keys, so a process of another trial (other keys) or without the keys
 cannot connect to any socket. Clients pin the server's public key: control -> the controller's,
@@ -20,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from srljax.comm.control import RELAY
 from srljax.comm.security import KeyRing, WireContext, WireRules
 from srljax.config import Experiment
 from srljax.layout import CONTROLLER, PARAMS, TRAINER, build_layout
@@ -42,7 +44,8 @@ def resolved(cfg: Experiment, *, slurm: bool) -> Experiment:
 
 
 def identities(cfg: Experiment) -> list[str]:
-    return [CONTROLLER, *dict.fromkeys(role for role, _ in build_layout(cfg).workers())]
+    """The controller, every role of the layout, and the nodes' relays (``srljax/system/shell/relay.py``)."""
+    return [CONTROLLER, *dict.fromkeys(role for role, _ in build_layout(cfg).workers()), RELAY]
 
 
 def prepare(cfg: Experiment, run_dir: str | Path | None = None) -> KeyRing | None:

@@ -51,6 +51,7 @@ SUCCESS_REASONS = ("done", "stopped")
 # this often, not once per message: at 10,000 workers a tick comes with every few heartbeats.
 LIVENESS_EVERY_S = 0.2
 LOOK_EVERY_S = 0.05  # how often waiting for a group (register, configure, stop) looks who is missing
+LOOK_SHARE = 0.1  # ... at most: a look over 100,000 missing takes tens of ms, so it waits 1 / LOOK_SHARE times that
 POLL_BATCH = 1000  # messages taken per tick at most, so a flood of heartbeats cannot hold off the checks
 NAMES_SHOWN = 50  # "all N workers registered": names and pids of at most this many
 
@@ -96,19 +97,21 @@ class Controller:
                  ctx: zmq.Context | None = None, exited: Callable[[], dict[str, int]] | None = None,
                  log_tail: Callable[[str], str] | None = None, verbose: bool = True, spec: EnvSpec | None = None,
                  keys: KeyRing | None = None, start: Callable[[str, int], None] | None = None,
-                 kill: Callable[[str], None] | None = None):
+                 kill: Callable[[str], None] | None = None, connections: int | None = None):
         self.cfg, self.names = cfg, names
         self.resume = False  # tell workers to continue the trial from its newest checkpoint (``--resume``)
         self.plan = plan_of(cfg)  # the run's roles and mode, decided once (srljax/layout.py)
         self.layout = layout or self.plan.layout
-        raise_open_files(len(self.layout.workers()) + FD_MARGIN, "the controller")  # a connection per worker
+        # a connection per worker, or per node where nodes' relays carry their workers (srljax/system/shell/relay.py)
+        connections = len(self.layout.workers()) if connections is None else connections
+        raise_open_files(connections + FD_MARGIN, "the controller")
         raise_to_hard()  # and what the hard limit allows besides: strangers' idle connections take descriptors too
         self.spec = spec or env_spec(cfg)
         # its own context: the controller's key (``keys``; None: layout.auth off) and receive bounds
         self._own_ctx = ctx is None
         self.ctx = worker_context(cfg, keys, CONTROLLER) if ctx is None else ctx
         self.server = ControlServer(bind_address(cfg), trial_name(cfg), ctx=self.ctx,
-                                    backlog=len(self.layout.workers()) + FD_MARGIN)  # they all connect at once
+                                    backlog=connections + FD_MARGIN)  # they all connect at once
         names.add(worker_key(cfg.name, cfg.trial, CONTROLLER, 0), self.server.address)
         self.name_store = served_store(cfg)  # layout.names=controller: the workers' names, kept and served here
         self.expected = {worker_key(cfg.name, cfg.trial, role, i): f"{role}/{i}" for role, i in self.layout.workers()}
@@ -116,6 +119,7 @@ class Controller:
         self.info: dict[str, dict[str, Any]] = {}  # worker key -> its register payload (pid, role, ...)
         self.states: dict[str, str] = {}
         self.beats: dict[str, dict[str, Any]] = {}  # worker key -> its last heartbeat
+        self._hang_suspects: set[str] = set()  # workers whose heartbeat reported a loop older than layout.hang_seconds
         self.ready: dict[str, dict[str, Any]] = {}  # worker key -> its ready status (addresses, extras_spec)
         self.done: dict[str, Any] | None = None
         self._exited = exited or (lambda: {})
@@ -209,7 +213,8 @@ class Controller:
         while True:
             now = time.monotonic()
             if now >= next_look:  # O(still missing), a few times a second: not once per message
-                missing, next_look = [k for k in missing if not ready(k)], now + LOOK_EVERY_S
+                missing = [k for k in missing if not ready(k)]
+                next_look = now + max(LOOK_EVERY_S, (time.monotonic() - now) / LOOK_SHARE)
                 if not missing:
                     return
             if now > deadline:
@@ -218,9 +223,8 @@ class Controller:
             self._tick(100)
 
     def _send(self, keys: list[str], kind: str, payload: dict[str, Any] | None = None) -> None:
-        for key in keys:
-            if not self.server.send(key, kind, payload):
-                self._lose(key, f"cannot deliver '{kind}' to it")
+        for key in self.server.send_many(keys, kind, payload):  # one message per relay for its workers
+            self._lose(key, f"cannot deliver '{kind}' to it")
 
     # -- one tick: messages in, liveness checks --------------------------------------------------------
     def _tick(self, timeout_ms: int) -> None:
@@ -240,7 +244,16 @@ class Controller:
                 self._show_progress()
 
     def _read_messages(self, timeout_ms: int) -> None:
+        hang, incarnation, beats, states = self.cfg.layout.hang_seconds, self.incarnation, self.beats, self.states
         for msg in self.server.poll(timeout_ms=timeout_ms, accept=self._current, limit=POLL_BATCH):
+            worker, payload = msg.worker, msg.payload
+            if msg.kind == "heartbeat" and worker in incarnation and payload.get("state") == "running":
+                beats[worker] = payload  # the hot path (a registered worker running), as the general one below
+                states[worker] = "running"
+                age = payload.get("loop_age_s")
+                if isinstance(age, (int, float)) and age > hang:
+                    self._hang_suspects.add(worker)
+                continue
             if msg.worker not in self.expected:
                 self.server.counts["unknown_worker"] += 1  # e.g. a stale worker of an earlier run of this trial
                 continue
@@ -254,6 +267,9 @@ class Controller:
             elif msg.kind in ("heartbeat", "status") and isinstance(msg.payload.get("state"), str):
                 if msg.kind == "heartbeat":
                     self.beats[msg.worker] = msg.payload
+                    age = msg.payload.get("loop_age_s")  # checked here, not in a pass over every worker's beat
+                    if isinstance(age, (int, float)) and age > self.cfg.layout.hang_seconds:
+                        self._hang_suspects.add(msg.worker)
                 state = msg.payload["state"]
                 if msg.kind == "status" and state == "ready":
                     self.ready[msg.worker] = msg.payload
@@ -270,13 +286,18 @@ class Controller:
                 self.server.counts["done_not_from_a_trainer"] += 1
             elif msg.kind == "names" and self.name_store is not None:  # layout.names=controller
                 self.server.send(msg.worker, "names_reply", answer_names(self.name_store, msg.payload))
+        if self.server.alive:  # relays' signs of life for running workers whose heartbeats said nothing new
+            self.server.take_alive(self.incarnation.get)
 
     def _current(self, msg: ControlMessage) -> bool:
         """Whether ``msg`` comes from the incarnation now serving its worker key (``ControlServer.poll``)."""
-        incarnation = str(msg.payload.get("incarnation", ""))
+        incarnation = msg.payload.get("incarnation", "")
+        current = self.incarnation.get(msg.worker)
+        if current is not None and current == incarnation:  # the common case, first (N heartbeats a second)
+            return True
+        incarnation = str(incarnation)
         if incarnation in self.replaced.get(msg.worker, ()):
             return False
-        current = self.incarnation.get(msg.worker)
         return current is None or current == incarnation
 
     # -- restarts (srljax/system/shell/restarts.py) ---------------------------------------------------------
@@ -381,23 +402,28 @@ class Controller:
         # crash is still seen at once through ``exited``, a hang through the configure timeout
         # One tight pass each finds the few candidates (at 10,000 workers the full checks over everyone
         # took 6-9 ms of the main thread five times a second, a stall every command reply waited out)
-        quiet_since = now - self._lost_timeout  # no worker is allowed less silence than this
+        # no worker is allowed less silence than this (before start none less than STARTUP_SILENCE_S: at
+        # 100,000 workers beating every 5 s, a 5 s bound made nearly all of them candidates, 0.2 s a pass)
+        quiet_since = now - (self._lost_timeout if self._started else max(self._lost_timeout, STARTUP_SILENCE_S))
         for key in [k for k, seen in self.server.last_seen.items() if seen < quiet_since]:
             if key not in self.info:
                 continue
-            started = self._started and key not in self.pending and \
-                self.beats.get(key, {}).get("state") not in PRE_START_STATES
+            # its newest word on its state: a status (``start``'s reply) or a heartbeat; behind a relay the
+            # first running beat after that status may come as a sign of life alone (relay.py)
+            state = self.states.get(key, self.beats.get(key, {}).get("state"))
+            started = self._started and key not in self.pending and state not in PRE_START_STATES
             allowed = self._lost_timeout if started else max(self._lost_timeout, STARTUP_SILENCE_S)
             silent = now - self.server.last_seen.get(key, now)
             if silent > allowed and self.states.get(key) not in ("stopped", "error"):
                 self._lose(key, f"no heartbeat for {silent:.1f} s (allowed {allowed:g} s; "
                                 f"last heartbeat: {self.beats.get(key)})")
         hang = self.cfg.layout.hang_seconds
-        for key in [k for k, b in self.beats.items() if isinstance(b.get("loop_age_s"), (int, float))
-                    and b["loop_age_s"] > hang]:
+        for key in list(self._hang_suspects):  # those whose heartbeat said so (``_read_messages``)
             beat = self.beats.get(key, {})  # a restart of an earlier one's group may have forgotten it
             age = beat.get("loop_age_s")
-            if beat.get("state") == "running" and isinstance(age, (int, float)) and age > hang:
+            if not (isinstance(age, (int, float)) and age > hang):
+                self._hang_suspects.discard(key)  # its loop turned again, or it is gone
+            elif beat.get("state") == "running":
                 waits = f", waiting for: {beat['waiting']}" if beat.get("waiting") else ""
                 self._lose(key, f"hung: its main loop has not turned for {age:.0f} s (layout.hang_seconds={hang:g}) "
                                 f"while its process still heartbeats{waits}")
@@ -464,16 +490,16 @@ class Controller:
         """Send ``stop`` to every live worker, clients first; return the names that did not stop in time."""
         order = [k for role in reversed(self.layout.order) for k in self.expected if self.roles[k] == role]
         live = [k for k in order if self.states.get(k) not in ("lost", "stopped", "error") and k in self.info]
-        for key in live:
-            self.server.send(key, "stop")
+        self.server.send_many(live, "stop")
         deadline = time.monotonic() + grace_s
         exited: set[str] = set()
         waiting, next_look = live, 0.0
         while (now := time.monotonic()) < deadline:
             if now >= next_look:  # O(still running), a few times a second
-                exited, next_look = set(self._exited()), now + LOOK_EVERY_S
+                exited = set(self._exited())
                 waiting = [k for k in waiting if self.states.get(k) not in ("stopped", "error")
                            and self.expected[k] not in exited]
+                next_look = now + max(LOOK_EVERY_S, (time.monotonic() - now) / LOOK_SHARE)
                 if not waiting:
                     break
             try:

@@ -38,6 +38,7 @@ from typing import Any, ClassVar
 import zmq
 
 from srljax.comm import ControlClient, ControlMessage, NameResolver, worker_key
+from srljax.comm.control import CONTROL_ADDRESS_ENV
 from srljax.comm.doorbell import Doorbell
 from srljax.comm.security import KeyRing, WireContext
 from srljax.comm.served_names import NameServiceError
@@ -227,7 +228,9 @@ class Worker:
     # -- the loop ----------------------------------------------------------------------------
     def run(self, controller_timeout: float = LOOKUP_TIMEOUT_S) -> int:
         """Serve the controller until ``stop``; 0 on a clean stop, 1 after an error."""
-        address = self.names.wait(worker_key(self.cfg.name, self.cfg.trial, CONTROLLER, 0), timeout=controller_timeout)
+        # a node's relay (srljax/system/shell/relay.py) when the launcher set one, else the controller itself
+        address = os.environ.get(CONTROL_ADDRESS_ENV) or \
+            self.names.wait(worker_key(self.cfg.name, self.cfg.trial, CONTROLLER, 0), timeout=controller_timeout)
         self.exporter = serve_worker(self)  # its address goes to the controller in ``register``
         control = threading.Thread(target=self._control_loop, args=(address,), name=f"{self.name}-control", daemon=True)
         control.start()  # before any other names call: names served by the controller travel through it
