@@ -133,11 +133,10 @@ def main() -> int:
     print(describe(), flush=True)
     root = tempfile.mkdtemp(prefix="anakin-bench-")
     rows: list[tuple[str, str]] = []
-    ok = True
 
     wall, rc, tail = launch("configs/gymnax_cartpole_ppo.py", root, "one")
     lines = read_jsonl(Path(root) / "gymnax_cartpole_ppo" / "one" / "metrics.jsonl")
-    ok &= rc == 0
+    failed = [] if rc == 0 else [f'gymnax_cartpole_ppo rc {rc}']
     anakin_sps = compiled_sps(lines) if lines else float("nan")
     rows.append(("srljax gymnax_cartpole_ppo (Anakin)", f"process {wall:.1f} s, compiled run {anakin_sps:,.0f} env "
                  f"steps/s, final return {lines[-1].get('episode_return', float('nan')) if lines else 'n/a'}, rc {rc}"))
@@ -145,7 +144,7 @@ def main() -> int:
     if args.purejaxrl:
         p, commit = purejaxrl(args.purejaxrl, {})
         if p is None:
-            ok = False
+            failed.append("PureJaxRL")
             rows.append(("PureJaxRL ppo.py", f"failed: {commit}"))
         else:
             rows.append((f"PureJaxRL ppo.py ({commit})", f"compile {p['compile_s']:.1f} s, compiled run {p['run_s']:.1f} s"
@@ -153,7 +152,7 @@ def main() -> int:
             rows.append(("ratio srljax / PureJaxRL (compiled run env steps/s)", f"{anakin_sps / p['sps']:.2f}"))
 
     wall_envpool, rc, _ = launch("configs/cartpole_ppo.py", root, "envpool")
-    ok &= rc == 0
+    failed += [] if rc == 0 else [f"cartpole_ppo rc {rc}"]
     envpool_lines = read_jsonl(Path(root) / "cartpole_ppo" / "envpool" / "metrics.jsonl")
     rows.append(("srljax cartpole_ppo (envpool)", f"process {wall_envpool:.1f} s, final return "
                  f"{envpool_lines[-1].get('episode_return', float('nan')) if envpool_lines else 'n/a'}, rc {rc}"))
@@ -162,15 +161,15 @@ def main() -> int:
     if not args.skip_seeds:
         seeds = list(range(1, 9))
         packed, rc, _ = launch("configs/gymnax_cartpole_ppo.py", root, "pack", f"seeds={seeds}")
-        ok &= rc == 0
+        failed += [] if rc == 0 else [f"8 seeds rc {rc}"]
         alone_wall, worst = 0.0, 0.0
         for s in seeds:
             w, rc, _ = launch("configs/gymnax_cartpole_ppo.py", root, f"alone{s}", f"seed={s}")
-            ok &= rc == 0
+            failed += [] if rc == 0 else [f"seed {s} alone rc {rc}"]
             alone_wall += w
             a = read_jsonl(Path(root) / "gymnax_cartpole_ppo" / f"pack__seed={s}" / "metrics.jsonl")
             b = read_jsonl(Path(root) / "gymnax_cartpole_ppo" / f"alone{s}" / "metrics.jsonl")
-            ok &= len(a) == len(b) > 0
+            failed += [] if len(a) == len(b) > 0 else [f"seed {s}: {len(a)} lines packed, {len(b)} alone"]
             for x, y in zip(a, b):
                 worst = max([worst] + [abs(float(x[k]) - float(y[k])) for k in KEYS if k in x and k in y])
         finals = [read_jsonl(Path(root) / "gymnax_cartpole_ppo" / f"pack__seed={s}" / "metrics.jsonl")[-1]
@@ -182,7 +181,9 @@ def main() -> int:
     print("\n| measurement | figure |\n| --- | --- |")
     for name, figure in rows:
         print(f"| {name} | {figure} |")
-    return 0 if ok else 1
+    if failed:
+        print(f"failed: {', '.join(failed)}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
