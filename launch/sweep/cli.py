@@ -130,8 +130,9 @@ def main(argv: list[str] | None = None) -> int:
         _set_aside(to_run, sweep_dir, resume)
         print(f"running {len(to_run)} trial(s), {jobs} at a time", flush=True)
         busy = {p.spec.name: gate.promise_of(p.spec.config).busy_loops for p in to_run} if sweep.gate else {}
-        # seeds of a JAX-env trial run as one vmapped program (launch.sweep.local.packed)
-        code = run_trials(packed(list(zip(to_run, _extras(to_run, resume)))), sweep_dir, jobs, busy)
+        # seeds of a JAX-env trial run as one program (launch.sweep.local.packed); a gate times each seed alone
+        trials = list(zip(to_run, _extras(to_run, resume)))
+        code = run_trials(trials if sweep.gate else packed(trials), sweep_dir, jobs, busy)
     report = _report(sweep, planned, sweep_dir, args.sweep, args.compare)
     return report if sweep.gate and code != 130 else code
 
