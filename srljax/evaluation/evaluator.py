@@ -176,7 +176,7 @@ class EvalBook:
         if cfg.log.tensorboard:
             from srljax.telemetry.tensorboard import EventWriter
 
-            self._tensorboard = EventWriter(self.run_dir / "tensorboard" / "eval")
+            self._tensorboard = EventWriter(self.run_dir / "tensorboard" / Path(EVAL_FILE).stem)
         self._checkpointer: Any = None
         self.last_version = -1  # the newest version evaluated
         self.best: dict[str, Any] | None = None

@@ -389,6 +389,10 @@ class Controller:
         exited = self._exited()
         if exited:  # a worker's last words (its error) may have arrived after this tick read the socket
             self._read_messages(50)  # (sent before it exited; on its way for a moment at most)
+            deadline = time.monotonic() + 0.5  # on a crowded machine the moment can be longer: half a second more
+            while time.monotonic() < deadline and any(
+                    self.states.get(self._key_of.get(n)) not in ("stopped", "error") for n in exited):
+                self._read_messages(50)
         for name, code in exited.items():
             key = self._key_of.get(name)
             waiting = key in self.pending and self.pending[key].phase == "waiting"  # the old one's exit
