@@ -142,7 +142,10 @@ def described_spec(e: EnvConfig) -> EnvSpec | None:
     if e.is_jax:
         from envs import jax_envs
 
-        return None if jax_envs.problems(e) else jax_envs.make(e).spec
+        try:
+            return jax_envs.make(e).spec
+        except (ImportError, ValueError):  # what envs.problems names (a missing family, an unknown name or option)
+            return None
     with warnings.catch_warnings():  # envs.problems warns about options that do not apply
         warnings.simplefilter("ignore")
         try:

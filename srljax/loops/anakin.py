@@ -179,7 +179,7 @@ def train_anakin(cfg: Experiment | Run, resume: bool = False) -> TrainResult:
                        out_shardings=(replicated, on_envs, replicated))
     result = TrainResult(config=cfg, env_steps=env_steps)
     deadline = time.time() + cfg.timeout_seconds
-    per_iteration = 0.0  # seconds, measured after the first call (which compiles)
+    per_iteration: float | None = None  # seconds, measured from the second call on (the first one compiles)
     total = schedule.iterations * schedule.env_steps_per_iteration
     finished = False
     try:
@@ -188,7 +188,7 @@ def train_anakin(cfg: Experiment | Run, resume: bool = False) -> TrainResult:
                 result.stopped_by = "timeout"
                 break
             # the iterations of this call: up to a checkpoint or evaluation falling due, the end, ~CALL_SECONDS
-            limit = min(MAX_ITERATIONS, max(1, int(CALL_SECONDS / per_iteration)) if per_iteration else 1)
+            limit = 1 if per_iteration is None else min(MAX_ITERATIONS, max(1, int(CALL_SECONDS / max(per_iteration, 1e-9))))
             owed, explore, steps, v = [], [], env_steps, version
             while len(owed) < limit and steps < total:
                 explore.append(schedule.explore(steps))
@@ -208,10 +208,7 @@ def train_anakin(cfg: Experiment | Run, resume: bool = False) -> TrainResult:
                     state, carry, outputs = step(state, carry, jnp.int32(n), plan if schedule.replay else None)
                 metrics, ep_return, ep_length = jax.device_get(sharding.host_local(outputs))
                 took = time.perf_counter() - t0
-                if per_iteration or version > trials[0].learner.version or n > 1:
-                    per_iteration = took / n
-                else:
-                    per_iteration = 1e-9  # the first call compiled: the next one measures
+                per_iteration = 0.0 if per_iteration is None else took / n  # after compiling: the next call measures
                 sps = n * schedule.env_steps_per_iteration / max(took, 1e-9)
                 for i, t in enumerate(trials):
                     self_version = version
