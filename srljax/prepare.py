@@ -214,12 +214,34 @@ def anakin_problems(cfg: Experiment) -> list[str]:
     return out
 
 
+def search_problems(cfg: Experiment) -> list[str]:
+    """A game of several players taking turns needs a search algorithm; a search's bots need an OpenSpiel twin."""
+    from envs import jax_envs
+
+    if not cfg.env.is_jax or jax_envs.problems(cfg.env):
+        return []  # the env's own message comes from envs.problems
+    players, search = jax_envs.players(cfg.env), consumes(cfg.algo) == "search"
+    if players > 1 and not search:
+        return [f"env.id={cfg.env.id!r} is a game of {players} players taking turns, and algo={cfg.algo.name} learns "
+                "one player's rewards: train it with algo=alphazero (configs/connect_four_alphazero.py), or play an "
+                "OpenSpiel game by self-play (configs/connect_four_selfplay.py)"]
+    if search and cfg.selfplay.bots and cfg.selfplay.bot_games:
+        from srljax.selfplay.search_bots import openspiel_game
+
+        try:
+            openspiel_game(cfg.env.id)
+        except ValueError as error:
+            return [str(error)]
+    return []
+
+
 register("srljax.config", config_problems)  # the config tree and its arithmetic
 register("srljax.layout", layout_problems)  # a worker graph's streams and sizes
 register("envs.fit", envs.fit_problems)  # the algorithm and agent table against the env, without building it
 register("srljax.storage", run_folder.load_problems)  # the checkpoints it loads (load=, policies' load)
 register("srljax.replay", replay_problems)
 register("srljax.loops.anakin", anakin_problems)
+register("srljax.learning.anakin_search", search_problems)
 register("envs", lambda cfg: envs.problems(cfg.env, cfg.algo), key=lambda cfg: repr((cfg.env, cfg.algo)))
 register("srljax.replay.memory", replay_memory_problems, ("single",))
 register("srljax.telemetry.port", port_problems, ("single",))

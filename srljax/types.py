@@ -61,6 +61,9 @@ class EnvSpec:
     state_size: int = 0  # 0: the env gives no global state
     agent_rewards: bool = False
     action_mask: bool = False
+    # Players taking turns in one game (pgx board games: 2), where obs is the player to move's view and a step's
+    # reward the mover's; 1 for every other env.
+    players: int = 1
 
     @property
     def channels(self) -> str:

@@ -113,6 +113,11 @@ def make(cfg: EnvConfig) -> JaxEnv:
     return JaxEnv(spec, family)
 
 
+def players(cfg: EnvConfig) -> int:
+    """Players taking turns in one of ``cfg``'s games (``EnvSpec.players``), found without building the batch."""
+    return int(getattr(_family_module(cfg.id), "players", lambda c: 1)(cfg))
+
+
 def problems(cfg: EnvConfig) -> list[str]:
     """What would stop ``make(cfg)``, found without stepping it: a missing family package, an unknown name, options
     the family does not take, an env ring (JAX envs step in lockstep)."""

@@ -56,8 +56,9 @@ def vtrace_problems(algo: Any) -> list[str]:
             for key in ("rho_bar", "c_bar") if getattr(algo, key) <= 0]
 
 
-def consumes(algo: Any) -> Literal["segments", "replay"]:
-    """What ``algo``'s update trains on: ``"segments"`` (PPO, IMPALA, a user's by default) or ``"replay"`` (DQN)."""
+def consumes(algo: Any) -> Literal["segments", "replay", "search"]:
+    """What ``algo``'s update trains on: ``"segments"`` (PPO, IMPALA, a user's by default), ``"replay"`` (DQN) or
+    ``"search"`` (AlphaZero: rows its tree search chose, on a JAX env)."""
     return getattr(algo, "consumes", "segments")
 
 

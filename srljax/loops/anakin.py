@@ -6,7 +6,9 @@
 ``srljax.layout.plan_of`` picks this loop for an algorithm on a JAX env in ``layout.mode=single``: a segment
 algorithm (PPO, IMPALA, LSTM policies, a user's) runs ``srljax.learning.anakin``'s program (collect ``T`` rows,
 one update), a replay algorithm (DQN) ``srljax.learning.anakin_replay``'s (act, append to the on-device replay, the
-updates the replay ratio owes). Each call runs up to ``MAX_ITERATIONS`` iterations on the device, as many as fit
+updates the replay ratio owes), a search algorithm (AlphaZero) ``srljax.learning.anakin_search``'s (every move
+searched with the env as the model, one update on the searched rows; evaluated against OpenSpiel's bots,
+``srljax.selfplay.search_bots``). Each call runs up to ``MAX_ITERATIONS`` iterations on the device, as many as fit
 before the next checkpoint, evaluation or the end, and about ``CALL_SECONDS`` of work (lines and stops stay
 prompt); the host then writes each update's metrics line, feeds the episode window, checkpoints. A checkpoint
 holds the whole carry (every env's state and key, the acting key, the last row, a replay's contents), so
@@ -33,11 +35,13 @@ from srljax.config.experiment import seed_trials
 from srljax.evaluation.evaluator import InlineEval
 from srljax.learning.anakin import AnakinProgram
 from srljax.learning.anakin_replay import AnakinReplayProgram
+from srljax.learning.anakin_search import SearchProgram
 from srljax.learning.learner import Learner
 from srljax.loops.result import TrainResult
 from srljax.loops.signals import held
 from srljax.parallel import sharding
 from srljax.prepare import Run, prepared
+from srljax.selfplay.search_bots import SearchBotEval
 from srljax.telemetry.metrics import EpisodeWindow, MetricsLogger, UpdateRecords
 
 MAX_ITERATIONS = 64
@@ -76,9 +80,9 @@ class _Schedule:
 class _Trial:
     """One seed's learner (checkpoints), metrics and episode window."""
 
-    def __init__(self, run: Run, spec: Any):
-        self.cfg = run.cfg
-        self.learner = Learner(run.cfg, spec)
+    def __init__(self, run: Run, env: jax_envs.JaxEnv):
+        self.cfg, self.env = run.cfg, env
+        self.learner = Learner(run.cfg, env.spec)
         self.window = EpisodeWindow(run.cfg.log.window)
         self.env_steps = 0
         self.meta: dict[str, Any] = {}
@@ -91,7 +95,9 @@ class _Trial:
         self.logger = MetricsLogger(self.cfg, total=self.cfg.total_env_steps,
                                     elapsed=float(self.meta.get("elapsed_s", 0.0)), wandb_id=self.meta.get("wandb_id"))
         self.records = UpdateRecords(env_steps=self.env_steps)
-        self.evals = InlineEval.make(self.cfg, self.learner.algo, self.logger.wandb_log)
+        algo = self.learner.algo
+        self.evals = (SearchBotEval.make(self.cfg, algo, self.env) if algo.consumes == "search"
+                      else InlineEval.make(self.cfg, algo, self.logger.wandb_log))
         self.learner.run_state = self.run_state
 
     def run_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -132,6 +138,8 @@ def _program(cfg: Experiment, env: jax_envs.JaxEnv, algo: Any, schedule: _Schedu
         a = cfg.algo
         return AnakinReplayProgram(env, algo, rows=schedule.rows, updates=schedule.updates, batch_size=a.batch_size,
                                    n_step=a.n_step, capacity=a.replay.capacity, max_iterations=MAX_ITERATIONS)
+    if algo.consumes == "search":
+        return SearchProgram(env, algo, cfg.algo.num_steps, MAX_ITERATIONS)
     return AnakinProgram(env, algo, cfg.algo.num_steps, MAX_ITERATIONS)
 
 
@@ -141,7 +149,7 @@ def train_anakin(cfg: Experiment | Run, resume: bool = False) -> TrainResult:
     cfg, resume = run.cfg, run.resume
     runs = [run] if not cfg.seeds else [Run(c, run.plan, c.run_dir, resume) for c in seed_trials(cfg)]  # claimed
     env = jax_envs.make(cfg.env)
-    trials = [_Trial(r, env.spec) for r in runs]
+    trials = [_Trial(r, env) for r in runs]
     algo = trials[0].learner.algo
     schedule = _Schedule(cfg, algo, env.spec.num_envs)
     program = _program(cfg, env, algo, schedule)

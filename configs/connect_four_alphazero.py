@@ -1,0 +1,35 @@
+"""Connect four by AlphaZero: every move of 128 games chosen by mctx's Gumbel MuZero search over pgx's connect four
+(the env's own step is the search's model), all on the device; judged against OpenSpiel's random and MCTS bots.
+
+    pip install -e '.[jaxenvs]'
+    python -m launch.local configs/connect_four_alphazero.py
+    python -m launch.local configs/connect_four_alphazero.py algo.search=puct algo.num_simulations=64
+
+The network (an MLP on the board planes and the legal moves, a policy head over the 7 columns and a tanh value
+head) learns the search's improved policy and each move's outcome for the player who made it. At each evaluation
+the agent searches ``algo.eval_simulations`` per move (greedy) against OpenSpiel's random bot and its MCTS bot with
+100 simulations and random rollouts, 200 games each, seats alternated (``srljax/selfplay/search_bots.py``): rows in
+``RUN_DIR/eval.jsonl``. bench/RESULTS.md ("Planning agents") has the figures.
+"""
+
+from srljax.config import (AlphaZeroConfig, CheckpointConfig, EnvConfig, EvalConfig, Experiment, LogConfig, Promise,
+                           SelfPlayConfig, TrainerConfig)
+
+PROMISE = Promise(
+    "win_rate:mcts100", median=0.9, worst=0.9, seeds=(1,), wall_s=3600, quick=False,
+    source="bench/RESULTS.md (Planning agents): not yet measured",
+)
+
+
+def experiment() -> Experiment:
+    return Experiment(
+        total_env_steps=12_000_000,
+        timeout_seconds=3 * 3600,
+        env=EnvConfig(id="pgx/connect_four", num_envs=128),
+        algo=AlphaZeroConfig(num_steps=32, num_simulations=32, eval_simulations=128, hidden_sizes=(256, 256, 256)),
+        trainer=TrainerConfig(lr=1e-3, anneal_lr=False, num_minibatches=8, update_epochs=1, max_grad_norm=1.0),
+        selfplay=SelfPlayConfig(bots=("random", "mcts100"), bot_games=200),
+        eval=EvalConfig(every_updates=600, final=True),
+        checkpoint=CheckpointConfig(every_updates=300),
+        log=LogConfig(log_every=20),
+    )
