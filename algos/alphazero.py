@@ -76,6 +76,7 @@ class SearchAlgorithm(Algorithm):
     num_simulations: int = 0
     eval_simulations: int = 0
     replay_iterations: int = 1
+    augment: bool = True
 
 
 def make_alphazero(cfg: Experiment, spec: EnvSpec) -> SearchAlgorithm:
@@ -166,4 +167,4 @@ def make_alphazero(cfg: Experiment, spec: EnvSpec) -> SearchAlgorithm:
         init=init, policy_params=lambda s: s.params, initial_actor_state=lambda n: (), act=act, update=update,
         extras_spec={}, consumes="search", act_deterministic=act, predict=predict, search=search,
         num_simulations=a.num_simulations, eval_simulations=a.eval_simulations,
-        replay_iterations=a.replay_iterations)
+        replay_iterations=a.replay_iterations, augment=a.augment)

@@ -48,6 +48,9 @@ class AlphaZeroConfig:
     weight_decay: float = 1e-4
     """AdamW's decoupled weight decay."""
     replay_iterations: int = 1
+    augment: bool = True
+    """train on each searched row's mirror images too, where the env declares its symmetries
+    (``envs.jax_envs.Family.symmetries``: connect four's left-right mirror)."""
     """iterations of searched rows each update trains on, the newest included (1: only the fresh rows)."""
     network: str = "mlp"
     """``mlp`` (one trunk for both heads) or a Flax module of your own, ``"package.module:Class"`` (observations

@@ -142,3 +142,12 @@ def test_a_short_run_evaluates_against_the_bots_and_resumes_exactly(tmp_path):
     for x, y in zip(a, b):
         for key in ("policy_loss", "value_loss", "searched_value"):
             np.testing.assert_allclose(x[key], y[key], rtol=1e-4, atol=1e-5)
+
+
+def test_connect_four_mirror_is_the_same_game_reversed():
+    env = jax_envs.make(EnvConfig(id="pgx/connect_four", num_envs=1))
+    (o_idx, a_idx), = env.family.symmetries
+    _, (obs, _) = _position([0, 1, 1])
+    _, (mirrored, _) = _position([6, 5, 5])
+    np.testing.assert_array_equal(np.asarray(obs[0])[o_idx], np.asarray(mirrored[0]))
+    assert list(a_idx) == [6, 5, 4, 3, 2, 1, 0]

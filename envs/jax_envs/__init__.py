@@ -42,6 +42,10 @@ class Family(NamedTuple):
     reset: Callable[[jax.Array], tuple[jax.Array, Any]]  # key -> (obs, inner state)
     step: Callable[[jax.Array, Any, jax.Array], tuple[jax.Array, Any, jax.Array, jax.Array, jax.Array]]
     """(key, inner, action) -> (obs, inner, reward, terminated, truncated); no reset inside."""
+    symmetries: tuple[tuple[Any, Any], ...] = ()
+    """the game's symmetries as index permutations ``(obs_index [D], action_index [A])``: the row ``obs[obs_index]``
+    is the same position mirrored, where move ``action_index[a]`` is move ``a``'s image (connect four: left-right);
+    a search algorithm trains on the images too (``algo.augment``)."""
 
 
 class EnvState(NamedTuple):

@@ -76,4 +76,14 @@ def family(cfg: EnvConfig) -> Family:
         truncated = state.truncated | ((state._step_count >= limit) if limit else False)  # noqa: SLF001 - pgx's count
         return observe(state), state, reward.astype(jnp.float32), state.terminated, truncated & ~state.terminated
 
-    return Family(spec, reset, step)
+    return Family(spec, reset, step, symmetries=_symmetries(_name(cfg), env))
+
+
+def _symmetries(name: str, env: Any) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+    """Connect four's left-right mirror: board columns and moves reversed (``Family.symmetries``)."""
+    if name != "connect_four":
+        return ()
+    rows, cols, planes = env.observation_shape
+    board = np.arange(rows * cols * planes).reshape(rows, cols, planes)[:, ::-1, :].reshape(-1)
+    moves = np.arange(env.num_actions)[::-1]
+    return ((np.concatenate([board, board.size + moves]), moves.copy()),)

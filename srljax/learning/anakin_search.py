@@ -11,7 +11,7 @@ lazy autoreset, ``envs/jax_envs``: a game's last row is not searched for trainin
 row's value target backwards: the mover's reward plus the next row's target, negated for a two-player game
 (``EnvSpec.players``), the outcome where the game ended inside the rows, the search's value where a game was cut
 by a time limit, and the network's value of the row after the last where the rows stop. The update trains on these
-rows and those of the ``replay_iterations - 1`` iterations before (a ring in the carry, so checkpoints hold it).
+rows (with their mirror images, ``algo.augment`` and ``Family.symmetries``) and those of the ``replay_iterations - 1`` iterations before (a ring in the carry, so checkpoints hold it).
 """
 
 from __future__ import annotations
@@ -71,6 +71,7 @@ class SearchProgram(AnakinProgram):
         super().__init__(env, algo, num_steps, max_iterations)
         self.sign = -1.0 if env.spec.players == 2 else 1.0
         self.model = env_model(env)
+        self.symmetries = env.family.symmetries if algo.augment else ()
 
     def env_axes(self, carry: SearchCarry) -> SearchCarry:
         """The env axis of each carry leaf (sharded over devices); the ring's rows are not split by env."""
@@ -79,7 +80,7 @@ class SearchProgram(AnakinProgram):
 
     def start(self, train_state: Any, env_key: jax.Array, act_key: jax.Array) -> SearchCarry:
         env_state, ts = self.env.reset(env_key)
-        rows = self.num_steps * self.num_envs
+        rows = self.num_steps * self.num_envs * (1 + len(self.symmetries))
         r = self.algo.replay_iterations
         a = self.env.spec.num_actions
         replay = SearchBatch(obs=jnp.zeros((r, rows, *ts.obs.shape[1:]), ts.obs.dtype),
@@ -109,6 +110,9 @@ class SearchProgram(AnakinProgram):
         flat = lambda x: x.reshape(-1, *x.shape[2:])  # noqa: E731 - [T, B, ...] -> [T * B, ...]
         fresh = SearchBatch(obs=flat(row_obs), policy=flat(policy), value=flat(z),
                             weight=flat(searched.astype(jnp.float32)))
+        images = [fresh._replace(obs=fresh.obs[:, jnp.asarray(o)], policy=fresh.policy[:, jnp.asarray(a)])
+                  for o, a in self.symmetries]
+        fresh = jax.tree.map(lambda *xs: jnp.concatenate(xs), fresh, *images)
         replay = jax.tree.map(lambda ring, x: lax.dynamic_update_index_in_dim(ring, x, carry.slot, 0), carry.replay, fresh)
         filled = jnp.minimum(carry.filled + 1, self.algo.replay_iterations)
         # slots not yet filled weigh 0 (their rows are zeros)
