@@ -12,8 +12,17 @@ the agent searches ``algo.eval_simulations`` per move (greedy) against OpenSpiel
 ``RUN_DIR/eval.jsonl``. bench/RESULTS.md ("Planning agents") has the figures.
 """
 
-from srljax.config import (AlphaZeroConfig, CheckpointConfig, EnvConfig, EvalConfig, Experiment, LogConfig, Promise,
-                           SelfPlayConfig, TrainerConfig)
+from srljax.config import (
+    AlphaZeroConfig,
+    CheckpointConfig,
+    EnvConfig,
+    EvalConfig,
+    Experiment,
+    LogConfig,
+    Promise,
+    SelfPlayConfig,
+    TrainerConfig,
+)
 
 PROMISE = Promise(
     "win_rate:mcts100", median=0.9, worst=0.9, seeds=(1,), wall_s=3600, quick=False,

@@ -11,8 +11,18 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from srljax.config import (AlphaZeroConfig, CheckpointConfig, ConfigError, EnvConfig, EvalConfig, Experiment,
-                           LogConfig, PPOConfig, SelfPlayConfig, TrainerConfig)
+from srljax.config import (
+    AlphaZeroConfig,
+    CheckpointConfig,
+    ConfigError,
+    EnvConfig,
+    EvalConfig,
+    Experiment,
+    LogConfig,
+    PPOConfig,
+    SelfPlayConfig,
+    TrainerConfig,
+)
 from srljax.layout import plan_of
 from srljax.loops.train import train
 from srljax.prepare import check
