@@ -77,6 +77,7 @@ class SearchAlgorithm(Algorithm):
     eval_simulations: int = 0
     replay_iterations: int = 1
     augment: bool = True
+    opening_moves: int = 0
 
 
 def make_alphazero(cfg: Experiment, spec: EnvSpec) -> SearchAlgorithm:
@@ -167,4 +168,4 @@ def make_alphazero(cfg: Experiment, spec: EnvSpec) -> SearchAlgorithm:
         init=init, policy_params=lambda s: s.params, initial_actor_state=lambda n: (), act=act, update=update,
         extras_spec={}, consumes="search", act_deterministic=act, predict=predict, search=search,
         num_simulations=a.num_simulations, eval_simulations=a.eval_simulations,
-        replay_iterations=a.replay_iterations, augment=a.augment)
+        replay_iterations=a.replay_iterations, augment=a.augment, opening_moves=a.opening_moves)

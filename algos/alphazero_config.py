@@ -39,6 +39,10 @@ class AlphaZeroConfig:
     """simulations per move in self-play."""
     eval_simulations: int = 64
     """simulations per move when the agent plays the evaluation's bots (``selfplay.bots``), greedy."""
+    opening_moves: int = 4
+    """the first N moves of every self-play game are uniformly random legal moves (searched and trained on as any
+    other row: the target is still the search's policy), so games played by a near-deterministic search do not all
+    repeat one game; evaluation games have none."""
     max_considered_actions: int = 16
     """gumbel: actions sampled at the root for sequential halving."""
     dirichlet_alpha: float = 0.3
@@ -68,6 +72,8 @@ class AlphaZeroConfig:
         if self.num_simulations < 2 or self.eval_simulations < 2:
             out.append(f"algo.num_simulations={self.num_simulations} and algo.eval_simulations="
                        f"{self.eval_simulations} must be >= 2")
+        if self.opening_moves < 0:
+            out.append(f"algo.opening_moves={self.opening_moves} must be >= 0")
         if self.max_considered_actions < 2 or self.replay_iterations < 1 or self.value_coef < 0 or self.weight_decay < 0:
             out.append(f"algo.max_considered_actions={self.max_considered_actions} must be >= 2, algo.replay_iterations="
                        f"{self.replay_iterations} >= 1, algo.value_coef={self.value_coef} and algo.weight_decay="

@@ -161,3 +161,16 @@ def test_connect_four_mirror_is_the_same_game_reversed():
     _, (mirrored, _) = _position([6, 5, 5])
     np.testing.assert_array_equal(np.asarray(obs[0])[o_idx], np.asarray(mirrored[0]))
     assert list(a_idx) == [6, 5, 4, 3, 2, 1, 0]
+
+
+def test_opening_moves_are_random_legal_moves(tmp_path):
+    cfg = _cfg(tmp_path, env=EnvConfig(id="pgx/tic_tac_toe", num_envs=4))
+    env = jax_envs.make(cfg.env)
+    program = SearchProgram(env, make_algo(cfg, env.spec), num_steps=4, max_iterations=1)
+    o, inner = env.family.reset(jax.random.PRNGKey(0))
+    for a in (4, 0):  # two cells taken
+        o, inner = env.family.step(jax.random.PRNGKey(0), inner, jnp.int32(a))[:2]
+    rows = jnp.repeat(o[None], 2000, axis=0)
+    moves = np.asarray(program._random_legal(jax.random.PRNGKey(3), rows))
+    assert set(moves) == {1, 2, 3, 5, 6, 7, 8}  # every legal cell, never a taken one
+    assert np.bincount(moves, minlength=9)[[1, 2, 3, 5, 6, 7, 8]].min() > 200  # about uniform (2000 / 7 each)

@@ -6,7 +6,8 @@ search whose model is the env's own step, then one update on the searched rows, 
     train_state, carry, (metrics, ep_return, ep_length) = program.run(train_state, carry, n, None)
 
 The same interface as ``srljax.learning.anakin.AnakinProgram`` (``srljax/loops/anakin.py`` drives both). Each
-iteration searches ``num_steps`` rows of every env (``lax.scan``), steps the envs with the chosen moves (envpool's
+iteration searches ``num_steps`` rows of every env (``lax.scan``), steps the envs with the chosen moves (a game's
+first ``algo.opening_moves`` at random) (envpool's
 lazy autoreset, ``envs/jax_envs``: a game's last row is not searched for training, weight 0), and computes each
 row's value target backwards: the mover's reward plus the next row's target, negated for a two-player game
 (``EnvSpec.players``), the outcome where the game ended inside the rows, the search's value where a game was cut
@@ -72,6 +73,15 @@ class SearchProgram(AnakinProgram):
         self.sign = -1.0 if env.spec.players == 2 else 1.0
         self.model = env_model(env)
         self.symmetries = env.family.symmetries if algo.augment else ()
+        self.opening_moves = algo.opening_moves
+        self.legal = env.spec.legal_actions
+
+    def _random_legal(self, key: jax.Array, obs: jax.Array) -> jax.Array:
+        """A uniformly random legal move per row (any move where the env has no legal-move flags)."""
+        n = self.env.spec.num_actions
+        flags = obs[:, self.legal[0]: self.legal[1]] > 0.5 if self.legal else jnp.ones((obs.shape[0], n), bool)
+        logits = jnp.where(flags | ~flags.any(-1, keepdims=True), 0.0, -jnp.inf)
+        return jax.random.categorical(key, logits).astype(jnp.int32)
 
     def env_axes(self, carry: SearchCarry) -> SearchCarry:
         """The env axis of each carry leaf (sharded over devices); the ring's rows are not split by env."""
@@ -94,8 +104,11 @@ class SearchProgram(AnakinProgram):
 
         def body(c: tuple[EnvState, jax.Array, jax.Array], _: Any) -> Any:
             env_state, obs, key = c
-            key, k_search = jax.random.split(key)
+            key, k_search, k_open = jax.random.split(key, 3)
             action, policy, value = self.algo.search(params, k_search, obs, env_state.inner, self.model, sims)
+            if self.opening_moves:  # a game's first moves at random among the legal ones (algo.opening_moves)
+                opening = env_state.episode_length < self.opening_moves
+                action = jnp.where(opening, self._random_legal(k_open, obs), action)
             searched = ~env_state.done  # a game's last row: its move is ignored (the next step resets)
             env_state, ts = self.env.step(env_state, action)
             out = (obs, policy, value, searched, ts.reward, ts.terminated, ts.truncated, ts.episode_return,
