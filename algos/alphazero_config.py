@@ -65,6 +65,14 @@ class AlphaZeroConfig:
 
     __hash__ = hash_by_value
 
+    def describe_batch(self, cfg: Any) -> str:
+        """The launchers' line about the batch: searched rows per update and what each update trains on."""
+        rows = cfg.env.num_envs * self.num_steps
+        return (f"{cfg.env.num_envs} envs x {self.num_steps} moves searched ({self.num_simulations} simulations each) "
+                f"= {rows:,} rows per update, trained on with those of the {self.replay_iterations - 1} updates before"
+                f"{' and their mirror images' if self.augment else ''} ({cfg.trainer.update_epochs} epoch(s) x "
+                f"{cfg.trainer.num_minibatches} minibatches), {cfg.num_updates:,} updates")
+
     def problems(self, cfg: Any) -> list[str]:
         out = gamma_problems(self) + network_problems(self)
         if self.network in ("cnn", "auto"):
@@ -84,6 +92,15 @@ class AlphaZeroConfig:
         if cfg.layout.mode != "single":
             out.append(f"algo=alphazero with layout.mode={cfg.layout.mode}: AlphaZero self-play runs on the device "
                        "(the Anakin loop); set layout.mode=single")
+        from srljax.config.eval import EvalConfig
+
+        default = EvalConfig()
+        moot = [k for k in ("episodes", "num_envs", "deterministic", "video", "video_max_frames")
+                if getattr(cfg.eval, k) != getattr(default, k)]
+        if moot:
+            out.append(f"{', '.join('eval.' + k for k in moot)}: with algo=alphazero an evaluation is games against "
+                       "selfplay.bots (selfplay.bot_games each, the agent searching algo.eval_simulations a move, "
+                       "greedy); drop them")
         if not cfg.env.is_jax:
             out.append(f"algo=alphazero on env {cfg.env.factory or cfg.env.id!r}: its search steps the env as its "
                        "model, so the env must be a JAX env (env.id=pgx/connect_four, pgx/tic_tac_toe, ...)")

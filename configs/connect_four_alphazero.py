@@ -32,13 +32,14 @@ PROMISE = Promise(
 
 def experiment() -> Experiment:
     return Experiment(
-        total_env_steps=12_000_000,
+        total_env_steps=8_000_000,
         timeout_seconds=3 * 3600,
         env=EnvConfig(id="pgx/connect_four", num_envs=128),
-        algo=AlphaZeroConfig(num_steps=32, num_simulations=32, eval_simulations=128, hidden_sizes=(256, 256, 256)),
-        trainer=TrainerConfig(lr=1e-3, anneal_lr=False, num_minibatches=8, update_epochs=1, max_grad_norm=1.0),
+        algo=AlphaZeroConfig(num_steps=32, num_simulations=16, eval_simulations=128, opening_moves=4,
+                             replay_iterations=4, hidden_sizes=(256, 256, 256)),
+        trainer=TrainerConfig(lr=1e-3, anneal_lr=False, num_minibatches=16, update_epochs=1, max_grad_norm=1.0),
         selfplay=SelfPlayConfig(bots=("random", "mcts100"), bot_games=200),
-        eval=EvalConfig(every_updates=600, final=True),
-        checkpoint=CheckpointConfig(every_updates=300),
+        eval=EvalConfig(every_updates=500, final=True),
+        checkpoint=CheckpointConfig(every_updates=250),
         log=LogConfig(log_every=20),
     )

@@ -117,7 +117,8 @@ def test_searched_rows_hold_legal_policies_and_weigh_nothing_at_game_ends(tmp_pa
     np.testing.assert_allclose(policy[searched].sum(-1), 1.0, rtol=1e-5)
     assert np.all(policy[searched][~legal[searched]] == 0)  # no weight on an illegal move
     assert not np.any(searched & ~legal.any(-1))  # a finished board is never a training row
-    assert (~searched).sum() == np.isfinite(np.asarray(ep_return)).sum()  # one unsearched row per finished game
+    # one unsearched row per finished game (a game that ended on the last step has its last row in the carry)
+    assert (~searched).sum() == np.isfinite(np.asarray(ep_return)[:-1]).sum() > 0
     assert np.all(np.abs(np.asarray(batch.value[0])[searched]) <= 1.0 + 1e-6)
     assert np.isfinite(float(metrics["loss"]))
 
@@ -143,6 +144,10 @@ def test_a_short_run_evaluates_against_the_bots_and_resumes_exactly(tmp_path):
     rows = [json.loads(x) for x in (tmp_path / "az" / "full" / "eval.jsonl").read_text().splitlines()]
     assert [r["version"] for r in rows] == [2, 4] and all(r["opponent"] == "random" and r["games"] == 6 for r in rows)
     assert all(abs(r["win_rate"] + r["draw_rate"] + r["loss_rate"] - 1) < 1e-9 for r in rows)
+    from srljax.storage.steps import read_meta
+
+    best_version = max(rows, key=lambda r: (r["win_rate"], -r["version"]))["version"]
+    assert read_meta(tmp_path / "az" / "full" / "best")[1]["version"] == best_version  # eval.keep_best
     half = _cfg(tmp_path, trial="half", total_env_steps=16 * 8 * 2, checkpoint=CheckpointConfig(every_updates=2))
     train(half)
     train(dataclasses.replace(half, total_env_steps=16 * 8 * 4), resume=True)

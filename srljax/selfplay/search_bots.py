@@ -10,7 +10,9 @@ board, the agent searches (``algo.eval_simulations``, greedy) on its pgx twin, e
 games run in lockstep, so one batched search answers every game waiting for the agent. Seats alternate (the agent
 first in even games); the bots are seeded from ``eval.seed`` and the game index (``srljax.selfplay.bots``), so one
 params version plays the same games. One ``eval.jsonl`` row per bot: ``opponent``, ``games``, ``win_rate``,
-``draw_rate``, ``loss_rate``, ``mean`` (the agent's mean game score, +1 / 0 / -1), ``version``, ``env_steps``.
+``draw_rate``, ``loss_rate``, ``mean`` (the agent's mean game score, +1 / 0 / -1), ``version``, ``env_steps``. With
+``eval.keep_best`` the params of the best win rate against the last bot listed (the strongest) are kept in
+``RUN_DIR/best/`` (what ``launch.play`` plays by default).
 """
 
 from __future__ import annotations
@@ -78,7 +80,16 @@ class SearchBotEval:
         self.game = None
         self.run_dir = Path(cfg.run_dir)
         self.last_version = 0
-        self.rows: list[dict[str, Any]] = []
+        self.rows: list[dict[str, Any]] = []  # this trial's rows, a resumed one's earlier rows too
+        path = self.run_dir / "eval.jsonl"
+        for line in path.read_text().splitlines() if path.exists() else ():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(row, dict) and "opponent" in row and "win_rate" in row:
+                self.rows.append(row)
+                self.last_version = max(self.last_version, int(row.get("version", 0)))
         sims = algo.eval_simulations
 
         @jax.jit
@@ -112,7 +123,22 @@ class SearchBotEval:
                       f"games ({self.algo.eval_simulations} simulations a move): win {row['win_rate']:.1%}, "
                       f"draw {row['draw_rate']:.1%}, loss {row['loss_rate']:.1%}", flush=True)
         self.rows += rows
+        self._keep_best(rows[-1], params)
         return rows
+
+    def _keep_best(self, row: dict[str, Any], params: Any) -> None:
+        from srljax.evaluation.evaluator import BEST_DIR
+        from srljax.storage.checkpoint import Checkpointer
+
+        mine = [r for r in self.rows if r["opponent"] == row["opponent"]]
+        if not self.cfg.eval.keep_best or any(r["win_rate"] >= row["win_rate"] for r in mine if r is not row):
+            return
+        checkpointer = Checkpointer(self.run_dir / BEST_DIR, keep=1)
+        try:
+            checkpointer.save(row["version"], jax.device_get(params), meta=row)
+            checkpointer.wait()
+        finally:
+            checkpointer.close()
 
     def after_update(self, version: int, params: Any, env_steps: int | None = None) -> None:
         every = self.cfg.eval.every_updates
