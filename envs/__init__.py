@@ -23,6 +23,7 @@ from envs.multi_agent import is_multi_agent_envpool, num_agents_before_launch
 from envs.options import option_problems
 from envs.probe import ConstantRewardTimeLimit, TerminalReward
 from srljax.config import EnvConfig
+from srljax.config.env import jax_family
 from srljax.objects import load_object
 from srljax.types import EnvSpec
 
@@ -90,7 +91,11 @@ def problems(cfg: EnvConfig, algo: Any = None) -> list[str]:
         if not out and algo is not None and not getattr(algo, "multi_agent", False):
             from algos.fit import spec_problems
 
-            out += spec_problems(algo, jax_envs.make(cfg).spec)
+            spec = jax_envs.make(cfg).spec
+            if spec.num_agents > 1:
+                return [f"algo={algo.name} acts for one agent and {cfg.id} has {spec.num_agents} (obs [B, N, F], "
+                        "envs/multi_agent.py); use a multi-agent algorithm: algo=mappo (algo.critic=local for IPPO)"]
+            out += spec_problems(algo, spec)
         return out
     from envs.envpool_env import is_atari, unknown_id_problem
 
@@ -110,10 +115,12 @@ def fit_problems(cfg: Any) -> list[str]:
     that needs several agents (``multi_agent`` on its config) on a one-agent envpool task, a ``policies.agents``
     table of the wrong length for an envpool multi-agent task."""
     e, out = cfg.env, []
-    if getattr(cfg.algo, "multi_agent", False) and not e.factory and not is_multi_agent_envpool(e.id):
+    if (getattr(cfg.algo, "multi_agent", False) and not e.factory and not is_multi_agent_envpool(e.id)
+            and jax_family(e.id) != "jaxmarl"):
         out.append(f"algo={cfg.algo.name} needs a multi-agent env, and env.id={e.id!r} has one agent; use "
-                   "LevelBasedForaging-v0, RobotWarehouse-v0 or a multi-agent env.factory (e.g. "
-                   "envs.multi_agent:make_pettingzoo), or algo=ppo for a single agent")
+                   "LevelBasedForaging-v0, RobotWarehouse-v0, a JaxMARL env (jaxmarl/smax:3m, envs/jax_envs/"
+                   "jaxmarl_family.py) or a multi-agent env.factory (e.g. envs.multi_agent:make_pettingzoo), or "
+                   "algo=ppo for a single agent")
     agents, n = cfg.policies.agents, num_agents_before_launch(e)
     if cfg.policies.enabled and n is not None and agents and len(agents) != n:
         if len(agents) < n:

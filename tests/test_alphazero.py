@@ -108,7 +108,7 @@ def test_searched_rows_hold_legal_policies_and_weigh_nothing_at_game_ends(tmp_pa
     program = SearchProgram(env, algo, num_steps=24, max_iterations=1)
     state = algo.init(jax.random.PRNGKey(0))
     carry = program.start(state, jax.random.PRNGKey(1), jax.random.PRNGKey(2))
-    state, carry, (metrics, ep_return, ep_length) = jax.jit(program.iteration)(state, carry)
+    state, carry, (metrics, ep_return, ep_length, _) = jax.jit(program.iteration)(state, carry)
     batch = carry.replay
     obs, policy, weight = np.asarray(batch.obs[0]), np.asarray(batch.policy[0]), np.asarray(batch.weight[0])
     lo, hi = env.spec.legal_actions

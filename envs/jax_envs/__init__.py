@@ -14,6 +14,9 @@ Semantics are envpool's (``srljax.types.TimeStep``): autoreset is lazy (the step
 returns the next episode's first observation, reward 0, both flags False), ``episode_return`` / ``episode_length``
 are set on the row that ends an episode, so the algorithms' updates read these trajectories as they read envpool's.
 
+Multi-agent families (``jaxmarl/...``, ``jaxmarl_family.py``) give observations ``[N, F]`` per env (the agent axis,
+``envs/multi_agent.py``) and actions ``[N]``; the batch adds the env axis in front as for any env.
+
 Families (``srljax.config.env.JAX_FAMILIES``) are optional packages: ``pip install -e '.[jaxenvs]'``; a missing one is refused before
 launch with the command that installs it.
 """
@@ -46,6 +49,9 @@ class Family(NamedTuple):
     """the game's symmetries as index permutations ``(obs_index [D], action_index [A])``: the row ``obs[obs_index]``
     is the same position mirrored, where move ``action_index[a]`` is move ``a``'s image (connect four: left-right);
     a search algorithm trains on the images too (``algo.augment``)."""
+    won: Callable[[Any], jax.Array] | None = None
+    """inner state after the step that ended an episode -> whether it was won (games with an outcome: SMAX);
+    None: the family reports none."""
 
 
 class EnvState(NamedTuple):
@@ -97,6 +103,14 @@ class JaxEnv:
                       env_id=jnp.arange(self.spec.num_envs, dtype=jnp.int32),
                       episode_return=jnp.where(ended, ret, jnp.nan), episode_length=jnp.where(ended, length, 0))
         return EnvState(inner, ended, ret, length, key), ts
+
+    def episode_won(self, state: EnvState) -> jax.Array:
+        """[B] float32 after a ``step``: 1.0 / 0.0 where that step ended an episode the family calls won / not won,
+        NaN elsewhere and for families without outcomes (``Family.won``); the Anakin loop's ``win_rate``."""
+        if self.family.won is None:
+            return jnp.full(self.spec.num_envs, jnp.nan, jnp.float32)
+        won = jax.vmap(self.family.won)(state.inner).astype(jnp.float32)
+        return jnp.where(state.done, won, jnp.nan)
 
     def _obs(self, obs: jax.Array) -> jax.Array:
         return obs.astype(self.spec.obs_dtype)

@@ -2,9 +2,10 @@
 
     program = AnakinProgram(env, algo, num_steps=128, max_iterations=64)
     carry = program.start(train_state, env_key, act_key)           # reset every env, act on the first rows
-    train_state, carry, (metrics, ep_return, ep_length) = program.run(train_state, carry, n, None)
+    train_state, carry, (metrics, ep_return, ep_length, ep_won) = program.run(train_state, carry, n, None)
     # n (<= max_iterations) iterations of collect T rows + one update, in one call; outputs stacked [max_iterations, ...],
-    # the first n rows valid: metrics {name: [K]}, ep_return / ep_length [K, T, B] (NaN / 0 where no episode ended)
+    # the first n rows valid: metrics {name: [K]}, ep_return / ep_length / ep_won [K, T, B] (NaN / 0 / NaN where no
+    # episode ended; ep_won NaN also for envs without an outcome, ``JaxEnv.episode_won``)
 
 Pure functions of their arguments (jit, vmap over seeds, shard over devices as the caller chooses). The
 trajectories are exactly what ``SegmentBuilder`` makes from an envpool stream: ``T + 1`` rows whose first row is the
@@ -82,9 +83,10 @@ class AnakinProgram:
                 extras = {**extras, RETURN_ACC: acc}
             row = Row(ts.obs, ts.reward, ts.terminated, ts.truncated)
             return Carry(env_state, row, action, extras, actor_state, key), (row, action, extras, ts.episode_return,
-                                                                             ts.episode_length)
+                                                                             ts.episode_length,
+                                                                             self.env.episode_won(env_state))
 
-        end, (rows, actions, extras, ep_return, ep_length) = lax.scan(body, carry, None, length=self.num_steps)
+        end, (rows, actions, extras, ep_return, ep_length, ep_won) = lax.scan(body, carry, None, length=self.num_steps)
         cat = lambda head, rest: jnp.concatenate([head[None], rest])  # noqa: E731 - row 0 is the carried row
         traj = Trajectory(obs=cat(carry.row.obs, rows.obs), action=cat(carry.action, actions),
                           reward=cat(carry.row.reward, rows.reward),
@@ -93,7 +95,7 @@ class AnakinProgram:
                           extras=jax.tree.map(cat, carry.extras, extras),
                           policy_version=jnp.full(self.num_envs, train_state.step, jnp.int32))
         train_state, metrics = self.algo.update(train_state, traj)
-        return train_state, end, (metrics, ep_return, ep_length)
+        return train_state, end, (metrics, ep_return, ep_length, ep_won)
 
     def run(self, train_state: Any, carry: Carry, n: jax.Array, schedule: Any = None) -> tuple[Any, Carry, Any]:
         """``n`` iterations (a traced int, at most ``max_iterations``: one compiled program for every count);

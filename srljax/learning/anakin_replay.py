@@ -2,7 +2,7 @@
 
     program = AnakinReplayProgram(env, algo, rows=20, updates=16, batch_size=128, n_step=1, capacity=10_000, ...)
     carry = program.start(train_state, env_key, act_key)
-    train_state, carry, (metrics, ep_return, ep_length) = program.run(train_state, carry, n, schedule)
+    train_state, carry, (metrics, ep_return, ep_length, ep_won) = program.run(train_state, carry, n, schedule)
 
 One iteration acts ``rows`` steps of every env (the exploration values of ``schedule["explore"]`` in the actor
 state, as ``srljax.loops.replay`` puts them there), appends the rows to the replay, then runs the first
@@ -112,9 +112,10 @@ class AnakinReplayProgram:
             env_state, ts = self.env.step(c.env, action)
             stored = (c.row.obs, action, c.row)
             row = Row(ts.obs, ts.reward, ts.terminated, ts.truncated)
-            return ReplayCarry(env_state, row, c.replay, key), (stored, ts.episode_return, ts.episode_length)
+            return ReplayCarry(env_state, row, c.replay, key), (stored, ts.episode_return, ts.episode_length,
+                                                                self.env.episode_won(env_state))
 
-        carry, ((obs, action, row), ep_return, ep_length) = lax.scan(act_step, carry, None, length=self.rows)
+        carry, ((obs, action, row), ep_return, ep_length, ep_won) = lax.scan(act_step, carry, None, length=self.rows)
         replay = add_rows(carry.replay, obs, action, row)
         key, sample_key = jax.random.split(carry.key)
 
@@ -126,7 +127,7 @@ class AnakinReplayProgram:
             return state, metrics
 
         train_state, metrics = lax.scan(update, train_state, jnp.arange(self.updates))
-        return train_state, ReplayCarry(carry.env, carry.row, replay, key), (metrics, ep_return, ep_length)
+        return train_state, ReplayCarry(carry.env, carry.row, replay, key), (metrics, ep_return, ep_length, ep_won)
 
     def run(self, train_state: Any, carry: ReplayCarry, n: jax.Array, schedule: dict[str, Any]) -> Any:
         """``n`` iterations; ``schedule``: ``explore`` {name: [max_iterations]} and ``updates`` [max_iterations]."""

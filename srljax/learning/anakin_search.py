@@ -3,7 +3,7 @@ search whose model is the env's own step, then one update on the searched rows, 
 
     program = SearchProgram(env, algo, num_steps=32, max_iterations=64)
     carry = program.start(train_state, env_key, act_key)
-    train_state, carry, (metrics, ep_return, ep_length) = program.run(train_state, carry, n, None)
+    train_state, carry, (metrics, ep_return, ep_length, ep_won) = program.run(train_state, carry, n, None)
 
 The same interface as ``srljax.learning.anakin.AnakinProgram`` (``srljax/loops/anakin.py`` drives both). Each
 iteration searches ``num_steps`` rows of every env (``lax.scan``), steps the envs with the chosen moves (a game's
@@ -112,11 +112,11 @@ class SearchProgram(AnakinProgram):
             searched = ~env_state.done  # a game's last row: its move is ignored (the next step resets)
             env_state, ts = self.env.step(env_state, action)
             out = (obs, policy, value, searched, ts.reward, ts.terminated, ts.truncated, ts.episode_return,
-                   ts.episode_length)
+                   ts.episode_length, self.env.episode_won(env_state))
             return (env_state, ts.obs, key), out
 
         (env_state, obs, key), rows = lax.scan(body, (carry.env, carry.obs, carry.key), None, length=self.num_steps)
-        row_obs, policy, value, searched, reward, terminated, truncated, ep_return, ep_length = rows
+        row_obs, policy, value, searched, reward, terminated, truncated, ep_return, ep_length, ep_won = rows
         _, bootstrap = self.algo.predict(params, obs)
         next_value = jnp.concatenate([value[1:], bootstrap[None]])
         z = value_targets(reward, terminated, truncated, next_value, bootstrap, self.sign)
@@ -134,4 +134,4 @@ class SearchProgram(AnakinProgram):
         train_state, metrics = self.algo.update(train_state, batch)
         metrics |= {"searched_value": jnp.mean(value), "rows_searched": jnp.mean(searched.astype(jnp.float32))}
         slot = (carry.slot + 1) % self.algo.replay_iterations
-        return train_state, SearchCarry(env_state, obs, replay, slot, filled, key), (metrics, ep_return, ep_length)
+        return train_state, SearchCarry(env_state, obs, replay, slot, filled, key), (metrics, ep_return, ep_length, ep_won)

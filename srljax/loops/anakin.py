@@ -214,14 +214,14 @@ def train_anakin(cfg: Experiment | Run, resume: bool = False) -> TrainResult:
                 t0 = time.perf_counter()
                 with jax.set_mesh(mesh):
                     state, carry, outputs = step(state, carry, jnp.int32(n), plan if schedule.replay else None)
-                metrics, ep_return, ep_length = jax.device_get(sharding.host_local(outputs))
+                metrics, ep_return, ep_length, ep_won = jax.device_get(sharding.host_local(outputs))
                 took = time.perf_counter() - t0
                 per_iteration = 0.0 if per_iteration is None else took / n  # after compiling: the next call measures
                 sps = n * schedule.env_steps_per_iteration / max(took, 1e-9)
                 for i, t in enumerate(trials):
                     self_version = version
                     for k in range(n):
-                        t.window.add(ep_return[i, k].ravel(), ep_length[i, k].ravel())
+                        t.window.add(ep_return[i, k].ravel(), ep_length[i, k].ravel(), ep_won[i, k].ravel())
                         t.env_steps += schedule.env_steps_per_iteration
                         for j in range(owed[k]):
                             update = self_version + j + 1

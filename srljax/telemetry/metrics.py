@@ -29,39 +29,50 @@ from srljax.layout import TRAINER
 
 
 class EpisodeWindow:
-    """Mean of the last ``size`` completed episodes (true returns from the env adapter)."""
+    """Mean of the last ``size`` completed episodes (true returns from the env adapter); ``win_rate`` over the last
+    ``size`` episodes whose outcome the env reports (``won``: 1 / 0, NaN where it reports none; a JAX env's
+    ``episode_won``, SMAX)."""
 
     def __init__(self, size: int):
         self.returns: deque[float] = deque(maxlen=size)
         self.lengths: deque[int] = deque(maxlen=size)
+        self.wins: deque[float] = deque(maxlen=size)
         self.count = 0
 
-    def add(self, episode_return: np.ndarray, episode_length: np.ndarray) -> None:
+    def add(self, episode_return: np.ndarray, episode_length: np.ndarray, won: np.ndarray | None = None) -> None:
         ended = ~np.isnan(episode_return)
         for r, n in zip(episode_return[ended], episode_length[ended]):
             self.returns.append(float(r))
             self.lengths.append(int(n))
             self.count += 1
+        if won is not None:
+            self.wins.extend(float(w) for w in np.asarray(won)[ended & ~np.isnan(won)])
 
     def state(self) -> dict[str, Any]:
         """JSON-able contents, for a run's checkpoint."""
-        return {"returns": list(self.returns), "lengths": list(self.lengths), "count": self.count}
+        return {"returns": list(self.returns), "lengths": list(self.lengths), "wins": list(self.wins),
+                "count": self.count}
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.returns.clear()
         self.lengths.clear()
+        self.wins.clear()
         self.returns.extend(float(x) for x in state.get("returns", []))
         self.lengths.extend(int(x) for x in state.get("lengths", []))
+        self.wins.extend(float(x) for x in state.get("wins", []))
         self.count = int(state.get("count", len(self.returns)))
 
     def summary(self) -> dict[str, float]:
         if not self.returns:
             return {}
-        return {
+        out = {
             "episode_return": float(np.mean(self.returns)),
             "episode_length": float(np.mean(self.lengths)),
             "episodes": self.count,
         }
+        if self.wins:
+            out["win_rate"] = float(np.mean(self.wins))
+        return out
 
 
 class UpdateRecords:

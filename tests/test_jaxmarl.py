@@ -1,0 +1,157 @@
+"""JaxMARL's envs (SMAX, MPE, Overcooked, Hanabi) on the Anakin path with the agent axis (``envs/jax_envs/jaxmarl_family.py``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from envs import jax_envs
+from envs.jax_envs import jaxmarl_family
+from srljax.config import ConfigError, EnvConfig, Experiment, LogConfig, MAPPOConfig, PPOConfig, TrainerConfig
+from srljax.layout import plan_of
+from srljax.loops.train import train
+from srljax.prepare import check
+from srljax.telemetry.metrics import EpisodeWindow
+
+pytest.importorskip("jaxmarl")
+
+
+def _rollout(env: jax_envs.JaxEnv, actions: list[np.ndarray], state=None):
+    if state is None:
+        state, _ = jax.jit(env.reset)(jax.random.PRNGKey(0))
+    step = jax.jit(env.step)
+    rows = []
+    for a in actions:
+        state, ts = step(state, jnp.asarray(a, jnp.int32))
+        rows.append((jax.device_get(ts), np.asarray(env.episode_won(state))))
+    return state, rows
+
+
+def test_smax_rows_time_limit_and_a_win():
+    """One SMAX env (compiled once): the packed rows, a time limit that truncates, a wiped-out enemy that is a win."""
+    cfg = EnvConfig(id="jaxmarl/smax:3m", num_envs=2, max_episode_steps=4, options={"enemy_shoots": False})
+    env = jax_envs.make(cfg)
+    s = env.spec
+    assert (s.num_agents, s.agent_obs_size, s.state_size, s.num_actions, s.max_episode_steps) == (3, 75, 72, 8, 4)
+    assert s.obs_shape == (3, 75 + 72 + 8) and s.action_shape == (3,) and s.action_mask and not s.agent_rewards
+    state, ts = jax.jit(env.reset)(jax.random.PRNGKey(0))
+    inner_env, row = jaxmarl_family.build(cfg), s.agent_row()
+    inner0 = jax.tree.map(lambda x: x[0], state.inner)
+    legal = inner_env.get_avail_actions(inner0)
+    np.testing.assert_array_equal(np.asarray(ts.obs[0, :, row["mask"]]),
+                                  np.stack([np.asarray(legal[a], np.float32) for a in inner_env.agents]))
+    world = np.asarray(inner_env.get_world_state(inner0))
+    for agent in range(3):  # the same global state in every agent's row
+        np.testing.assert_allclose(np.asarray(ts.obs[0, agent, row["state"]]), world, rtol=1e-6)
+    views = np.asarray(ts.obs[0, :, row["view"]])
+    assert not np.allclose(views[0], views[1])  # each agent its own view
+
+    stop = np.zeros((2, 3), np.int32) + 4  # every ally stands still (action 4: stop); the enemy does not shoot
+    _, rows = _rollout(env, [stop] * 6, state)
+    trunc = np.array([ts.truncated for ts, _ in rows])
+    assert trunc[3].all() and trunc.sum() == 2 and not np.array([ts.terminated for ts, _ in rows]).any()
+    assert (rows[3][0].episode_length == 4).all() and (rows[4][0].reward == 0).all()  # then the reset row
+    won = np.array([w for _, w in rows])
+    assert (won[3] == 0).all() and np.isnan(won[[0, 1, 2, 4, 5]]).all()  # an outcome only where an episode ended
+    # every enemy at 0 health: the next step ends the episode terminated, won, with JaxMARL's win bonus
+    health = state.inner.state.unit_health.at[:, 3:].set(0.0)
+    state = state._replace(inner=state.inner.replace(state=state.inner.state.replace(unit_health=health)))
+    _, rows = _rollout(env, [stop], state)
+    ts, won = rows[0]
+    assert ts.terminated.all() and not ts.truncated.any() and (won == 1.0).all()
+    np.testing.assert_allclose(ts.reward, 1.0)
+
+
+def test_mpe_rewards_per_agent_and_the_team_reward_is_their_sum():
+    env = jax_envs.make(EnvConfig(id="jaxmarl/mpe:simple_spread", num_envs=3))
+    s = env.spec
+    assert s.agent_rewards and not s.action_mask and s.state_size == 0 and s.obs_shape == (3, 18 + 1)
+    assert s.max_episode_steps == 26  # JaxMARL's max_steps=25 ends on the 26th step
+    _, rows = _rollout(env, [np.random.default_rng(0).integers(0, 5, (3, 3))] * 27)
+    ts = rows[0][0]
+    own = ts.obs[:, :, s.agent_row()["reward"]][..., 0]
+    np.testing.assert_allclose(ts.reward, own.sum(axis=1), rtol=1e-5)
+    trunc = np.array([r.truncated for r, _ in rows])
+    assert trunc[25].all() and trunc.sum() == 3 and not np.array([r.terminated for r, _ in rows]).any()
+    assert np.isnan(rows[25][1]).all()  # MPE reports no outcome
+
+
+def test_hanabi_only_the_player_to_move_has_a_choice():
+    env = jax_envs.make(EnvConfig(id="jaxmarl/hanabi", num_envs=4))
+    s = env.spec
+    assert s.num_agents == 2 and s.action_mask and s.num_actions == 21
+    state, ts = jax.jit(env.reset)(jax.random.PRNGKey(0))
+    step = jax.jit(env.step)
+    rng = np.random.default_rng(0)
+    for _ in range(30):  # random legal play: at every step one player has several legal moves, the other one
+        legal = np.asarray(ts.obs[..., s.agent_row()["mask"]]) > 0.5
+        counts = legal.sum(-1)
+        live = ~np.asarray(ts.terminated)
+        assert (np.sort(counts[live], axis=-1)[:, 0] == 1).all() and (counts[live].max(-1) > 1).all()
+        action = np.array([[rng.choice(np.flatnonzero(legal[b, i])) for i in range(2)] for b in range(4)], np.int32)
+        state, ts = step(state, jnp.asarray(action))
+
+
+def test_overcooked_spec():
+    s = jax_envs.make(EnvConfig(id="jaxmarl/overcooked:cramped_room", num_envs=2)).spec
+    assert s.obs_shape == (2, 4 * 5 * 26) and s.num_actions == 6 and s.max_episode_steps == 400
+    assert not s.agent_rewards and not s.action_mask
+
+
+def test_bad_ids_and_options_are_one_clear_error_each(tmp_path):
+    assert "use jaxmarl/smax:<name> with one of" in jax_envs.problems(EnvConfig(id="jaxmarl/smax:4m"))[0]
+    assert "jaxmarl envs here are" in jax_envs.problems(EnvConfig(id="jaxmarl/football"))[0]
+    assert "does not take" in jax_envs.problems(EnvConfig(id="jaxmarl/smax:3m", options={"speed": 2}))[0]
+    assert "no time limit" in jax_envs.problems(EnvConfig(id="jaxmarl/hanabi", max_episode_steps=10))[0]
+    assert "env.max_episode_steps=25" in jax_envs.problems(EnvConfig(id="jaxmarl/mpe:simple_spread",
+                                                                     options={"max_steps": 25}))[0]
+    base = Experiment(name="m", trial="t", total_env_steps=4096, env=EnvConfig(id="jaxmarl/mpe:simple_spread"),
+                      log=LogConfig(run_root=str(tmp_path), wandb="disabled"))
+    with pytest.raises(ConfigError, match="algo=ppo acts for one agent and jaxmarl/mpe:simple_spread has 3"):
+        check(dataclasses.replace(base, algo=PPOConfig()))
+    check(dataclasses.replace(base, algo=MAPPOConfig()))  # a multi-agent algorithm is accepted
+
+
+def test_window_win_rate_counts_only_reported_outcomes():
+    w = EpisodeWindow(3)
+    w.add(np.array([1.0, np.nan, 2.0]), np.array([5, 0, 6]), np.array([0.0, np.nan, 1.0]))
+    assert w.summary()["win_rate"] == 0.5
+    w.add(np.array([3.0]), np.array([4]))  # an env without outcomes: returns counted, no win entry
+    assert w.summary()["win_rate"] == 0.5 and w.summary()["episodes"] == 3
+    w.add(np.array([2.0, 2.0]), np.array([1, 1]), np.array([1.0, 1.0]))
+    assert w.summary()["win_rate"] == 1.0  # the window keeps the last 3 outcomes
+    restored = EpisodeWindow(3)
+    restored.load_state(json.loads(json.dumps(w.state())))
+    assert restored.summary() == w.summary()
+
+
+def test_mappo_on_mpe_in_the_anakin_loop(tmp_path):
+    cfg = Experiment(name="mpe", trial="t", total_env_steps=8 * 32 * 3,
+                     env=EnvConfig(id="jaxmarl/mpe:simple_spread", num_envs=8),
+                     algo=MAPPOConfig(num_steps=32, hidden_sizes=(32,)), trainer=TrainerConfig(num_minibatches=2, update_epochs=1),
+                     log=LogConfig(run_root=str(tmp_path), wandb="disabled"))
+    assert plan_of(cfg).loop == "anakin"
+    result = train(cfg)
+    lines = [json.loads(x) for x in (cfg.run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["update"] for r in lines] == [1, 2, 3] and result.env_steps == 768
+    # 96 steps of each env: three 26-step episodes and their reset rows
+    assert lines[-1]["episodes"] == 24 and lines[-1]["episode_length"] == 26 and "win_rate" not in lines[-1]
+
+
+@pytest.mark.slow
+def test_mappo_trains_on_smax_in_the_anakin_loop(tmp_path):
+    cfg = Experiment(name="smax", trial="t", total_env_steps=8 * 16 * 3, env=EnvConfig(id="jaxmarl/smax:3m", num_envs=8),
+                     algo=MAPPOConfig(num_steps=16, hidden_sizes=(32,)),
+                     trainer=TrainerConfig(num_minibatches=2, update_epochs=1),
+                     log=LogConfig(run_root=str(tmp_path), wandb="disabled"))
+    assert plan_of(cfg).loop == "anakin"
+    result = train(cfg)
+    lines = [json.loads(x) for x in (cfg.run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["update"] for r in lines] == [1, 2, 3] and result.env_steps == 384
+    assert all(0.0 <= r["win_rate"] <= 1.0 for r in lines if "win_rate" in r)
+    assert any("win_rate" in r for r in lines) and lines[-1]["legal_actions"] < 8  # the masks reach the policy
