@@ -215,7 +215,8 @@ def anakin_problems(cfg: Experiment) -> list[str]:
 
 
 def search_problems(cfg: Experiment) -> list[str]:
-    """A game of several players taking turns needs a search algorithm; a search's bots need an OpenSpiel twin."""
+    """A game of several players taking turns needs a search algorithm; a search's bots need an OpenSpiel twin (a
+    single-player env's search agent ignores ``selfplay.bots``: ``eval`` evaluates it)."""
     from envs import jax_envs
 
     if not cfg.env.is_jax or jax_envs.problems(cfg.env):
@@ -225,7 +226,10 @@ def search_problems(cfg: Experiment) -> list[str]:
         return [f"env.id={cfg.env.id!r} is a game of {players} players taking turns, and algo={cfg.algo.name} learns "
                 "one player's rewards: train it with algo=alphazero (configs/connect_four_alphazero.py), or play an "
                 "OpenSpiel game by self-play (configs/connect_four_selfplay.py)"]
-    if search and cfg.selfplay.bots and cfg.selfplay.bot_games:
+    if players > getattr(cfg.algo, "max_players", players):
+        return [f"algo={cfg.algo.name} on env.id={cfg.env.id!r}, a game of {players} players taking turns: it learns "
+                "one player's rewards; train it with algo=alphazero (configs/connect_four_alphazero.py)"]
+    if search and players > 1 and cfg.selfplay.bots and cfg.selfplay.bot_games:
         from srljax.selfplay.search_bots import openspiel_game
 
         try:
