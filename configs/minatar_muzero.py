@@ -15,8 +15,9 @@ comparison with ``configs/minatar_breakout_ppo.py`` at the same env-step budget.
 from srljax.config import EnvConfig, EvalConfig, Experiment, LogConfig, MuZeroConfig, Promise, TrainerConfig
 
 PROMISE = Promise(
-    "return", median=0, worst=0, wall_s=3600, seeds=(1,), quick=False,
-    source="bench/RESULTS.md (Planning agents: MuZero): not yet measured",
+    "return", median=2.5, worst=1.5, wall_s=1200, seeds=(1, 2, 3), quick=False,
+    source="bench/RESULTS.md (Planning agents: MuZero on MinAtar Breakout): 2.9 / 1.65 / 2.8 at 300k env steps "
+    "(seeds 1-3; PPO at the same budget 12.8 / 11.05 / 10.85)",
 )
 
 
