@@ -215,17 +215,23 @@ def anakin_problems(cfg: Experiment) -> list[str]:
 
 
 def search_problems(cfg: Experiment) -> list[str]:
-    """A game of several players taking turns needs a search algorithm; a search's bots need an OpenSpiel twin."""
+    """A game of several players taking turns needs a search algorithm; a search's bots need an OpenSpiel twin (a
+    single-player env's search agent ignores ``selfplay.bots``: ``eval`` evaluates it)."""
+    if not cfg.env.is_jax:
+        return []
     from envs import jax_envs
 
-    if not cfg.env.is_jax or jax_envs.problems(cfg.env):
+    if jax_envs.problems(cfg.env):
         return []  # the env's own message comes from envs.problems
     players, search = jax_envs.players(cfg.env), consumes(cfg.algo) == "search"
     if players > 1 and not search:
         return [f"env.id={cfg.env.id!r} is a game of {players} players taking turns, and algo={cfg.algo.name} learns "
                 "one player's rewards: train it with algo=alphazero (configs/connect_four_alphazero.py), or play an "
                 "OpenSpiel game by self-play (configs/connect_four_selfplay.py)"]
-    if search and cfg.selfplay.bots and cfg.selfplay.bot_games:
+    if players > getattr(cfg.algo, "max_players", players):
+        return [f"algo={cfg.algo.name} on env.id={cfg.env.id!r}, a game of {players} players taking turns: it learns "
+                "one player's rewards; train it with algo=alphazero (configs/connect_four_alphazero.py)"]
+    if search and players > 1 and cfg.selfplay.bots and cfg.selfplay.bot_games:
         from srljax.selfplay.search_bots import openspiel_game
 
         try:

@@ -22,6 +22,7 @@ BUILTIN_ALGOS: dict[str, tuple[str, str]] = {
     "td3": ("algos.td3_config:TD3Config", "algos.td3:make_td3"),
     "r2d2": ("algos.r2d2_config:R2D2Config", "algos.r2d2:make_r2d2"),
     "alphazero": ("algos.alphazero_config:AlphaZeroConfig", "algos.alphazero:make_alphazero"),
+    "muzero": ("algos.muzero_config:MuZeroConfig", "algos.muzero:make_muzero"),
 }
 """``algo=NAME`` -> (its config class, its ``make(cfg, spec) -> Algorithm``), each ``"package.module:name"``."""
 

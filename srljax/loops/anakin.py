@@ -8,7 +8,8 @@ algorithm (PPO, IMPALA, LSTM policies, a user's) runs ``srljax.learning.anakin``
 one update), a replay algorithm (DQN) ``srljax.learning.anakin_replay``'s (act, append to the on-device replay, the
 updates the replay ratio owes), a search algorithm (AlphaZero) ``srljax.learning.anakin_search``'s (every move
 searched with the env as the model, one update on the searched rows; evaluated against OpenSpiel's bots,
-``srljax.selfplay.search_bots``). Each call runs up to ``MAX_ITERATIONS`` iterations on the device, as many as fit
+``srljax.selfplay.search_bots``), MuZero ``srljax.learning.anakin_muzero``'s (searched over its learned model, a
+trajectory replay on the device, unrolled windows). Each call runs up to ``MAX_ITERATIONS`` iterations on the device, as many as fit
 before the next checkpoint, evaluation or the end, and about ``CALL_SECONDS`` of work (lines and stops stay
 prompt); the host then writes each update's metrics line, feeds the episode window, checkpoints. A checkpoint
 holds the whole carry (every env's state and key, the acting key, the last row, a replay's contents), so
@@ -29,11 +30,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from algos.muzero import MuZeroAlgorithm
 from envs import jax_envs
 from srljax.config import Experiment
 from srljax.config.experiment import seed_trials
 from srljax.evaluation.evaluator import InlineEval
 from srljax.learning.anakin import AnakinProgram
+from srljax.learning.anakin_muzero import MuZeroProgram
 from srljax.learning.anakin_replay import AnakinReplayProgram
 from srljax.learning.anakin_search import SearchProgram
 from srljax.learning.learner import Learner
@@ -96,7 +99,8 @@ class _Trial:
                                     elapsed=float(self.meta.get("elapsed_s", 0.0)), wandb_id=self.meta.get("wandb_id"))
         self.records = UpdateRecords(env_steps=self.env_steps)
         algo = self.learner.algo
-        self.evals = (SearchBotEval.make(self.cfg, algo, self.env) if algo.consumes == "search"
+        bots = algo.consumes == "search" and self.env.spec.players > 1  # a single-player search agent: ``eval``
+        self.evals = (SearchBotEval.make(self.cfg, algo, self.env) if bots
                       else InlineEval.make(self.cfg, algo, self.logger.wandb_log))
         self.learner.run_state = self.run_state
 
@@ -138,6 +142,8 @@ def _program(cfg: Experiment, env: jax_envs.JaxEnv, algo: Any, schedule: _Schedu
         a = cfg.algo
         return AnakinReplayProgram(env, algo, rows=schedule.rows, updates=schedule.updates, batch_size=a.batch_size,
                                    n_step=a.n_step, capacity=a.replay.capacity, max_iterations=MAX_ITERATIONS)
+    if isinstance(algo, MuZeroAlgorithm):
+        return MuZeroProgram(env, algo, cfg.algo.num_steps, MAX_ITERATIONS, capacity=cfg.algo.replay_capacity)
     if algo.consumes == "search":
         return SearchProgram(env, algo, cfg.algo.num_steps, MAX_ITERATIONS)
     return AnakinProgram(env, algo, cfg.algo.num_steps, MAX_ITERATIONS)

@@ -1,0 +1,94 @@
+"""``MuZeroConfig`` (``algos/muzero.py``): MuZero with a learned model and mctx's batched search.
+
+    Experiment(env=EnvConfig(id="gymnax/Breakout-MinAtar", num_envs=32), algo=MuZeroConfig(num_simulations=8))
+    python -m launch.local configs/minatar_muzero.py algo.unroll_steps=5 algo.td_steps=10
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from srljax.config.algo import gamma_problems
+
+
+@dataclass(frozen=True)
+class MuZeroConfig:
+    """MuZero (Schrittwieser et al. 2020) on a single-agent JAX env (``gymnax/...``) through the Anakin loop: every
+    move of every env is chosen by a tree search over the agent's own learned model (representation, dynamics,
+    prediction; ``srljax/learning/anakin_muzero.py``). Each iteration searches ``num_steps`` rows per env into a
+    replay of trajectories on the device, samples ``trainer.num_minibatches x batch_size`` windows of
+    ``unroll_steps`` moves, and runs ``trainer.update_epochs`` passes of AdamW over them (``trainer.lr``,
+    ``trainer.max_grad_norm``): the policy learns the search's move distribution, the value an n-step target
+    (``td_steps`` rewards and the search's value after them), the dynamics the rewards, all unrolled from the
+    first row's hidden state with the stored moves."""
+
+    consumes: ClassVar[str] = "search"
+    name: Literal["muzero"] = "muzero"
+    action_kinds: ClassVar[tuple[str, ...]] = ("discrete",)
+    dict_obs: ClassVar[bool] = True
+    action_masks: ClassVar[bool] = False
+    max_players: ClassVar[int] = 1
+    """one player's rewards (``prepare.search_problems`` refuses a game of players taking turns)."""
+    network: ClassVar[str] = "mlp"
+    """the three networks are MLPs on the flattened observation (``algos/fit.py`` reads it)."""
+    num_steps: int = 16
+    """moves searched per env between updates."""
+    gamma: float = 0.99
+    search: Literal["gumbel", "puct"] = "gumbel"
+    """``gumbel``: mctx's Gumbel MuZero policy (policy target the improved policy); ``puct``: its MuZero policy (PUCT
+    with Dirichlet noise at the root; policy target the visit counts)."""
+    num_simulations: int = 8
+    """simulations per move."""
+    max_considered_actions: int = 16
+    """gumbel: actions sampled at the root for sequential halving."""
+    dirichlet_alpha: float = 0.25
+    dirichlet_fraction: float = 0.25
+    """puct: the root's Dirichlet noise."""
+    unroll_steps: int = 5
+    """K: moves the dynamics network is unrolled from each sampled row."""
+    td_steps: int = 10
+    """n: rewards summed before the search's value bootstraps the value target."""
+    support_size: int = 10
+    """value and reward are categorical over the integers -S..S of the transformed scale
+    h(x) = sign(x)(sqrt(|x| + 1) - 1) + 0.001 x (h(10) = 2.3, h(100) = 9.1)."""
+    batch_size: int = 256
+    """windows per minibatch; an iteration samples ``trainer.num_minibatches`` of them from the replay."""
+    replay_capacity: int = 100_000
+    """rows kept (all envs together, rounded up to a multiple of ``num_envs x num_steps``), oldest overwritten."""
+    value_coef: float = 0.25
+    weight_decay: float = 1e-4
+    """AdamW's decoupled weight decay."""
+    state_size: int = 128
+    """width of the hidden state (min-max normalised to [0, 1] per row)."""
+    hidden_sizes: tuple[int, ...] = (256, 256)
+    """the layers of each of the three MLPs."""
+    activation: Literal["tanh", "relu"] = "relu"
+
+    def problems(self, cfg: Any) -> list[str]:
+        out = gamma_problems(self)
+        if not self.hidden_sizes or min(self.hidden_sizes) < 1 or self.state_size < 1:
+            out.append(f"algo.hidden_sizes={self.hidden_sizes} needs at least one layer, each of width >= 1, and "
+                       f"algo.state_size={self.state_size} >= 1")
+        if self.num_simulations < 2 or self.max_considered_actions < 2:
+            out.append(f"algo.num_simulations={self.num_simulations} and algo.max_considered_actions="
+                       f"{self.max_considered_actions} must be >= 2")
+        if min(self.unroll_steps, self.td_steps, self.support_size, self.batch_size, self.num_steps) < 1:
+            out.append(f"algo.unroll_steps={self.unroll_steps}, td_steps={self.td_steps}, support_size="
+                       f"{self.support_size}, batch_size={self.batch_size} and num_steps={self.num_steps} must be >= 1")
+        if self.value_coef < 0 or self.weight_decay < 0:
+            out.append(f"algo.value_coef={self.value_coef} and algo.weight_decay={self.weight_decay} must be >= 0")
+        if not (self.dirichlet_alpha > 0 and 0 <= self.dirichlet_fraction <= 1):
+            out.append(f"algo.dirichlet_alpha={self.dirichlet_alpha} must be > 0 and algo.dirichlet_fraction="
+                       f"{self.dirichlet_fraction} in [0, 1]")
+        rows = self.unroll_steps + self.td_steps + 1
+        if self.replay_capacity < rows * cfg.env.num_envs:
+            out.append(f"algo.replay_capacity={self.replay_capacity} must hold a window of unroll_steps + td_steps + 1 "
+                       f"= {rows} rows of every env ({rows * cfg.env.num_envs}); raise it")
+        if cfg.layout.mode != "single":
+            out.append(f"algo=muzero with layout.mode={cfg.layout.mode}: MuZero runs on the device (the Anakin "
+                       "loop); set layout.mode=single")
+        if not cfg.env.is_jax:
+            out.append(f"algo=muzero on env {cfg.env.factory or cfg.env.id!r}: its acting and replay run inside the "
+                       "compiled program, so the env must be a JAX env (env.id=gymnax/Breakout-MinAtar, ...)")
+        return out
