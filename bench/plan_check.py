@@ -29,9 +29,9 @@ from typing import Any
 
 from scaling import launch_watched, steady_cpu  # bench/scaling.py, next to this script
 
+from srljax.sizing import Choice, Cluster, Costs, predict, role_cpu
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from srljax.sizing import Choice, Cluster, Costs, predict, role_cpu  # noqa: E402
 COMMON = ["log.wandb=disabled", "log.progress=lines", "checkpoint.final=false", "checkpoint.every_updates=0"]
 SYNTHETIC = ["env.factory=envs.synthetic:make_synthetic", "env.options.obs_shape=4", "algo.num_steps=32",
              "trainer.update_epochs=1", "trainer.num_minibatches=1"]

@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=1.0, help="--measure: seconds per timed unit")
     parser.add_argument("--env-counts", type=int, nargs="+", default=[1, 4, 16, 64],
                         help="--measure: envs per actor to time (the plan picks among these)")
-    parser.add_argument("--nodes", type=int, default=0, help="plan for this many nodes")
+    parser.add_argument("--nodes", type=int, default=None, help="plan for this many nodes")
     parser.add_argument("--cores-per-node", type=int, default=0)
     parser.add_argument("--gpus-per-node", type=int, default=0)
     parser.add_argument("--max-actors", type=int, default=0, help="plan: at most this many actors (0: no limit)")
@@ -136,9 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", default="", help="plan: write a config file with the planned layout here")
     parser.add_argument("--json", default="", help="plan: write the plan (layout, prediction, tiers) as JSON here")
     args = parser.parse_intermixed_args(argv)
-    if not args.measure and not args.nodes:
+    if not args.measure and args.nodes is None:
         parser.error("say what to do: --measure, and/or --nodes N --cores-per-node C [--gpus-per-node G]")
-    if args.nodes and args.cores_per_node < 1:
+    if args.nodes is not None and not args.cores_per_node:
         parser.error("--nodes needs --cores-per-node C (the cores of one node)")
     if any(n < 1 for n in args.env_counts):
         parser.error(f"--env-counts {args.env_counts}: every count must be at least 1")
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(measured, indent=1))
             print(f"unit costs: {path}", flush=True)
-        if not args.nodes:
+        if args.nodes is None:
             return 0
         cluster = Cluster(args.nodes, args.cores_per_node, args.gpus_per_node)
         if cluster.problems():

@@ -22,8 +22,9 @@ predicted rate is the smallest of them:
   (every unit cost is measured as wall and as CPU time, so actors that mostly wait on a slow env
   share a core and a machine where everyone shares two cores is still predicted).
 
-The policy lag (params versions between acting and training) is estimated as the time one
-segment takes to collect plus the update's time, in update periods, capped at ``max_policy_lag``.
+The policy lag (params versions between acting and training) is estimated as one update period (a
+segment is collected at the pace of the slowest tier) plus the update's own time, in update periods,
+capped at ``max_policy_lag``.
 """
 
 from __future__ import annotations
@@ -279,9 +280,9 @@ def predict(costs: Costs, choice: Choice, cluster: Cluster, max_policy_lag: int 
         tiers[f"cpu node {busiest.node}"] = cluster.cores_per_node / busiest.cpu_per_step
     bound = min(tiers, key=tiers.get)
     sps = tiers[bound]
-    period = n / sps  # seconds per update
-    collect = t * max(wall, choice.actors * e / sps)  # one segment, at the pace the actors actually keep
-    lag = min(float(max_policy_lag), (collect + update.wall_s) / period)
+    # a segment is acted over one update period (the actors keep the pace of the slowest tier) and then waits
+    # for the update in flight: 1 + update / period versions, at most the trainer's cap
+    lag = min(float(max_policy_lag), 1.0 + update.wall_s * sps / n)
     return Prediction(sps, bound, tiers, lag, wall)
 
 
@@ -297,21 +298,28 @@ def actor_counts(max_actors: int) -> list[int]:
 
 def choices(costs: Costs, cluster: Cluster, max_actors: int = 0) -> list[Choice]:
     """Every layout the search weighs: each measured env count, inline (and remote where measured), actor counts
-    up to the cores times the actors one core can hold (an actor that mostly waits on its env shares a core)."""
+    up to the cores times the actors one core can hold (an actor that mostly waits, on its env or on a policy
+    worker, shares a core)."""
     out = []
     cores = math.floor(cluster.nodes * cluster.cores_per_node)
     if cluster.nodes > 1:
         cores -= math.floor(cluster.cores_per_node)  # node 0 is the trainer's
     for e in sorted(costs.actor):
-        limit = max_actors or max(1, cores) * actors_per_core(costs, e)
-        for a in actor_counts(limit):
-            buffers = math.ceil(a / BUFFER_FAN_IN) if a > BUFFER_FAN_IN else 0
-            out.append(Choice(a, e, "inline", 0, buffers))
-            if e in costs.inference and e in costs.act:
-                for p in sorted({1, 2, 4, 8, max(1, cluster.nodes * cluster.gpus_per_node)}):
-                    if p <= a:
-                        out.append(Choice(a, e, "remote", p, buffers))
+        for a in actor_counts(max_actors or max(1, cores) * actors_per_core(costs, e)):
+            out.append(Choice(a, e, "inline", 0, _buffers(a)))
+        if e not in costs.inference or e not in costs.act:
+            continue
+        wall, cpu = actor_costs(costs, Choice(1, e, "remote", 1))
+        per_core = max(1, min(64, math.floor(wall / max(cpu, 1e-9))))
+        for a in actor_counts(max_actors or max(1, cores) * per_core):
+            for p in sorted({1, 2, 4, 8, max(1, cluster.nodes * cluster.gpus_per_node)}):
+                if p <= a:
+                    out.append(Choice(a, e, "remote", p, _buffers(a)))
     return out
+
+
+def _buffers(actors: int) -> int:
+    return math.ceil(actors / BUFFER_FAN_IN) if actors > BUFFER_FAN_IN else 0
 
 
 def rank(costs: Costs, cluster: Cluster, max_policy_lag: int = 4, max_actors: int = 0,
