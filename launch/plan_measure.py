@@ -2,7 +2,9 @@
 
     costs = measure(cfg, seconds=1.0, env_counts=[1, 4, 16, 64])   # a dict, ``srljax.sizing.Costs.from_dict``'s input
 
-Each unit is timed alone, as wall time and as CPU time (the process's, all threads: envpool's and
+The actor's units (env, actor, act, inference) run in a process set up as an actor's (single-threaded XLA,
+programs dispatched inline), the trainer's (update, ingest) in one set up as a trainer's, each started with
+``srljax.parallel.devices.process_env`` as ``launch.local`` starts them. Each unit is timed alone, as wall time and as CPU time (the process's, all threads: envpool's and
 XLA's included; the sockets' sides by thread), so the planner can tell a unit that waits (a slow
 remote env) from one that computes:
 
@@ -14,7 +16,7 @@ remote env) from one that computes:
   reply (round trip, each side's CPU), per E;
 * ``update``: one ``Learner.step`` on a random batch of the config's size and of twice that;
 * ``sample_bytes_per_step``: a segment's bytes on the wire (``comm/codec.py``) per env step;
-* ``ingest``: a ``SampleSender`` pushing segments of the config's ``env.num_envs`` columns as fast as it can
+* ``ingest``: (in the trainer's process) a ``SampleSender`` pushing segments of the config's ``env.num_envs`` columns as fast as it can
   over loopback TCP to a ``SampleReceiver`` that checks them and cuts batches as the trainer does:
   samples/s, bytes/s and each side's CPU per sample.
 """
@@ -49,13 +51,16 @@ TRIAL = "plan/measure"
 
 
 def _timed(fn, seconds: float, min_calls: int = 5) -> dict[str, float]:
-    """Wall and process-CPU seconds per call of ``fn``, over at least ``seconds`` and ``min_calls`` calls."""
-    calls, wall0, cpu0 = 0, time.perf_counter(), time.process_time()
-    while calls < min_calls or time.perf_counter() - wall0 < seconds:
+    """Per call of ``fn``, over at least ``seconds`` and ``min_calls`` calls: the median wall time (a call that
+    another job's process preempted is an outlier there, not the machine's speed) and the mean process-CPU
+    time (every thread; CPU time does not grow when the machine is shared)."""
+    walls, start, cpu0 = [], time.perf_counter(), time.process_time()
+    while len(walls) < min_calls or time.perf_counter() - start < seconds:
+        t0 = time.perf_counter()
         fn()
-        calls += 1
-    return {"wall_s": (time.perf_counter() - wall0) / calls, "cpu_s": (time.process_time() - cpu0) / calls,
-            "calls": calls}
+        walls.append(time.perf_counter() - t0)
+    return {"wall_s": statistics.median(walls), "cpu_s": (time.process_time() - cpu0) / len(walls),
+            "wall_mean_s": statistics.fmean(walls), "calls": len(walls)}
 
 
 def _random_actions(spec, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -95,17 +100,25 @@ def measure_actor(cfg: Experiment, n: int, params: Any, seconds: float) -> dict[
         builder = SegmentBuilder(spec, cfg.algo.num_steps, algo.extras_spec, algo.return_gamma)
         env.async_reset()
 
+        pops: list[float] = []
+
         def step() -> None:
             ts = env.recv()
             action, extras = acting.act(params, ts)
             builder.add(ts, action, extras, 0)
             if builder.ready(n):
+                t0 = time.perf_counter()
                 builder.pop(n)
+                pops.append(time.perf_counter() - t0)
             env.send(action, ts.env_id)
 
         for _ in range(cfg.algo.num_steps + 2):
             step()
-        return _timed(step, seconds, min_calls=cfg.algo.num_steps)
+        pops.clear()
+        timed = _timed(step, seconds, min_calls=2 * cfg.algo.num_steps)
+        # the median step is not one that pops a segment (one in num_steps): add the pops' share
+        timed["wall_s"] += sum(pops) / timed["calls"]
+        return timed
     finally:
         env.close()
 
@@ -117,7 +130,9 @@ def measure_act(algo: Any, spec: Any, params: Any, n: int, seconds: float) -> di
     first = np.ones(n, bool) if jax.tree.leaves(state) else None
     key = jax.random.PRNGKey(0)
     np.asarray(act(params, obs, state, first, key)[0])
-    return _timed(lambda: np.asarray(act(params, obs, state, first, key)[0]), seconds)
+    timed = _timed(lambda: np.asarray(act(params, obs, state, first, key)[0]), seconds)
+    timed["wall_s"] = min(timed["wall_s"], timed["cpu_s"])  # pure compute, one thread: waiting is another job's
+    return timed
 
 
 def measure_inference(spec: Any, reply_bytes: int, n: int, seconds: float) -> dict[str, float]:
@@ -159,14 +174,14 @@ def measure_inference(spec: Any, reply_bytes: int, n: int, seconds: float) -> di
     return {"rtt_s": timed["wall_s"], "client_cpu_s": client_cpu, "server_cpu_s": server_cpu[0] / max(server_cpu[1], 1)}
 
 
-def measure_update(cfg: Experiment, spec: Any, columns: int, repeats: int = 3) -> dict[str, float]:
+def measure_update(cfg: Experiment, spec: Any, columns: int, repeats: int = 5) -> dict[str, float]:
     """One ``Learner.step`` on ``columns`` columns (a learner compiled for that batch, as a trainer's is)."""
     learner = Learner(apply_overrides(cfg, [f"trainer.batch_envs={columns}"]), spec, checkpoints=False)
     try:
         traj = random_trajectory(spec, cfg.algo.num_steps, columns)
         learner.step(traj)
         jax.block_until_ready(learner.policy_params())
-        walls, cpus = [], []
+        walls, cpus = [], []  # the fastest of the repeats: a shared machine only ever adds to an update's time
         for _ in range(repeats):
             wall0, cpu0 = time.perf_counter(), time.process_time()
             learner.step(traj)
@@ -175,7 +190,9 @@ def measure_update(cfg: Experiment, spec: Any, columns: int, repeats: int = 3) -
             cpus.append(time.process_time() - cpu0)
     finally:
         learner.close(final_checkpoint=False)
-    return {"samples": columns * cfg.algo.num_steps, "wall_s": statistics.median(walls), "cpu_s": statistics.median(cpus)}
+    # pure compute: on a machine of its own it takes no longer than its CPU time (more threads: less)
+    return {"samples": columns * cfg.algo.num_steps, "wall_s": min(min(walls), min(cpus)), "cpu_s": min(cpus),
+            "wall_measured_s": min(walls)}
 
 
 def measure_ingest(cfg: Experiment, spec: Any, extras_spec: Any, seconds: float) -> dict[str, float]:
@@ -229,18 +246,59 @@ def measure_ingest(cfg: Experiment, spec: Any, extras_spec: Any, seconds: float)
 
 def measure(cfg: Experiment, seconds: float = 1.0, env_counts: list[int] | None = None,
             act_rows: list[int] | None = None, log=print) -> dict[str, Any]:
-    """Every unit cost of ``cfg`` on this machine (see the module docstring), as JSON-ready dicts."""
+    """Every unit cost of ``cfg`` on this machine (see the module docstring), as JSON-ready dicts. The actor's
+    units run in a process set up as an actor's is, the trainer's in one set up as a trainer's is
+    (``srljax.parallel.devices.process_env``: XLA threads, device; ``dispatch.run_cpu_inline`` for the actor)."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from srljax.config.tree import to_dict
+    from srljax.layout import ACTOR, TRAINER
+    from srljax.parallel.devices import process_env
+
     env_counts = sorted(set(env_counts or [1, 4, 16, 64]))
+    out: dict[str, Any] = {"num_steps": cfg.algo.num_steps,
+                           "machine": {"host": platform.node(), "cores": os.cpu_count(),
+                                       "load_avg_1m": os.getloadavg()[0]}}
+    with tempfile.TemporaryDirectory(prefix="plan_measure_") as tmp:
+        cfg_path = Path(tmp) / "config.json"
+        cfg_path.write_text(json.dumps(to_dict(cfg)))
+        for part, role in (("actor", ACTOR), ("trainer", TRAINER)):
+            environ = dict(os.environ)
+            for key, value in process_env(cfg, role).items():
+                if value is None:
+                    environ.pop(key, None)
+                else:
+                    environ[key] = value
+            result = Path(tmp) / f"{part}.json"
+            cmd = [sys.executable, "-m", "launch.plan_measure", part, str(cfg_path), str(result), str(seconds),
+                   ",".join(map(str, env_counts)), ",".join(map(str, act_rows or [256, 1024]))]
+            done = subprocess.run(cmd, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for line in done.stdout.splitlines():
+                if line.startswith("  "):
+                    log(line)
+            if done.returncode or not result.exists():
+                raise RuntimeError(f"measuring the {part}'s units failed (exit {done.returncode}):\n"
+                                   + done.stdout[-3000:])
+            out.update(json.loads(result.read_text()))
+    return out
+
+
+def measure_actor_units(cfg: Experiment, seconds: float, env_counts: list[int], act_rows: list[int],
+                        log=print) -> dict[str, Any]:
+    """The env, the inline actor's step, the act, a policy worker's request (run in an actor-like process)."""
+    from srljax.parallel import dispatch
+
+    dispatch.run_cpu_inline()  # as every role but the trainer (srljax/system/shell/run.py)
     spec_env = envs.make(_env_cfg(cfg, cfg.env.num_envs), seed=cfg.seed)
     spec = spec_env.spec
     spec_env.close()
-    learner = Learner(cfg, spec, checkpoints=False)
-    params = learner.policy_params()
-    algo = learner.algo
-    out: dict[str, Any] = {"num_steps": cfg.algo.num_steps, "device": jax.default_backend(),
-                           "machine": {"host": platform.node(), "cores": os.cpu_count(),
-                                       "load_avg_1m": os.getloadavg()[0]},
-                           "env": {}, "actor": {}, "act": {}, "inference": {}, "update": []}
+    algo = algos.make(cfg, spec)
+    params = _policy_params(cfg, spec)
+    out: dict[str, Any] = {"device": jax.default_backend(), "env": {}, "actor": {}, "act": {}, "inference": {}}
     reply_bytes = ReplyPacking(spec, algo.extras_spec).width  # a policy worker's packed reply row
     for n in env_counts:
         out["env"][str(n)] = measure_env(cfg, n, seconds)
@@ -248,11 +306,27 @@ def measure(cfg: Experiment, seconds: float = 1.0, env_counts: list[int] | None 
         out["inference"][str(n)] = measure_inference(spec, reply_bytes, n, seconds / 2)
         log(f"  {n:5d} envs: env step {_ms(out['env'][str(n)])}, actor step {_ms(out['actor'][str(n)])}, "
             f"inference round trip {out['inference'][str(n)]['rtt_s'] * 1e3:.2f} ms")
-    rows = sorted(set(env_counts) | set(act_rows or [256, 1024]))
-    for n in rows:
+    for n in sorted(set(env_counts) | set(act_rows)):
         out["act"][str(n)] = measure_act(algo, spec, params, n, seconds / 2)
         log(f"  act on {n:5d} rows: {_ms(out['act'][str(n)])}")
-    learner.close(final_checkpoint=False)
+    return out
+
+
+def _policy_params(cfg: Experiment, spec: Any) -> Any:
+    learner = Learner(cfg, spec, checkpoints=False)
+    try:
+        return jax.device_get(learner.policy_params())
+    finally:
+        learner.close(final_checkpoint=False)
+
+
+def measure_trainer_units(cfg: Experiment, seconds: float, log=print) -> dict[str, Any]:
+    """The update at two batch sizes and the ingest over loopback TCP (run in a trainer-like process)."""
+    spec_env = envs.make(_env_cfg(cfg, cfg.env.num_envs), seed=cfg.seed)
+    spec = spec_env.spec
+    spec_env.close()
+    algo = algos.make(cfg, spec)
+    out: dict[str, Any] = {"update": []}
     for columns in (cfg.batch_envs, 4 * cfg.batch_envs):
         out["update"].append(measure_update(cfg, spec, columns))
         u = out["update"][-1]
@@ -265,5 +339,31 @@ def measure(cfg: Experiment, seconds: float = 1.0, env_counts: list[int] | None 
     return out
 
 
+def main(argv: list[str]) -> int:
+    """``python -m launch.plan_measure actor|trainer CONFIG_JSON OUT_JSON SECONDS ENV_COUNTS ACT_ROWS`` (``measure``
+    starts these, in the role's process environment)."""
+    import json
+    from pathlib import Path
+
+    from srljax.config import from_dict
+
+    part, cfg_path, out_path, seconds, counts, rows = argv
+    cfg = from_dict(json.loads(Path(cfg_path).read_text()))
+    log = lambda line: print(line, flush=True)  # noqa: E731
+    if part == "actor":
+        out = measure_actor_units(cfg, float(seconds), [int(x) for x in counts.split(",")],
+                                  [int(x) for x in rows.split(",")], log)
+    else:
+        out = measure_trainer_units(cfg, float(seconds), log)
+    Path(out_path).write_text(json.dumps(out))
+    return 0
+
+
 def _ms(unit: dict[str, float]) -> str:
     return f"{unit['wall_s'] * 1e3:.3f} ms wall / {unit['cpu_s'] * 1e3:.3f} ms CPU"
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))
