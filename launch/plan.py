@@ -57,13 +57,13 @@ def accepted(cfg: Experiment, ranked: list[Sized], costs: Costs, cluster: Cluste
     """The first ``limit`` layouts whose overrides the config checks accept, and why the skipped ones were not."""
     from srljax.prepare import problems
 
-    out, skipped = [], []
+    out, skipped, memo = [], [], {}  # memo: the env's own checks answered once for every candidate
     for sized in ranked:
         if len(out) >= limit:
             break
         try:
-            found = problems(apply_overrides(cfg, overrides(sized.choice, costs, cluster)), "processes" if cluster.nodes == 1
-                             else "slurm")
+            found = problems(apply_overrides(cfg, overrides(sized.choice, costs, cluster)),
+                             "processes" if cluster.nodes == 1 else "slurm", memo=memo)
         except ConfigError as err:
             found = err.problems
         if found:
