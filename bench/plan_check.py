@@ -29,7 +29,7 @@ from typing import Any
 
 from scaling import launch_watched, steady_cpu  # bench/scaling.py, next to this script
 
-from srljax.sizing import Choice, Cluster, Costs, predict, role_cpu
+from srljax.sizing import Choice, Cluster, Costs, placement, predict, role_cpu
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMON = ["log.wandb=disabled", "log.progress=lines", "checkpoint.final=false", "checkpoint.every_updates=0"]
@@ -89,7 +89,9 @@ def check(name: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     predicted = plan["prediction"]["sps"]
     # the same model at the cores this run's processes were left by the other jobs on the machine
     got = predict(costs, choice, Cluster(1, max(cores - others, 0.05)), plan["max_policy_lag"])
-    cpu_step = sum(role_cpu(costs, choice).values())
+    # at the measured rate: the CPU per env step of every role, and the workers' fixed cores spread over those steps
+    fixed = sum(load.fixed_cores for load in placement(choice, costs, Cluster(1, cores)))
+    cpu_step = sum(role_cpu(costs, choice).values()) + fixed / sps
     return {"case": name, "layout": " ".join(plan["overrides"][1:8]), "predicted_sps": round(predicted),
             "measured_sps": round(sps), "ratio": round(sps / predicted, 3), "bound": plan["prediction"]["bound"],
             "predicted_lag": round(plan["prediction"]["lag"], 2),

@@ -91,7 +91,8 @@ def report(sized: Sized, costs: Costs, cluster: Cluster, lag_cap: int) -> str:
     rows: list[tuple[list[int], str]] = []  # nodes with the same line are printed as one
     for load in placement(c, costs, cluster):
         roles = ", ".join(f"{k} {v}" for k, v in load.roles.items())
-        text = (f"{roles}; {load.cpu_per_step * p.sps:.2f} of {cluster.cores_per_node} cores busy at the predicted rate"
+        busy = load.cpu_per_step * p.sps + load.fixed_cores
+        text = (f"{roles}; {busy:.2f} of {cluster.cores_per_node} cores busy at the predicted rate"
                 if roles else "idle (the layout needs no more nodes)")
         if rows and rows[-1][1] == text:
             rows[-1][0].append(load.node)

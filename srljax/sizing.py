@@ -18,7 +18,8 @@ predicted rate is the smallest of them:
 * ``policy``: ``P`` workers each acting on ``E x ceil(A / P)`` rows per call;
 * ``trainer``: a batch of ``N = A x E x T`` samples every ``update(N) + N x ingest`` seconds;
 * ``buffers``: ``K`` workers each receiving and forwarding;
-* ``cpu node i``: the busiest node's cores over the CPU seconds per env step of the workers placed on it
+* ``cpu node i``: the busiest node's cores, less what its worker processes spend whatever their rate
+  (``Costs.worker_cores`` each), over the CPU seconds per env step of the workers placed on it
   (every unit cost is measured as wall and as CPU time, so actors that mostly wait on a slow env
   share a core and a machine where everyone shares two cores is still predicted).
 
@@ -35,6 +36,9 @@ from typing import Any, Literal
 
 COST_KEYS = ("num_steps", "env", "actor", "act", "update", "sample_bytes_per_step", "ingest")
 REMEASURE = "run `python -m launch.plan CFG --measure` again (same overrides) to rewrite it"
+WORKER_CORES = 0.01
+"""CPU a worker process spends whatever its rate (control thread, heartbeats, polls, params it follows), in cores:
+not measured by ``--measure``; fitted from the 25-actor synthetic run of bench/RESULTS.md ("Sizing a layout")."""
 BUFFER_FAN_IN = 256  # actors one trainer process takes directly; more go through buffers (one per this many)
 
 
@@ -71,6 +75,8 @@ class Costs:
     """per request of E rows: ``rtt_s``, ``client_cpu_s``, ``server_cpu_s`` (empty: remote not measured)."""
     device: str = "cpu"
     """what the act and update ran on when measured."""
+    worker_cores: float = WORKER_CORES
+    """each worker process's CPU whatever its rate, in cores (a ``worker_cores`` entry in the file overrides it)."""
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> Costs:
@@ -91,7 +97,7 @@ class Costs:
                      update, float(d["sample_bytes_per_step"]), float(ingest["recv_cpu_s_per_sample"]),
                      float(ingest["send_cpu_s_per_sample"]), float(ingest["samples_per_s"]),
                      {int(k): {n: float(x) for n, x in v.items()} for k, v in d.get("inference", {}).items()},
-                     str(d.get("device", "cpu")))
+                     str(d.get("device", "cpu")), float(d.get("worker_cores", WORKER_CORES)))
 
     def update_cost(self, samples: int) -> Unit:
         """One update on ``samples`` samples: linear through the measured sizes (a line through the two nearest)."""
@@ -179,6 +185,14 @@ class NodeLoad:
     cpu_per_step: float
     """CPU seconds per env step (of the whole layout) spent by the workers on this node."""
     gpus: int
+    fixed_cores: float = 0.0
+    """cores its workers spend whatever the rate (``Costs.worker_cores`` each)."""
+
+    def rate(self, cores: float) -> float:
+        """Env steps/s this node's ``cores`` allow (inf: nothing on it)."""
+        if self.cpu_per_step <= 0:
+            return math.inf
+        return max(cores - self.fixed_cores, 0.0) / self.cpu_per_step
 
 
 def actor_costs(costs: Costs, choice: Choice, policy_rows: int = 0) -> tuple[float, float]:
@@ -234,7 +248,8 @@ def placement(choice: Choice, costs: Costs, cluster: Cluster) -> list[NodeLoad]:
             roles = {"trainer": 1, **({"policy": choice.policy_workers} if choice.inference == "remote" else {}),
                      **({"buffer": choice.buffers} if choice.buffers else {}), **roles}
             load += sum(v for k, v in cpu.items() if k != "actor")
-        out.append(NodeLoad(i, roles, load, cluster.gpus_per_node))
+        processes = sum(roles.values()) + (i == 0)  # node 0: the controller too
+        out.append(NodeLoad(i, roles, load, cluster.gpus_per_node, processes * costs.worker_cores if roles else 0.0))
     return out
 
 
@@ -275,9 +290,9 @@ def predict(costs: Costs, choice: Choice, cluster: Cluster, max_policy_lag: int 
     tiers["trainer"] = n / (update.wall_s + n * costs.ingest_recv_cpu_s)
     if choice.buffers:
         tiers["buffers"] = choice.buffers / (costs.ingest_recv_cpu_s + costs.ingest_send_cpu_s)
-    busiest = max(placement(choice, costs, cluster), key=lambda load: load.cpu_per_step)
+    busiest = min(placement(choice, costs, cluster), key=lambda load: load.rate(cluster.cores_per_node))
     if busiest.cpu_per_step > 0:
-        tiers[f"cpu node {busiest.node}"] = cluster.cores_per_node / busiest.cpu_per_step
+        tiers[f"cpu node {busiest.node}"] = busiest.rate(cluster.cores_per_node)
     bound = min(tiers, key=tiers.get)
     sps = tiers[bound]
     # a segment is acted over one update period (the actors keep the pace of the slowest tier) and then waits

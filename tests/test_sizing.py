@@ -73,9 +73,12 @@ def test_cpu_bound_on_one_node_is_the_cores_over_cpu_per_step():
     choice = Choice(actors=16, envs=16)
     p = predict(costs, choice, Cluster(1, 2))
     per_step = sum(role_cpu(costs, choice).values())
+    fixed = (16 + 1 + 1) * costs.worker_cores  # every worker process and the controller, whatever the rate
     assert p.bound == "cpu node 0"
-    assert p.sps == pytest.approx(2 / per_step)
-    assert predict(costs, choice, Cluster(1, 4)).sps == pytest.approx(2 * p.sps)  # twice the cores, twice the rate
+    assert p.sps == pytest.approx((2 - fixed) / per_step)
+    assert predict(costs, choice, Cluster(1, 4)).sps == pytest.approx((4 - fixed) / per_step)
+    idle = Costs.from_dict({**costs_dict(env_wall=0.001, env_cpu=0.001), "worker_cores": 0.0})
+    assert predict(idle, choice, Cluster(1, 4)).sps == pytest.approx(2 * predict(idle, choice, Cluster(1, 2)).sps)
 
 
 def test_a_slow_env_packs_several_actors_per_core_and_the_plan_uses_them():
