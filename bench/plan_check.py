@@ -64,7 +64,8 @@ def check(name: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     measured_s = time.monotonic() - start
     plan_py, plan_json = root / f"plan_{name}.py", root / f"plan_{name}.json"
     cores = args.cores or os.cpu_count()
-    out = run([*py, "--nodes", "1", "--cores-per-node", str(cores), "--write", str(plan_py), "--json", str(plan_json)])
+    out = run([*py, "--nodes", "1", "--cores-per-node", str(cores), "--write", str(plan_py), "--json", str(plan_json),
+               "--max-actors", str(args.max_actors)])
     print(out.stdout, flush=True)
     plan = json.loads(plan_json.read_text())
     per_update = plan["choice"]["actors"] * plan["choice"]["envs"] * plan["steps"]
@@ -111,6 +112,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=0.3, help="share of the updates left out")
     parser.add_argument("--seconds", type=float, default=1.0, help="launch.plan --measure: seconds per unit")
     parser.add_argument("--cores", type=int, default=0, help="cores to plan for (default: this machine's)")
+    parser.add_argument("--max-actors", type=int, default=0, help="plan at most this many actors (a shared machine)")
     parser.add_argument("--out", default="", help="append one JSON line per case here")
     parser.add_argument("extra", nargs="*", help="key=value overrides for every case")
     args = parser.parse_args()
