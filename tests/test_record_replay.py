@@ -62,7 +62,7 @@ def test_replay_names_what_is_missing(tmp_path, capsys):
     assert "was not started with layout.record_samples=true" in capsys.readouterr().err
 
 
-@pytest.mark.slow  # a distributed run and two replays: ~1.5 minutes on 2 cores
+@pytest.mark.slow  # a distributed run and two replays: 7.7 minutes at load 25-50 on the 2-core box
 def test_a_deterministic_run_replays_bit_for_bit_and_a_changed_batch_is_found(tmp_path):
     cmd = [sys.executable, "-m", "launch.local", "configs/cartpole_ppo_distributed.py", "-e", "rec", "-f", "a",
            f"log.run_root={tmp_path}", "log.wandb=disabled", "layout.deterministic=true", "layout.record_samples=true",
