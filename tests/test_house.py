@@ -2,8 +2,9 @@
 
 Floors (``docs/architecture.md``, "Folder map"), lowest first:
 
-0. ground: ``srljax.types``, ``srljax.objects``, ``srljax.config.*`` and each algorithm's config beside it
-   (``algos/*_config.py``): plain dataclasses and checks, no JAX, no env, no disk.
+0. ground: ``srljax.types``, ``srljax.objects``, ``srljax.sizing`` (the layout planner's arithmetic),
+   ``srljax.config.*`` and each algorithm's config beside it (``algos/*_config.py``): plain dataclasses, checks
+   and arithmetic, no JAX, no env, no disk.
 1. parts: ``algos.*`` (pure JAX functions) and ``envs.*`` (the env seam).
 2. machinery: the rooms of ``srljax`` the loops and workers share (``comm``, ``learning``, ``replay``, ``selfplay``,
    ``population``, ``parallel``, ``telemetry``, ``storage``, ``evaluation``) and ``srljax.layout``.
@@ -36,7 +37,7 @@ MACHINERY = ("comm", "learning", "replay", "parallel", "telemetry", "storage", "
 
 def floor(module: str) -> int | None:
     parts = module.split(".")
-    if module in ("srljax", "srljax.types", "srljax.objects") or parts[:2] == ["srljax", "config"]:
+    if module in ("srljax", "srljax.types", "srljax.objects", "srljax.sizing") or parts[:2] == ["srljax", "config"]:
         return 0
     if parts[0] == "algos" and len(parts) == 2 and parts[1].endswith("_config"):
         return 0

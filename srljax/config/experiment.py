@@ -342,7 +342,7 @@ def problems(cfg: Experiment) -> list[str]:
     for key, value in [("name", cfg.name), ("trial", cfg.trial)]:
         if not value or "/" in value or value.startswith("."):
             out.append(f"{key}={value!r} must be a non-empty folder name without '/'")
-    out += eval_problems(cfg) + pbt_problems(cfg) + policies_problems(cfg) + deterministic_problems(cfg)
+    out += eval_problems(cfg) + pbt_problems(cfg) + policies_problems(cfg) + deterministic_problems(cfg) + record_problems(cfg)
     out += selfplay_problems(cfg)
     # one message per bad value: a NaN or infinity is reported as such, not again by a range check it also fails
     bad = [m.split(" ", 1)[0] for m in out if m.endswith(" must be a finite number")]
@@ -371,6 +371,20 @@ def deterministic_problems(cfg: Experiment) -> list[str]:
             (t.max_policy_lag >= 1, "trainer.max_policy_lag >= 1 (a recurrent policy acts a segment's first row "
                                     "one version before the rest)")]
     return [f"layout.deterministic=true needs {what}" for ok, what in need if not ok]
+
+
+def record_problems(cfg: Experiment) -> list[str]:
+    """What ``layout.record_samples=true`` needs: a trainer worker that trains on segments, one of it."""
+    if not cfg.layout.record_samples:
+        return []
+    need = [(cfg.layout.mode == "distributed", "layout.mode=distributed (the single-process loop has no trainer "
+                                               "receiving samples to record)"),
+            (consumes(cfg.algo) == "segments", "an on-policy algorithm (ppo, impala, ...; a replay trainer's batches "
+                                               "are drawn from its buffers, not received)"),
+            (cfg.trainer.num_hosts == 1, "trainer.num_hosts=1 (a group's processes each train on their share)"),
+            (not cfg.pbt.enabled and not cfg.policies.enabled and not cfg.selfplay.league,
+             "one policy, no PBT, no league")]
+    return [f"layout.record_samples=true needs {what}" for ok, what in need if not ok]
 
 
 def deterministic_inference(cfg: Experiment) -> tuple[Experiment, list[str]]:

@@ -99,6 +99,12 @@ class LayoutConfig:
     set it: a policy worker's batches depend on timing), ``ring_size=1``, no buffer workers, one trainer host,
     ``trainer.batch_envs = num_actors x env.num_envs`` and ``trainer.publish_every=1``. Lockstep: slower than
     the asynchronous default (bench/RESULTS.md)."""
+    record_samples: bool = False
+    """distributed, on-policy, one trainer process: the trainer writes every batch it trains on (the columns and the
+    params version each was acted with) and a SHA-256 of its train state after each update to
+    ``RUN_DIR/samples/trainer-<i>/`` (``srljax/storage/samples_record.py``); ``python -m launch.replay RUN_DIR``
+    feeds them to a fresh trainer offline and compares its state update by update. Costs a disk write per update
+    (a batch's bytes) and a copy of the state to the host."""
     custom_roles: tuple[str, ...] = ()
     """user-defined worker roles, ``"package.module:WorkerClass"`` (``*N`` for N workers), run by every
     backend beside the built-in ones (see ``srljax/system/shell/worker.py``)."""

@@ -20,14 +20,17 @@ what of it a checkpoint keeps; ``ReplaySource`` (``replay_source.py``) is Ape-X'
 from __future__ import annotations
 
 from collections import deque
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import jax
 import numpy as np
 
 from srljax.comm import Message
 from srljax.layout import ACTOR
 from srljax.learning.policies import POLICY_KEY
 from srljax.learning.rollout import concat_segments, split_segments, zeros_trajectory
+from srljax.storage.samples_record import SampleRecorder
 from srljax.system.shell.bounds import stream_limits
 from srljax.system.shell.common import checked_trajectory, episodes_from_meta
 from srljax.system.shell.worker import Worker
@@ -98,12 +101,18 @@ class SegmentSource(SampleCounts):
         self.lockstep: dict[int, deque[tuple[Trajectory, dict[str, Any]]]] | None = None
         self.placed_lags = np.zeros(0, np.int64)  # per column of the placed batch
         self.lags: list[int] = []  # per column of the batches trained on since the last metrics line
+        self.recorder: SampleRecorder | None = None  # layout.record_samples: every batch and the state after it
 
     def start(self, meta: dict[str, Any]) -> None:
         self.start_counts(meta)
         self.pending, self.pending_columns = [], 0
         if self.deterministic:
             self.lockstep = {i: deque() for i in range(self.worker.cfg.layout.num_actors)}
+        if self.worker.cfg.layout.record_samples:
+            w = self.worker
+            self.recorder = SampleRecorder(Path(w.cfg.run_dir) / "samples" / f"{w.role}-{w.index}")
+            w.log(f"recording every batch and the train state after each update in {self.recorder.folder} "
+                  "(python -m launch.replay RUN_DIR replays them)")
 
     def example_batch(self) -> Trajectory:
         """A batch shaped like this process's (zeros), to compile the update for."""
@@ -171,6 +180,8 @@ class SegmentSource(SampleCounts):
         batch = self.cut()
         if batch is None:
             return None
+        if self.recorder is not None:
+            self.recorder.batch(learner.version, batch)
         placed = learner.put(batch)
         # >= 0: columns a restarted trainer took from the versions it lost count as fresh
         self.placed_lags = np.maximum(learner.version - batch.policy_version.astype(np.int64), 0)
@@ -216,6 +227,11 @@ class SegmentSource(SampleCounts):
 
     def ended(self, outputs: Any, first: int) -> dict[str, Any]:
         """The ended update's metrics, from its outputs (already on the host)."""
+        if self.recorder is not None:
+            learner = self.worker.learner
+            digest = self.recorder.state(learner.version, jax.device_get(learner.state))
+            if learner.version >= self.worker.cfg.num_updates:
+                self.worker.log(f"train state sha256 after update {learner.version}: {digest}")
         return outputs
 
     # -- out -------------------------------------------------------------------------------------------------

@@ -1,0 +1,201 @@
+"""``python -m launch.plan CFG [key=value ...]``: measure a config's unit costs, then size a layout for a cluster.
+
+    python -m launch.plan configs/cartpole_ppo.py --measure                          # times each unit here
+    python -m launch.plan configs/cartpole_ppo.py --nodes 1 --cores-per-node 2 --gpus-per-node 0
+    python -m launch.plan configs/cartpole_ppo.py --nodes 64 --cores-per-node 48 --gpus-per-node 4 --write plan.py
+    python -m launch.local plan.py                                                   # runs the planned layout
+
+``--measure`` times, on this machine, every unit cost of the config (``launch/plan_measure.py``: env
+step per env count, the inline actor's step, act per batch size, a request to a policy worker over real
+sockets, the trainer's update at two batch sizes, sample bytes per env step, a trainer's ingest over
+loopback TCP) and saves them as JSON in ``RUN_ROOT/plan/<config stem>-<digest>.json`` (``log.run_root``,
+default ``runs``; the digest covers the env, algo, trainer and seed settings, so other overrides get
+their own file; ``--costs PATH`` names another). ``--nodes/--cores-per-node/--gpus-per-node`` reads them
+back and prints the layout the model in ``srljax/sizing.py`` predicts fastest (counts per role, envs per
+actor, inline or remote inference, buffers, workers per node), its predicted env steps/s, the tier that
+bounds it and the policy lag; ``--top K`` prints the next K as well. ``--write PATH`` writes a config file
+that is the given config with the planned overrides (``python -m launch.local PATH`` or
+``python -m launch.slurm PATH`` take it as any config); a planned layout that the config checks refuse
+(e.g. minibatches that do not divide the batch) is skipped for the next one, and said.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+
+from srljax.config import ConfigError, Experiment, apply_overrides, load_file
+from srljax.config.tree import to_dict
+from srljax.sizing import Cluster, Costs, Sized, overrides, placement, rank, trainer_cores
+
+PROG = "python -m launch.plan"
+
+
+def costs_path(cfg: Experiment, config: str) -> Path:
+    """Where ``--measure`` saves the unit costs of ``cfg`` (and the plan reads them)."""
+    d = to_dict(cfg)
+    key = json.dumps({k: d[k] for k in ("env", "algo", "trainer", "seed")}, sort_keys=True, default=str)
+    return Path(cfg.log.run_root) / "plan" / f"{Path(config).stem}-{hashlib.sha1(key.encode()).hexdigest()[:10]}.json"
+
+
+def load_costs(path: Path) -> Costs:
+    if not path.exists():
+        raise ConfigError([f"no unit costs at {path}: run `{PROG} CFG --measure` with the same overrides first "
+                           "(or name a file with --costs)"])
+    try:
+        return Costs.from_dict(json.loads(path.read_text()))
+    except (ValueError, KeyError, TypeError) as err:
+        raise ConfigError([f"{path}: {err}"]) from None
+
+
+def accepted(cfg: Experiment, ranked: list[Sized], costs: Costs, cluster: Cluster, limit: int) -> tuple[list[Sized], list[str]]:
+    """The first ``limit`` layouts whose overrides the config checks accept, and why the skipped ones were not."""
+    from srljax.prepare import problems
+
+    out, skipped, memo = [], [], {}  # memo: the env's own checks answered once for every candidate
+    for sized in ranked:
+        if len(out) >= limit:
+            break
+        try:
+            found = problems(apply_overrides(cfg, overrides(sized.choice, costs, cluster)),
+                             "processes" if cluster.nodes == 1 else "slurm", memo=memo)
+        except ConfigError as err:
+            found = err.problems
+        if found:
+            if len(skipped) < 3:
+                skipped.append(f"{describe(sized)}: {found[0]}")
+            continue
+        out.append(sized)
+    return out, skipped
+
+
+def describe(sized: Sized) -> str:
+    c = sized.choice
+    inference = f"remote, {c.policy_workers} policy worker(s)" if c.inference == "remote" else "inline"
+    return f"{c.actors} actors x {c.envs} envs, {inference}, {c.buffers} buffers"
+
+
+def report(sized: Sized, costs: Costs, cluster: Cluster, lag_cap: int) -> str:
+    c, p = sized.choice, sized.prediction
+    lines = [f"layout: {c.actors} actor(s) x {c.envs} envs (trainer.batch_envs={c.batch_envs}, "
+             f"{costs.num_steps} steps each), "
+             + (f"remote inference at {c.policy_workers} policy worker(s)" if c.inference == "remote"
+                else "inline inference")
+             + f", {c.buffers} buffer worker(s), 1 trainer (its update keeps ~{trainer_cores(costs, c)} core(s) busy)",
+             "placement:"]
+    rows: list[tuple[list[int], str]] = []  # nodes with the same line are printed as one
+    for load in placement(c, costs, cluster):
+        roles = ", ".join(f"{k} {v}" for k, v in load.roles.items())
+        busy = load.cpu_per_step * p.sps + load.fixed_cores
+        text = (f"{roles}; {busy:.2f} of {cluster.cores_per_node} cores busy at the predicted rate"
+                if roles else "idle (the layout needs no more nodes)")
+        if rows and rows[-1][1] == text:
+            rows[-1][0].append(load.node)
+        else:
+            rows.append(([load.node], text))
+    for nodes, text in rows:
+        name = f"node {nodes[0]}" if len(nodes) == 1 else f"nodes {nodes[0]}-{nodes[-1]}"
+        lines.append(f"  {name}: {text}")
+    lines.append(f"predicted: {p.sps:,.0f} env steps/s, bound by {p.bound}; policy lag ~{p.lag:.1f} versions "
+                 f"(cap trainer.max_policy_lag={lag_cap}); one actor step {p.actor_step_s * 1e3:.2f} ms")
+    lines.append("tiers (env steps/s): " + ", ".join(f"{k} {v:,.0f}" for k, v in sorted(p.tiers.items(),
+                                                                                         key=lambda kv: kv[1])))
+    return "\n".join(lines)
+
+
+def write_config(path: Path, config: str, given: list[str], planned: list[str], summary: str) -> None:
+    """A config file: ``config`` with the user's overrides, then the plan's (the plan's win)."""
+    src = Path(config).resolve()
+    body = (f'"""Planned by `{PROG} {config} {" ".join(given)}` on {time.strftime("%Y-%m-%d %H:%M")}.\n\n'
+            + "\n".join("    " + line if line else "" for line in summary.splitlines()) + '\n"""\n\n'
+            "from srljax.config import apply_overrides, load_file\n\n"
+            f"BASE = {str(src)!r}\nGIVEN = {given!r}\nPLAN = {planned!r}\n\n\n"
+            "def experiment():\n    return apply_overrides(load_file(BASE), GIVEN + PLAN)\n")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(body)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    parser.add_argument("config", help="config file exposing experiment(), e.g. configs/cartpole_ppo.py")
+    parser.add_argument("overrides", nargs="*", help="dotted.key=value, as the launchers take them")
+    parser.add_argument("--measure", action="store_true", help="time this config's unit costs here and save them")
+    parser.add_argument("--costs", default="", help="unit costs file (default: RUN_ROOT/plan/<stem>-<digest>.json)")
+    parser.add_argument("--seconds", type=float, default=1.0, help="--measure: seconds per timed unit")
+    parser.add_argument("--env-counts", type=int, nargs="+", default=[1, 4, 16, 64],
+                        help="--measure: envs per actor to time (the plan picks among these)")
+    parser.add_argument("--nodes", type=int, default=None, help="plan for this many nodes")
+    parser.add_argument("--cores-per-node", type=int, default=0)
+    parser.add_argument("--gpus-per-node", type=int, default=0)
+    parser.add_argument("--max-actors", type=int, default=0, help="plan: at most this many actors (0: no limit)")
+    parser.add_argument("--top", type=int, default=0, help="plan: also print the next K layouts")
+    parser.add_argument("--write", default="", help="plan: write a config file with the planned layout here")
+    parser.add_argument("--json", default="", help="plan: write the plan (layout, prediction, tiers) as JSON here")
+    args = parser.parse_intermixed_args(argv)
+    if not args.measure and args.nodes is None:
+        parser.error("say what to do: --measure, and/or --nodes N --cores-per-node C [--gpus-per-node G]")
+    if args.nodes is not None and not args.cores_per_node:
+        parser.error("--nodes needs --cores-per-node C (the cores of one node)")
+    if any(n < 1 for n in args.env_counts):
+        parser.error(f"--env-counts {args.env_counts}: every count must be at least 1")
+    try:
+        cfg = apply_overrides(load_file(args.config), args.overrides)
+        path = Path(args.costs) if args.costs else costs_path(cfg, args.config)
+        if args.measure:
+            from launch.plan_measure import measure
+
+            print(f"measuring the unit costs of {args.config} on this machine ({args.seconds:g} s per unit)", flush=True)
+            measured = measure(cfg, args.seconds, args.env_counts)
+            measured["config"] = {"file": args.config, "overrides": args.overrides}
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(measured, indent=1))
+            print(f"unit costs: {path}", flush=True)
+        if args.nodes is None:
+            return 0
+        cluster = Cluster(args.nodes, args.cores_per_node, args.gpus_per_node)
+        if cluster.problems():
+            raise ConfigError(cluster.problems())
+        costs = load_costs(path)
+        lag_cap = cfg.trainer.max_policy_lag
+        ranked = rank(costs, cluster, lag_cap, args.max_actors)
+        found, skipped = accepted(cfg, ranked, costs, cluster, 1 + args.top)
+    except ConfigError as err:
+        print(f"{PROG}: {err}", file=sys.stderr)
+        return 2
+    gpus = f", {cluster.gpus_per_node} GPU(s) each" if cluster.gpus_per_node else ", no GPUs"
+    print(f"plan for {args.config} on {cluster.nodes} node(s) x {cluster.cores_per_node} cores{gpus} "
+          f"(unit costs {path}, measured on {costs.device})")
+    if cluster.gpus_per_node and costs.device == "cpu":
+        print("  note: the act and update costs were measured on CPU; measure on a GPU node for a GPU cluster's plan")
+    for line in skipped:
+        print(f"  skipped (the config checks refuse it): {line}")
+    if not found:
+        print(f"{PROG}: no layout the config accepts; first refusal: {skipped[0] if skipped else 'none measured'}",
+              file=sys.stderr)
+        return 2
+    best = found[0]
+    summary = report(best, costs, cluster, lag_cap)
+    print(summary)
+    planned = overrides(best.choice, costs, cluster)
+    print("overrides: " + " ".join(planned))
+    for other in found[1:]:
+        print(f"  next: {describe(other)}: {other.prediction.sps:,.0f} env steps/s, bound by {other.prediction.bound}")
+    if args.write:
+        write_config(Path(args.write), args.config, args.overrides, planned, summary)
+        print(f"written: {args.write} (python -m launch.local {args.write})")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"choice": dataclasses.asdict(best.choice),
+                                               "prediction": dataclasses.asdict(best.prediction),
+                                               "overrides": planned, "costs": str(path), "steps": costs.num_steps,
+                                               "max_policy_lag": lag_cap},
+                                              indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

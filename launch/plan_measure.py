@@ -1,0 +1,369 @@
+"""The unit costs ``python -m launch.plan CFG --measure`` times on this machine, for one config.
+
+    costs = measure(cfg, seconds=1.0, env_counts=[1, 4, 16, 64])   # a dict, ``srljax.sizing.Costs.from_dict``'s input
+
+The actor's units (env, actor, act, inference) run in a process set up as an actor's (single-threaded XLA,
+programs dispatched inline), the trainer's (update, ingest) in one set up as a trainer's, each started with
+``srljax.parallel.devices.process_env`` as ``launch.local`` starts them. Each unit is timed alone, as wall time and as CPU time (the process's, all threads: envpool's and
+XLA's included; the sockets' sides by thread), so the planner can tell a unit that waits (a slow
+remote env) from one that computes:
+
+* ``env``: one batch step of E envs with random actions (the config's env, ``batch_size=0``), per E;
+* ``actor``: one batch step of an inline actor's loop as ``ActorWorker`` runs it (``recv``, ``Acting.act``,
+  ``SegmentBuilder.add`` / ``pop``, ``send``), per E;
+* ``act``: the jitted act on n rows (the E above, and the larger batches a policy worker forms);
+* ``inference``: a request of E rows over a real ZeroMQ ``InferenceClient`` -> ``InferenceServer`` and its
+  reply (round trip, each side's CPU), per E;
+* ``update``: one ``Learner.step`` on a random batch of the config's size and of twice that;
+* ``sample_bytes_per_step``: a segment's bytes on the wire (``comm/codec.py``) per env step;
+* ``ingest``: (in the trainer's process) a ``SampleSender`` pushing segments of the config's ``env.num_envs`` columns as fast as it can
+  over loopback TCP to a ``SampleReceiver`` that checks them and cuts batches as the trainer does:
+  samples/s, bytes/s and each side's CPU per sample.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+import statistics
+import threading
+import time
+from typing import Any
+
+import jax
+import numpy as np
+
+import algos
+import envs
+from algos.testing import random_trajectory
+from srljax.comm.codec import encode
+from srljax.comm.inference import InferenceClient, InferenceServer
+from srljax.comm.samples import SampleReceiver, SampleSender
+from srljax.config import Experiment, apply_overrides
+from srljax.learning.acting import Acting, jit_act
+from srljax.learning.learner import Learner
+from srljax.learning.rollout import SegmentBuilder, concat_segments
+from srljax.system.acting.packing import ReplyPacking
+from srljax.system.shell.common import checked_trajectory
+
+TRIAL = "plan/measure"
+
+
+def _timed(fn, seconds: float, min_calls: int = 5) -> dict[str, float]:
+    """Per call of ``fn``, over at least ``seconds`` and ``min_calls`` calls: the median wall time (a call that
+    another job's process preempted is an outlier there, not the machine's speed) and the mean process-CPU
+    time (every thread; CPU time does not grow when the machine is shared)."""
+    walls, start, cpu0 = [], time.perf_counter(), time.process_time()
+    while len(walls) < min_calls or time.perf_counter() - start < seconds:
+        t0 = time.perf_counter()
+        fn()
+        walls.append(time.perf_counter() - t0)
+    return {"wall_s": statistics.median(walls), "cpu_s": (time.process_time() - cpu0) / len(walls),
+            "wall_mean_s": statistics.fmean(walls), "calls": len(walls)}
+
+
+def _random_actions(spec, n: int, rng: np.random.Generator) -> np.ndarray:
+    if spec.action_kind == "discrete":
+        return rng.integers(0, spec.num_actions, n).astype(np.int32)
+    if spec.action_kind == "multi_discrete":
+        return rng.integers(0, spec.action_nvec, (n, len(spec.action_nvec))).astype(np.int32)
+    return rng.uniform(-1.0, 1.0, (n, *spec.action_shape)).astype(np.float32)
+
+
+def _env_cfg(cfg: Experiment, n: int) -> Any:
+    return dataclasses.replace(cfg.env, num_envs=n, batch_size=0)
+
+
+def measure_env(cfg: Experiment, n: int, seconds: float) -> dict[str, float]:
+    env = envs.make(_env_cfg(cfg, n), seed=cfg.seed)
+    rng = np.random.default_rng(0)
+    try:
+        env.reset()
+        actions = [_random_actions(env.spec, n, rng) for _ in range(8)]
+        for a in actions:
+            env.step(a)
+        i = iter(range(1 << 62))
+        return _timed(lambda: env.step(actions[next(i) % 8]), seconds)
+    finally:
+        env.close()
+
+
+def measure_actor(cfg: Experiment, n: int, params: Any, seconds: float) -> dict[str, float]:
+    """One batch step of the inline actor's loop (``ActorWorker._poll_inline`` without the sockets)."""
+    env = envs.make(_env_cfg(cfg, n), seed=cfg.seed)
+    try:
+        spec = env.spec
+        algo = algos.make(cfg, spec)
+        acting = Acting(algo, n, jax.random.PRNGKey(cfg.seed), packing=ReplyPacking(spec, algo.extras_spec))
+        acting.warm_up(params, spec)
+        builder = SegmentBuilder(spec, cfg.algo.num_steps, algo.extras_spec, algo.return_gamma)
+        env.async_reset()
+
+        pops: list[float] = []
+
+        def step() -> None:
+            ts = env.recv()
+            action, extras = acting.act(params, ts)
+            builder.add(ts, action, extras, 0)
+            if builder.ready(n):
+                t0 = time.perf_counter()
+                builder.pop(n)
+                pops.append(time.perf_counter() - t0)
+            env.send(action, ts.env_id)
+
+        for _ in range(cfg.algo.num_steps + 2):
+            step()
+        pops.clear()
+        timed = _timed(step, seconds, min_calls=2 * cfg.algo.num_steps)
+        # the median step is not one that pops a segment (one in num_steps): add the pops' share
+        timed["wall_s"] += sum(pops) / timed["calls"]
+        return timed
+    finally:
+        env.close()
+
+
+def measure_act(algo: Any, spec: Any, params: Any, n: int, seconds: float) -> dict[str, float]:
+    act = jit_act(algo, ReplyPacking(spec, algo.extras_spec))
+    obs = np.zeros((n, *spec.obs_shape), spec.obs_dtype)
+    state = algo.initial_actor_state(n)
+    first = np.ones(n, bool) if jax.tree.leaves(state) else None
+    key = jax.random.PRNGKey(0)
+    np.asarray(act(params, obs, state, first, key)[0])
+    timed = _timed(lambda: np.asarray(act(params, obs, state, first, key)[0]), seconds)
+    timed["wall_s"] = min(timed["wall_s"], timed["cpu_s"])  # pure compute, one thread: waiting is another job's
+    return timed
+
+
+def measure_inference(spec: Any, reply_bytes: int, n: int, seconds: float) -> dict[str, float]:
+    """A request of ``n`` observations and its packed reply, over real sockets (the act itself excluded)."""
+    server = InferenceServer("tcp://127.0.0.1:*", trial=TRIAL)
+    client = InferenceClient(server.address, trial=TRIAL)
+    obs = np.zeros((n, *spec.obs_shape), spec.obs_dtype)
+    rows = np.zeros((n, reply_bytes), np.uint8)
+    stop, server_cpu = threading.Event(), [0.0, 0]
+
+    def serve() -> None:
+        start = time.thread_time()
+        while not stop.is_set():
+            for req in server.poll_requests(timeout_ms=20):
+                server.reply(req, {"rows": rows}, version=0)
+                server_cpu[1] += 1
+        server_cpu[0] = time.thread_time() - start
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        i = iter(range(1 << 62))
+
+        def round_trip() -> None:
+            client.send(request_id=next(i), tree={"obs": obs})
+            if client.recv(timeout_ms=5000) is None:
+                raise RuntimeError("the inference server did not answer within 5 s")
+
+        for _ in range(5):
+            round_trip()
+        cpu0 = time.thread_time()
+        timed = _timed(round_trip, seconds)
+        client_cpu = (time.thread_time() - cpu0) / timed["calls"]
+    finally:
+        stop.set()
+        thread.join(5)
+        client.close()
+        server.close()
+    return {"rtt_s": timed["wall_s"], "client_cpu_s": client_cpu, "server_cpu_s": server_cpu[0] / max(server_cpu[1], 1)}
+
+
+def measure_update(cfg: Experiment, spec: Any, columns: int, repeats: int = 5) -> dict[str, float]:
+    """One ``Learner.step`` on ``columns`` columns (a learner compiled for that batch, as a trainer's is)."""
+    learner = Learner(apply_overrides(cfg, [f"trainer.batch_envs={columns}"]), spec, checkpoints=False)
+    try:
+        traj = random_trajectory(spec, cfg.algo.num_steps, columns)
+        learner.step(traj)
+        jax.block_until_ready(learner.policy_params())
+        walls, cpus = [], []  # the fastest of the repeats: a shared machine only ever adds to an update's time
+        for _ in range(repeats):
+            wall0, cpu0 = time.perf_counter(), time.process_time()
+            learner.step(traj)
+            jax.block_until_ready(learner.policy_params())
+            walls.append(time.perf_counter() - wall0)
+            cpus.append(time.process_time() - cpu0)
+    finally:
+        learner.close(final_checkpoint=False)
+    # pure compute: on a machine of its own it takes no longer than its CPU time (more threads: less)
+    return {"samples": columns * cfg.algo.num_steps, "wall_s": min(min(walls), min(cpus)), "cpu_s": min(cpus),
+            "wall_measured_s": min(walls)}
+
+
+def measure_ingest(cfg: Experiment, spec: Any, extras_spec: Any, seconds: float) -> dict[str, float]:
+    """A sender thread pushing segments as fast as it can; this thread receives, checks and cuts batches."""
+    t, b = cfg.algo.num_steps, cfg.env.num_envs
+    segment = random_trajectory(spec, t, b)
+    segment = segment._replace(extras={k: np.zeros((t + 1, b, *shape), dtype) for k, (shape, dtype) in extras_spec.items()})
+    nbytes = sum(len(memoryview(f)) if not isinstance(f, bytes) else len(f) for f in encode("sample", TRIAL, segment))
+    receiver = SampleReceiver("tcp://127.0.0.1:*", trial=TRIAL, hwm=4)
+    sender = SampleSender(receiver.address, trial=TRIAL, hwm=4)
+    stop, sent = threading.Event(), [0.0, 0]
+
+    def push() -> None:
+        start = time.thread_time()
+        while not stop.is_set():
+            if sender.send(segment, timeout_ms=20, version=0, meta={"actor": 0}):
+                sent[1] += 1
+        sent[0] = time.thread_time() - start
+
+    thread = threading.Thread(target=push, daemon=True)
+    thread.start()
+    try:
+        for _ in range(3):
+            receiver.recv(timeout_ms=5000)
+        pending, received, batch_columns = [], 0, cfg.batch_envs
+        cpu0, wall0 = time.thread_time(), time.perf_counter()
+        sent_before = sent[1]
+        while time.perf_counter() - wall0 < seconds:
+            msg = receiver.recv(timeout_ms=1000)
+            if msg is None:
+                continue
+            pending.append(checked_trajectory(msg.tree, spec, t, extras_spec))
+            received += 1
+            if sum(p.reward.shape[1] for p in pending) >= batch_columns:
+                concat_segments(pending)
+                pending = []
+        wall, cpu = time.perf_counter() - wall0, time.thread_time() - cpu0
+        pushed = sent[1] - sent_before
+    finally:
+        stop.set()
+        thread.join(5)
+        sender.close()
+        receiver.close()
+    samples = received * t * b
+    if not samples:
+        raise RuntimeError("no segment arrived over loopback TCP in the ingest measurement")
+    return {"samples_per_s": samples / wall, "bytes_per_s": received * nbytes / wall,
+            "recv_cpu_s_per_sample": cpu / samples, "send_cpu_s_per_sample": sent[0] / max(sent[1] * t * b, 1),
+            "segment_bytes": nbytes, "segments": received, "pushed_in_window": pushed}
+
+
+def measure(cfg: Experiment, seconds: float = 1.0, env_counts: list[int] | None = None,
+            act_rows: list[int] | None = None, log=print) -> dict[str, Any]:
+    """Every unit cost of ``cfg`` on this machine (see the module docstring), as JSON-ready dicts. The actor's
+    units run in a process set up as an actor's is, the trainer's in one set up as a trainer's is
+    (``srljax.parallel.devices.process_env``: XLA threads, device; ``dispatch.run_cpu_inline`` for the actor)."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from srljax.config.tree import to_dict
+    from srljax.layout import ACTOR, TRAINER
+    from srljax.parallel.devices import process_env
+
+    env_counts = sorted(set(env_counts or [1, 4, 16, 64]))
+    out: dict[str, Any] = {"num_steps": cfg.algo.num_steps,
+                           "machine": {"host": platform.node(), "cores": os.cpu_count(),
+                                       "load_avg_1m": os.getloadavg()[0]}}
+    with tempfile.TemporaryDirectory(prefix="plan_measure_") as tmp:
+        cfg_path = Path(tmp) / "config.json"
+        cfg_path.write_text(json.dumps(to_dict(cfg)))
+        for part, role in (("actor", ACTOR), ("trainer", TRAINER)):
+            environ = dict(os.environ)
+            for key, value in process_env(cfg, role).items():
+                if value is None:
+                    environ.pop(key, None)
+                else:
+                    environ[key] = value
+            result = Path(tmp) / f"{part}.json"
+            cmd = [sys.executable, "-m", "launch.plan_measure", part, str(cfg_path), str(result), str(seconds),
+                   ",".join(map(str, env_counts)), ",".join(map(str, act_rows or [256, 1024]))]
+            done = subprocess.run(cmd, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for line in done.stdout.splitlines():
+                if line.startswith("  "):
+                    log(line)
+            if done.returncode or not result.exists():
+                raise RuntimeError(f"measuring the {part}'s units failed (exit {done.returncode}):\n"
+                                   + done.stdout[-3000:])
+            out.update(json.loads(result.read_text()))
+    return out
+
+
+def measure_actor_units(cfg: Experiment, seconds: float, env_counts: list[int], act_rows: list[int],
+                        log=print) -> dict[str, Any]:
+    """The env, the inline actor's step, the act, a policy worker's request (run in an actor-like process)."""
+    from srljax.parallel import dispatch
+
+    dispatch.run_cpu_inline()  # as every role but the trainer (srljax/system/shell/run.py)
+    spec_env = envs.make(_env_cfg(cfg, cfg.env.num_envs), seed=cfg.seed)
+    spec = spec_env.spec
+    spec_env.close()
+    algo = algos.make(cfg, spec)
+    params = _policy_params(cfg, spec)
+    out: dict[str, Any] = {"device": jax.default_backend(), "env": {}, "actor": {}, "act": {}, "inference": {}}
+    reply_bytes = ReplyPacking(spec, algo.extras_spec).width  # a policy worker's packed reply row
+    for n in env_counts:
+        out["env"][str(n)] = measure_env(cfg, n, seconds)
+        out["actor"][str(n)] = measure_actor(cfg, n, params, seconds)
+        out["inference"][str(n)] = measure_inference(spec, reply_bytes, n, seconds / 2)
+        log(f"  {n:5d} envs: env step {_ms(out['env'][str(n)])}, actor step {_ms(out['actor'][str(n)])}, "
+            f"inference round trip {out['inference'][str(n)]['rtt_s'] * 1e3:.2f} ms")
+    for n in sorted(set(env_counts) | set(act_rows)):
+        out["act"][str(n)] = measure_act(algo, spec, params, n, seconds / 2)
+        log(f"  act on {n:5d} rows: {_ms(out['act'][str(n)])}")
+    return out
+
+
+def _policy_params(cfg: Experiment, spec: Any) -> Any:
+    learner = Learner(cfg, spec, checkpoints=False)
+    try:
+        return jax.device_get(learner.policy_params())
+    finally:
+        learner.close(final_checkpoint=False)
+
+
+def measure_trainer_units(cfg: Experiment, seconds: float, log=print) -> dict[str, Any]:
+    """The update at two batch sizes and the ingest over loopback TCP (run in a trainer-like process)."""
+    spec_env = envs.make(_env_cfg(cfg, cfg.env.num_envs), seed=cfg.seed)
+    spec = spec_env.spec
+    spec_env.close()
+    algo = algos.make(cfg, spec)
+    out: dict[str, Any] = {"update": []}
+    for columns in (cfg.batch_envs, 4 * cfg.batch_envs):
+        out["update"].append(measure_update(cfg, spec, columns))
+        u = out["update"][-1]
+        log(f"  update on {u['samples']:,} samples: {u['wall_s'] * 1e3:.1f} ms wall, {u['cpu_s'] * 1e3:.1f} ms CPU")
+    ingest = measure_ingest(cfg, spec, algo.extras_spec, seconds)
+    out["ingest"] = ingest
+    out["sample_bytes_per_step"] = ingest["segment_bytes"] / (cfg.algo.num_steps * cfg.env.num_envs)
+    log(f"  ingest: {ingest['samples_per_s']:,.0f} samples/s, {ingest['bytes_per_s'] / 1e6:,.1f} MB/s, "
+        f"{out['sample_bytes_per_step']:.0f} bytes per env step")
+    return out
+
+
+def main(argv: list[str]) -> int:
+    """``python -m launch.plan_measure actor|trainer CONFIG_JSON OUT_JSON SECONDS ENV_COUNTS ACT_ROWS`` (``measure``
+    starts these, in the role's process environment)."""
+    import json
+    from pathlib import Path
+
+    from srljax.config import from_dict
+
+    part, cfg_path, out_path, seconds, counts, rows = argv
+    cfg = from_dict(json.loads(Path(cfg_path).read_text()))
+    log = lambda line: print(line, flush=True)  # noqa: E731
+    if part == "actor":
+        out = measure_actor_units(cfg, float(seconds), [int(x) for x in counts.split(",")],
+                                  [int(x) for x in rows.split(",")], log)
+    else:
+        out = measure_trainer_units(cfg, float(seconds), log)
+    Path(out_path).write_text(json.dumps(out))
+    return 0
+
+
+def _ms(unit: dict[str, float]) -> str:
+    return f"{unit['wall_s'] * 1e3:.3f} ms wall / {unit['cpu_s'] * 1e3:.3f} ms CPU"
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,368 @@
+"""Layout sizing from measured unit costs: pure arithmetic, no JAX, no sockets, no clock.
+
+    costs = Costs.from_dict(json.load(open(path)))       # what ``python -m launch.plan CFG --measure`` wrote
+    cluster = Cluster(nodes=4, cores_per_node=32, gpus_per_node=1)
+    best = rank(costs, cluster, max_policy_lag=4)[0]     # Sized(choice, prediction), fastest first
+    best.prediction.sps, best.prediction.bound           # 91234.0, "actors"
+    placement(best.choice, costs, cluster)               # [NodeLoad(node=0, roles={"trainer": 1, "actor": 30}, ...), ...]
+    overrides(best.choice, costs, cluster)               # ["layout.mode=distributed", "layout.num_actors=120", ...]
+
+The model (docs/architecture.md, "Sizing a layout"). A layout is ``A`` actors of ``E`` envs each (one
+segment of ``E`` columns per actor per batch, so ``trainer.batch_envs = A x E``), inline inference or
+``P`` policy workers, ``K`` buffer workers, one trainer. Every tier has a rate in env steps/s; the
+predicted rate is the smallest of them:
+
+* ``actors``: ``A x E / w`` with ``w`` the wall time of one batch step of an actor (env step, act,
+  segment store and send; remote: the request's round trip and the policy worker's act instead of
+  the act);
+* ``policy``: ``P`` workers each acting on ``E x ceil(A / P)`` rows per call;
+* ``trainer``: a batch of ``N = A x E x T`` samples every ``update(N) + N x ingest`` seconds;
+* ``buffers``: ``K`` workers each receiving and forwarding;
+* ``cpu node i``: the busiest node's cores, less what its worker processes spend whatever their rate
+  (``Costs.worker_cores`` each), over the CPU seconds per env step of the workers placed on it
+  (every unit cost is measured as wall and as CPU time, so actors that mostly wait on a slow env
+  share a core and a machine where everyone shares two cores is still predicted).
+
+The policy lag (params versions between acting and training) is estimated as one update period (a
+segment is collected at the pace of the slowest tier) plus the update's own time, in update periods,
+capped at ``max_policy_lag``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+COST_KEYS = ("num_steps", "env", "actor", "act", "update", "sample_bytes_per_step", "ingest")
+REMEASURE = "run `python -m launch.plan CFG --measure` again (same overrides) to rewrite it"
+WORKER_CORES = 0.01
+"""CPU a worker process spends whatever its rate (control thread, heartbeats, polls, params it follows), in cores:
+not measured by ``--measure``; fitted from the 25-actor synthetic run of bench/RESULTS.md ("Sizing a layout")."""
+BUFFER_FAN_IN = 256  # actors one trainer process takes directly; more go through buffers (one per this many)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One unit's cost: wall seconds and CPU seconds (all threads of its process) per call."""
+
+    wall_s: float
+    cpu_s: float
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Unit costs of one config on one machine (``launch/plan_measure.py`` writes them)."""
+
+    num_steps: int
+    """``algo.num_steps``: steps per segment."""
+    env: dict[int, Unit]
+    """one batch step of E envs (random actions), by E."""
+    actor: dict[int, Unit]
+    """one batch step of an inline actor's loop (env step, act, segment store), by E."""
+    act: dict[int, Unit]
+    """the jitted act on n rows, by n."""
+    update: tuple[tuple[int, Unit], ...]
+    """(samples in the batch, one update's cost), at two or more batch sizes."""
+    sample_bytes_per_step: float
+    ingest_recv_cpu_s: float
+    """a trainer's CPU per sample received (decode, check, cut into batches), over a real socket."""
+    ingest_send_cpu_s: float
+    """a sender's CPU per sample pushed."""
+    ingest_samples_per_s: float
+    """one receiver's measured ceiling (a sender per core pushing as fast as it can)."""
+    inference: dict[int, dict[str, float]] = field(default_factory=dict)
+    """per request of E rows: ``rtt_s``, ``client_cpu_s``, ``server_cpu_s`` (empty: remote not measured)."""
+    device: str = "cpu"
+    """what the act and update ran on when measured."""
+    worker_cores: float = WORKER_CORES
+    """each worker process's CPU whatever its rate, in cores (a ``worker_cores`` entry in the file overrides it)."""
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> Costs:
+        missing = [k for k in COST_KEYS if k not in d]
+        if missing:
+            raise ValueError(f"unit costs lack {', '.join(missing)}: {REMEASURE}")
+
+        def units(table: dict[str, Any], name: str) -> dict[int, Unit]:
+            if not table:
+                raise ValueError(f"unit costs: {name} has no entries: {REMEASURE}")
+            return {int(k): Unit(float(v["wall_s"]), float(v["cpu_s"])) for k, v in table.items()}
+
+        update = tuple(sorted((int(u["samples"]), Unit(float(u["wall_s"]), float(u["cpu_s"]))) for u in d["update"]))
+        if len(update) < 1:
+            raise ValueError(f"unit costs: update has no batch sizes: {REMEASURE}")
+        ingest = d["ingest"]
+        return Costs(int(d["num_steps"]), units(d["env"], "env"), units(d["actor"], "actor"), units(d["act"], "act"),
+                     update, float(d["sample_bytes_per_step"]), float(ingest["recv_cpu_s_per_sample"]),
+                     float(ingest["send_cpu_s_per_sample"]), float(ingest["samples_per_s"]),
+                     {int(k): {n: float(x) for n, x in v.items()} for k, v in d.get("inference", {}).items()},
+                     str(d.get("device", "cpu")), float(d.get("worker_cores", WORKER_CORES)))
+
+    def update_cost(self, samples: int) -> Unit:
+        """One update on ``samples`` samples: linear through the measured sizes (a line through the two nearest)."""
+        return Unit(*(_linear([(n, getattr(u, f)) for n, u in self.update], samples) for f in ("wall_s", "cpu_s")))
+
+    def act_cost(self, rows: int) -> Unit:
+        points = sorted(self.act.items())
+        return Unit(*(_linear([(n, getattr(u, f)) for n, u in points], rows) for f in ("wall_s", "cpu_s")))
+
+
+def _linear(points: list[tuple[int, float]], x: float) -> float:
+    """Piecewise-linear through ``points`` (sorted by x), extended along the end segments; never below 0."""
+    if len(points) == 1:
+        n, y = points[0]
+        return max(0.0, y * x / n)
+    if x <= points[0][0]:
+        (x0, y0), (x1, y1) = points[0], points[1]
+    elif x >= points[-1][0]:
+        (x0, y0), (x1, y1) = points[-2], points[-1]
+    else:
+        i = next(i for i, (n, _) in enumerate(points) if n >= x)
+        (x0, y0), (x1, y1) = points[i - 1], points[i]
+    y = y0 + (y1 - y0) * (x - x0) / (x1 - x0) if x1 != x0 else y0
+    return max(y, 0.0)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    nodes: int
+    cores_per_node: float
+    """cores a node gives the run (a fraction: a machine other jobs share)."""
+    gpus_per_node: int = 0
+
+    def problems(self) -> list[str]:
+        out = []
+        if self.nodes < 1:
+            out.append(f"--nodes {self.nodes}: a cluster has at least 1 node")
+        if self.cores_per_node < 1:
+            out.append(f"--cores-per-node {self.cores_per_node}: a node has at least 1 core")
+        if self.gpus_per_node < 0:
+            out.append(f"--gpus-per-node {self.gpus_per_node}: must be 0 or more")
+        return out
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One layout: the knobs ``overrides`` writes."""
+
+    actors: int
+    envs: int
+    inference: Literal["inline", "remote"] = "inline"
+    policy_workers: int = 0
+    buffers: int = 0
+
+    @property
+    def batch_envs(self) -> int:
+        return self.actors * self.envs
+
+    @property
+    def processes(self) -> int:
+        return self.actors + self.policy_workers + self.buffers + 1
+
+
+@dataclass(frozen=True)
+class Prediction:
+    sps: float
+    bound: str
+    tiers: dict[str, float]
+    """each tier's rate in env steps/s (``cpu node i``: the cores of the busiest node)."""
+    lag: float
+    actor_step_s: float
+    """one actor batch step, wall."""
+
+
+@dataclass(frozen=True)
+class Sized:
+    choice: Choice
+    prediction: Prediction
+
+
+@dataclass(frozen=True)
+class NodeLoad:
+    node: int
+    roles: dict[str, int]
+    cpu_per_step: float
+    """CPU seconds per env step (of the whole layout) spent by the workers on this node."""
+    gpus: int
+    fixed_cores: float = 0.0
+    """cores its workers spend whatever the rate (``Costs.worker_cores`` each)."""
+
+    def rate(self, cores: float) -> float:
+        """Env steps/s this node's ``cores`` allow (inf: nothing on it)."""
+        if self.cpu_per_step <= 0:
+            return math.inf
+        return max(cores - self.fixed_cores, 0.0) / self.cpu_per_step
+
+
+def actor_costs(costs: Costs, choice: Choice, policy_rows: int = 0) -> tuple[float, float]:
+    """(wall, CPU) seconds of one actor batch step, segment send included."""
+    e = choice.envs
+    loop = costs.actor[e]
+    send = costs.ingest_send_cpu_s * e
+    if choice.inference == "inline":
+        return loop.wall_s + send, loop.cpu_s + send
+    act, served, inf = costs.act[e], costs.act_cost(policy_rows or e), costs.inference[e]
+    wall = loop.wall_s - act.wall_s + inf["rtt_s"] + served.wall_s + send
+    return wall, loop.cpu_s - act.cpu_s + inf["client_cpu_s"] + send
+
+
+def policy_rows(choice: Choice) -> int:
+    """Rows a policy worker acts on per call when every actor's request is in (the batch it forms)."""
+    return choice.envs * math.ceil(choice.actors / max(choice.policy_workers, 1))
+
+
+def role_cpu(costs: Costs, choice: Choice) -> dict[str, float]:
+    """CPU seconds per env step of each role, summed over its workers."""
+    e, n = choice.envs, choice.batch_envs * costs.num_steps
+    rows = policy_rows(choice)
+    out = {"actor": actor_costs(costs, choice, rows)[1] / e,
+           "trainer": costs.update_cost(n).cpu_s / n + costs.ingest_recv_cpu_s}
+    if choice.inference == "remote":
+        out["policy"] = costs.act_cost(rows).cpu_s / rows + costs.inference[e]["server_cpu_s"] / e
+    if choice.buffers:
+        out["buffer"] = costs.ingest_recv_cpu_s + costs.ingest_send_cpu_s
+    return out
+
+
+def trainer_cores(costs: Costs, choice: Choice) -> int:
+    """Cores the trainer's update keeps busy (its XLA threads): CPU over wall time of one update, at least 1."""
+    n = choice.batch_envs * costs.num_steps
+    u = costs.update_cost(n)
+    return max(1, round(u.cpu_s / u.wall_s)) if u.wall_s > 0 else 1
+
+
+def placement(choice: Choice, costs: Costs, cluster: Cluster) -> list[NodeLoad]:
+    """Workers per node: node 0 holds the trainer, the buffers and the policy workers; on one node the actors
+    share it, on several they are spread evenly over the others (``overrides`` writes the same for
+    ``launch.slurm``: one het-job component for the actors on nodes 1.., the rest packed with the trainer)."""
+    actors = [choice.actors] if cluster.nodes == 1 else [0] + _spread(choice.actors, [1] * actor_nodes(choice, costs,
+                                                                                                        cluster))
+    actors += [0] * (cluster.nodes - len(actors))
+    cpu = role_cpu(costs, choice)
+    out = []
+    for i in range(cluster.nodes):
+        roles = {"actor": actors[i]} if actors[i] else {}
+        load = cpu["actor"] * actors[i] / choice.actors
+        if i == 0:
+            roles = {"trainer": 1, **({"policy": choice.policy_workers} if choice.inference == "remote" else {}),
+                     **({"buffer": choice.buffers} if choice.buffers else {}), **roles}
+            load += sum(v for k, v in cpu.items() if k != "actor")
+        processes = sum(roles.values()) + (i == 0)  # node 0: the controller too
+        out.append(NodeLoad(i, roles, load, cluster.gpus_per_node, processes * costs.worker_cores if roles else 0.0))
+    return out
+
+
+def actors_per_core(costs: Costs, envs: int) -> int:
+    """Actors of ``envs`` envs one core holds: its wall time over its CPU time (an actor waiting on a slow env
+    leaves its core to others), 1 to 64."""
+    unit = costs.actor[envs]
+    return max(1, min(64, math.floor(unit.wall_s / max(unit.cpu_s, 1e-9))))
+
+
+def actor_nodes(choice: Choice, costs: Costs, cluster: Cluster) -> int:
+    """Nodes the actors take on a cluster of several (node 0 is the trainer's): as few as hold them."""
+    per_node = max(1, math.floor(cluster.cores_per_node * actors_per_core(costs, choice.envs)))
+    return max(1, min(cluster.nodes - 1, math.ceil(choice.actors / per_node)))
+
+
+def _spread(count: int, weights: list[int]) -> list[int]:
+    """``count`` items over bins in proportion to ``weights`` (largest remainders), summing to ``count``."""
+    total = sum(weights)
+    exact = [count * w / total for w in weights]
+    out = [math.floor(x) for x in exact]
+    for i in sorted(range(len(weights)), key=lambda i: out[i] - exact[i])[: count - sum(out)]:
+        out[i] += 1
+    return out
+
+
+def predict(costs: Costs, choice: Choice, cluster: Cluster, max_policy_lag: int = 4) -> Prediction:
+    """The predicted env steps/s of ``choice`` on ``cluster``, the tier that bounds it, and the policy lag."""
+    e, t = choice.envs, costs.num_steps
+    n = choice.batch_envs * t
+    rows = policy_rows(choice)
+    wall, _ = actor_costs(costs, choice, rows)
+    tiers = {"actors": choice.actors * e / wall}
+    if choice.inference == "remote":
+        served = costs.act_cost(rows).wall_s + costs.inference[e]["server_cpu_s"] * rows / e
+        tiers["policy"] = choice.policy_workers * rows / served
+    update = costs.update_cost(n)
+    tiers["trainer"] = n / (update.wall_s + n * costs.ingest_recv_cpu_s)
+    if choice.buffers:
+        tiers["buffers"] = choice.buffers / (costs.ingest_recv_cpu_s + costs.ingest_send_cpu_s)
+    busiest = min(placement(choice, costs, cluster), key=lambda load: load.rate(cluster.cores_per_node))
+    if busiest.cpu_per_step > 0:
+        tiers[f"cpu node {busiest.node}"] = busiest.rate(cluster.cores_per_node)
+    bound = min(tiers, key=tiers.get)
+    sps = tiers[bound]
+    # a segment is acted over one update period (the actors keep the pace of the slowest tier) and then waits
+    # for the update in flight: 1 + update / period versions, at most the trainer's cap
+    lag = min(float(max_policy_lag), 1.0 + update.wall_s * sps / n)
+    return Prediction(sps, bound, tiers, lag, wall)
+
+
+def actor_counts(max_actors: int) -> list[int]:
+    """Candidate actor counts: every count to 16, then steps of about 12%, and ``max_actors`` itself."""
+    out, a = set(), 1
+    while a <= max_actors:
+        out.add(a)
+        a = a + 1 if a < 16 else int(a * 1.125) + 1
+    out.add(max_actors)
+    return sorted(out)
+
+
+def choices(costs: Costs, cluster: Cluster, max_actors: int = 0) -> list[Choice]:
+    """Every layout the search weighs: each measured env count, inline (and remote where measured), actor counts
+    up to the cores times the actors one core can hold (an actor that mostly waits, on its env or on a policy
+    worker, shares a core)."""
+    out = []
+    cores = math.floor(cluster.nodes * cluster.cores_per_node)
+    if cluster.nodes > 1:
+        cores -= math.floor(cluster.cores_per_node)  # node 0 is the trainer's
+    for e in sorted(costs.actor):
+        for a in actor_counts(max_actors or max(1, cores) * actors_per_core(costs, e)):
+            out.append(Choice(a, e, "inline", 0, _buffers(a)))
+        if e not in costs.inference or e not in costs.act:
+            continue
+        wall, cpu = actor_costs(costs, Choice(1, e, "remote", 1))
+        per_core = max(1, min(64, math.floor(wall / max(cpu, 1e-9))))
+        for a in actor_counts(max_actors or max(1, cores) * per_core):
+            for p in sorted({1, 2, 4, 8, max(1, cluster.nodes * cluster.gpus_per_node)}):
+                if p <= a:
+                    out.append(Choice(a, e, "remote", p, _buffers(a)))
+    return out
+
+
+def _buffers(actors: int) -> int:
+    return math.ceil(actors / BUFFER_FAN_IN) if actors > BUFFER_FAN_IN else 0
+
+
+def rank(costs: Costs, cluster: Cluster, max_policy_lag: int = 4, max_actors: int = 0,
+         within: float = 0.03) -> list[Sized]:
+    """Every candidate layout, best first: of those within ``within`` of the fastest prediction, the one with the
+    fewest processes (then the smallest batch); the rest follow, fastest first."""
+    sized = [Sized(c, predict(costs, c, cluster, max_policy_lag)) for c in choices(costs, cluster, max_actors)]
+    if not sized:
+        return []
+    fastest = max(s.prediction.sps for s in sized)
+    near = [s for s in sized if s.prediction.sps >= fastest * (1 - within)]
+    best = min(near, key=lambda s: (s.choice.processes, s.choice.batch_envs))
+    return [best] + sorted((s for s in sized if s is not best), key=lambda s: -s.prediction.sps)
+
+
+def overrides(choice: Choice, costs: Costs, cluster: Cluster) -> list[str]:
+    """The ``key=value`` overrides that make a config run ``choice`` (``launch.local`` / ``launch.slurm``)."""
+    out = ["layout.mode=distributed", f"layout.num_actors={choice.actors}", f"env.num_envs={choice.envs}",
+           "env.batch_size=0", "layout.ring_size=1", f"trainer.batch_envs={choice.batch_envs}",
+           f"layout.inference={choice.inference}", f"layout.num_buffer_workers={choice.buffers}"]
+    if choice.inference == "remote":
+        out.append(f"layout.num_policy_workers={choice.policy_workers}")
+    if cluster.nodes > 1:  # launch.slurm: the actors over the other nodes, the rest packed with the trainer
+        out += [f"slurm.actor.nodes={actor_nodes(choice, costs, cluster)}", f"slurm.node_cpus={math.ceil(cluster.cores_per_node)}"]
+        if choice.inference == "remote":
+            out.append("slurm.policy.component=trainer")
+        if choice.buffers:
+            out.append("slurm.buffer.component=trainer")
+    if cluster.gpus_per_node:
+        out.append(f"slurm.node_gpus={cluster.gpus_per_node}" if cluster.nodes > 1 else "layout.policy_device=auto")
+    return out

@@ -1,0 +1,173 @@
+"""The layout planner's arithmetic (srljax/sizing.py) on hand-made unit costs, and launch.plan's command line."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from launch.plan import main as plan_main
+from srljax.config import apply_overrides, load_file
+from srljax.prepare import problems
+from srljax.sizing import (
+    Choice,
+    Cluster,
+    Costs,
+    actors_per_core,
+    overrides,
+    placement,
+    predict,
+    rank,
+    role_cpu,
+)
+
+T = 32
+
+
+def costs_dict(env_wall=0.001, env_cpu=0.001, act_cpu=0.0002, update_per_sample=1e-6, recv=1e-7, send=1e-7,
+               counts=(4, 16, 64), inference=True) -> dict:
+    """Unit costs of a made-up config: an env step of E envs costs ``E x env_cpu / 16`` CPU and at least
+    ``env_wall`` wall; the act costs ``act_cpu`` plus a little per row."""
+    env = {str(e): {"wall_s": max(env_wall, env_cpu * e / 16), "cpu_s": env_cpu * e / 16} for e in counts}
+    act = {str(n): {"wall_s": act_cpu + 1e-6 * n, "cpu_s": act_cpu + 1e-6 * n} for n in (*counts, 256, 1024)}
+    actor = {k: {"wall_s": env[k]["wall_s"] + act[k]["wall_s"], "cpu_s": env[k]["cpu_s"] + act[k]["cpu_s"]}
+             for k in env}
+    out = {"num_steps": T, "env": env, "actor": actor, "act": act,
+           "update": [{"samples": n, "wall_s": 0.002 + update_per_sample * n, "cpu_s": 0.002 + update_per_sample * n}
+                      for n in (1024, 4096)],
+           "sample_bytes_per_step": 40.0,
+           "ingest": {"recv_cpu_s_per_sample": recv, "send_cpu_s_per_sample": send, "samples_per_s": 1e7}}
+    if inference:
+        out["inference"] = {str(e): {"rtt_s": 2e-4, "client_cpu_s": 5e-5, "server_cpu_s": 5e-5} for e in counts}
+    return out
+
+
+def test_update_cost_interpolates_and_extends_the_measured_line():
+    costs = Costs.from_dict(costs_dict(update_per_sample=1e-6))
+    assert costs.update_cost(2048).wall_s == pytest.approx(0.002 + 2048e-6)
+    assert costs.update_cost(65536).wall_s == pytest.approx(0.002 + 65536e-6)  # beyond the largest: the same line
+    assert costs.update_cost(16).wall_s == pytest.approx(0.002 + 16e-6)
+
+
+def test_actor_bound_layout_predicts_actors_times_envs_over_the_step():
+    costs = Costs.from_dict(costs_dict(env_wall=0.010, env_cpu=0.0001))  # a slow env that barely uses the CPU
+    choice = Choice(actors=3, envs=16)
+    p = predict(costs, choice, Cluster(1, 64))
+    step = costs.actor[16].wall_s + 16 * 1e-7  # the loop plus the segment's send
+    assert p.bound == "actors"
+    assert p.sps == pytest.approx(3 * 16 / step)
+
+
+def test_trainer_bound_layout_predicts_the_batch_over_update_plus_ingest():
+    costs = Costs.from_dict(costs_dict(env_wall=1e-4, env_cpu=1e-5, update_per_sample=1e-4))
+    choice = Choice(actors=8, envs=64)
+    n = 8 * 64 * T
+    p = predict(costs, choice, Cluster(1, 1000))
+    assert p.bound == "trainer"
+    assert p.sps == pytest.approx(n / (0.002 + 1e-4 * n + 1e-7 * n))
+
+
+def test_cpu_bound_on_one_node_is_the_cores_over_cpu_per_step():
+    costs = Costs.from_dict(costs_dict(env_wall=0.001, env_cpu=0.001))
+    choice = Choice(actors=16, envs=16)
+    p = predict(costs, choice, Cluster(1, 2))
+    per_step = sum(role_cpu(costs, choice).values())
+    fixed = (16 + 1 + 1) * costs.worker_cores  # every worker process and the controller, whatever the rate
+    assert p.bound == "cpu node 0"
+    assert p.sps == pytest.approx((2 - fixed) / per_step)
+    assert predict(costs, choice, Cluster(1, 4)).sps == pytest.approx((4 - fixed) / per_step)
+    idle = Costs.from_dict({**costs_dict(env_wall=0.001, env_cpu=0.001), "worker_cores": 0.0})
+    assert predict(idle, choice, Cluster(1, 4)).sps == pytest.approx(2 * predict(idle, choice, Cluster(1, 2)).sps)
+
+
+def test_a_slow_env_packs_several_actors_per_core_and_the_plan_uses_them():
+    waiting = Costs.from_dict(costs_dict(env_wall=0.020, env_cpu=0.0001))
+    busy = Costs.from_dict(costs_dict(env_wall=0.001, env_cpu=0.001))
+    assert actors_per_core(waiting, 16) > 10
+    assert actors_per_core(busy, 16) == 1
+    slow = rank(waiting, Cluster(1, 2))[0]
+    assert slow.choice.actors > 2  # more actors than cores: they wait on the env, not on each other
+    assert rank(waiting, Cluster(1, 8))[0].prediction.sps > slow.prediction.sps
+
+
+def test_the_best_layout_is_the_fastest_and_the_rest_follow_in_order():
+    costs = Costs.from_dict(costs_dict(env_wall=0.005, env_cpu=0.0005))
+    ranked = rank(costs, Cluster(1, 4))
+    fastest = max(s.prediction.sps for s in ranked)
+    assert ranked[0].prediction.sps >= 0.97 * fastest
+    rest = [s.prediction.sps for s in ranked[1:]]
+    assert rest == sorted(rest, reverse=True)
+
+
+def test_remote_inference_wins_when_batching_the_act_saves_most():
+    # an act that costs 5 ms whatever the batch (a big network): one policy worker acting for every actor beats
+    # every actor acting alone
+    d = costs_dict(env_wall=0.001, env_cpu=0.0001, act_cpu=0.005)
+    for k in d["actor"]:
+        d["actor"][k] = {"wall_s": d["env"][k]["wall_s"] + 0.005, "cpu_s": d["env"][k]["cpu_s"] + 0.005}
+    remote = rank(Costs.from_dict(d), Cluster(1, 8))[0]
+    assert remote.choice.inference == "remote"
+    cheap = rank(Costs.from_dict(costs_dict(env_wall=0.001, env_cpu=0.0001, act_cpu=1e-5)), Cluster(1, 8))[0]
+    assert cheap.choice.inference == "inline"
+    d.pop("inference")  # remote not measured: never planned
+    assert all(s.choice.inference == "inline" for s in rank(Costs.from_dict(d), Cluster(1, 8)))
+
+
+def test_placement_on_several_nodes_keeps_node_0_for_the_trainer_and_packs_actors():
+    costs = Costs.from_dict(costs_dict(env_wall=0.001, env_cpu=0.001))
+    cluster = Cluster(nodes=10, cores_per_node=8)
+    loads = placement(Choice(actors=20, envs=16), costs, cluster)
+    assert loads[0].roles == {"trainer": 1}
+    counts = [load.roles.get("actor", 0) for load in loads]
+    assert sum(counts) == 20
+    assert counts[1:4] == [7, 7, 6] and counts[4:] == [0] * 6  # 8 per node hold them on 3 nodes
+    assert "slurm.actor.nodes=3" in overrides(Choice(actors=20, envs=16), costs, cluster)
+
+
+def test_lag_is_one_period_plus_the_update_capped_at_max_policy_lag():
+    costs = Costs.from_dict(costs_dict(env_wall=0.050, env_cpu=0.0001, update_per_sample=1e-3))
+    slow_update = predict(costs, Choice(actors=64, envs=64), Cluster(1, 64), max_policy_lag=8)
+    assert slow_update.bound == "trainer" and slow_update.lag == pytest.approx(2.0, abs=0.01)  # acted, then waits
+    assert predict(costs, Choice(actors=64, envs=64), Cluster(1, 64), max_policy_lag=1).lag == 1.0
+    fast_update = predict(costs, Choice(actors=1, envs=4), Cluster(1, 64), max_policy_lag=8)
+    assert fast_update.bound == "actors" and 1.0 < fast_update.lag < 1.1
+
+
+def test_costs_missing_a_unit_name_it_and_the_fix():
+    d = costs_dict()
+    del d["update"]
+    with pytest.raises(ValueError, match=r"lack update: run `python -m launch.plan CFG --measure`"):
+        Costs.from_dict(d)
+
+
+def test_planned_overrides_pass_the_config_checks():
+    costs = Costs.from_dict(costs_dict())
+    cfg = apply_overrides(load_file("configs/cartpole_ppo.py"), ["algo.num_steps=32"])
+    best = rank(costs, Cluster(1, 2))[0]
+    planned = apply_overrides(cfg, overrides(best.choice, costs, Cluster(1, 2)))
+    assert planned.layout.num_actors == best.choice.actors
+    assert planned.batch_envs == best.choice.actors * best.choice.envs
+    assert problems(planned, "processes") == []
+
+
+def test_plan_command_line(tmp_path, capsys):
+    missing = tmp_path / "none.json"
+    assert plan_main(["configs/cartpole_ppo.py", "--nodes", "1", "--cores-per-node", "2", "--costs", str(missing)]) == 2
+    assert "run `python -m launch.plan CFG --measure`" in capsys.readouterr().err
+    path = tmp_path / "costs.json"
+    path.write_text(json.dumps(costs_dict(env_wall=0.010, env_cpu=0.0001)))
+    out_cfg, out_json = tmp_path / "plan.py", tmp_path / "plan.json"
+    argv = ["configs/cartpole_ppo.py", "algo.num_steps=32", "--nodes", "1", "--cores-per-node", "2", "--costs",
+            str(path), "--write", str(out_cfg), "--json", str(out_json)]
+    assert plan_main(argv) == 0
+    printed = capsys.readouterr().out
+    plan = json.loads(out_json.read_text())
+    assert f"predicted: {plan['prediction']['sps']:,.0f} env steps/s" in printed
+    cfg = load_file(out_cfg)  # the written config is a config the launchers take
+    assert cfg.layout.mode == "distributed" and cfg.layout.num_actors == plan["choice"]["actors"]
+    assert cfg.algo.num_steps == 32 and cfg.env.num_envs == plan["choice"]["envs"]
+    assert problems(cfg, "processes") == []
+    assert math.isclose(plan["prediction"]["sps"], min(plan["prediction"]["tiers"].values()))
+    assert plan_main(["configs/cartpole_ppo.py", "--nodes", "0", "--cores-per-node", "2", "--costs", str(path)]) == 2
+    assert "--nodes 0" in capsys.readouterr().err
