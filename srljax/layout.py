@@ -222,7 +222,7 @@ class Plan:
     consumes: str
     """what the update trains on: ``segments`` (PPO, IMPALA, ...) or ``replay`` (DQN, R2D2, SAC, TD3)."""
     loop: str
-    """the single-process loop that runs it: ``on_policy``, ``replay``, ``population``, ``league`` or ``anakin`` (a
+    """the single-process loop that runs it: ``on_policy``, ``replay``, ``population``, ``league``, ``psro`` or ``anakin`` (a
     JAX env stepped inside the compiled program, ``srljax/loops/anakin.py``)."""
     members: int
     """members trained side by side (a PBT population's or a league's), each with its own trainer; 0 for one."""
@@ -255,6 +255,8 @@ def plan_of(cfg: Experiment) -> Plan:
         loop = "population"
     elif league:
         loop = "league"
+    elif cfg.psro.enabled:
+        loop = "psro"
     elif cfg.env.is_jax and (kind == "segments" or getattr(cfg.algo, "name", "") in ANAKIN_REPLAY):
         loop = "anakin"
     else:

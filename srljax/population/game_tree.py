@@ -26,9 +26,10 @@ import numpy as np
 
 
 class GameTree:
-    """Every history of ``game`` (see the module docstring); ``observe(state, player)``: the network's input."""
+    """Every history of ``game`` (see the module docstring); ``observe(state, player)``: the network's input;
+    ``ValueError`` past ``max_nodes`` histories."""
 
-    def __init__(self, game: Any, observe: Callable[[Any, int], np.ndarray]):
+    def __init__(self, game: Any, observe: Callable[[Any, int], np.ndarray], max_nodes: int = 1_000_000):
         self.game = game
         self.num_actions = game.num_distinct_actions()
         keys: dict[str, int] = {}
@@ -41,6 +42,10 @@ class GameTree:
         stack = [(game.new_initial_state(), 0)]
         while stack:
             state, node = stack.pop()
+            if len(parent) > max_nodes:
+                raise ValueError(f"{game}: PSRO's exact payoffs and exploitability walk the whole game tree, and this "
+                                 f"one has more than {max_nodes:,} histories; use a small game (kuhn_poker, "
+                                 "leduc_poker)")
             if state.is_terminal():
                 terminal.append((node, float(state.returns()[0])))
                 continue

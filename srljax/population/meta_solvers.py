@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-SOLVERS = ("nash", "uniform", "prd", "fictitious_play")
+from srljax.config.psro import SOLVERS
 
 
 def nash_zero_sum(payoff: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
