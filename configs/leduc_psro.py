@@ -23,6 +23,6 @@ def experiment() -> Experiment:
         algo=PPOConfig(num_steps=32, gamma=1.0, gae_lambda=0.95, clip_coef=0.2, ent_coef=0.01, vf_coef=0.5,
                        network="mlp", hidden_sizes=(128, 128), activation="tanh"),
         trainer=TrainerConfig(lr=1e-3, anneal_lr=True, num_minibatches=4, update_epochs=4, max_grad_norm=0.5),
-        psro=PSROConfig(enabled=True, iterations=10, solver="nash"),
+        psro=PSROConfig(enabled=True, iterations=20, solver="nash"),
         log=LogConfig(log_every=10),
     )

@@ -32,6 +32,9 @@ class PSROConfig:
     ``fictitious_play``."""
     solver_iterations: int = 20_000
     """rounds of the iterative solvers (``prd``, ``fictitious_play``)."""
+    greedy: bool = True
+    """each best response joins the population as its greedy policy (the most probable action at every information
+    state; an exact best response is pure) and acts so as an opponent; False: as the sampling policy it trained."""
 
 
 def psro_problems(cfg: Any) -> list[str]:

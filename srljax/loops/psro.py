@@ -12,7 +12,9 @@ from the networks' action probabilities at every information state, ``GameTree.m
 trained from scratch (seed ``seed + iteration``) by the algorithm through the ordinary loop's ``Collector`` and
 ``Learner`` for ``total_env_steps / psro.iterations`` env steps against opponents drawn per game from the
 meta-strategy (``LeagueOpponent``: each game's opponent policy is drawn when it starts, seats at random), and
-joins the population. Written: ``psro/psro.jsonl`` (a line per iteration: ``iteration``, ``policies``,
+joins the population: with ``psro.greedy`` as its greedy policy (the mode at every information state, in the
+tables and when it acts as an opponent; an exact best response is pure, and a trained one's leftover randomness
+at the decisions it finds nearly indifferent is noise the meta-game does not need). Written: ``psro/psro.jsonl`` (a line per iteration: ``iteration``, ``policies``,
 ``env_steps``, ``exploitability``, ``meta_strategy``, ``payoff``, the meta-game's own exploitability
 ``meta_exploitability`` and the last best response's mean score against the meta-strategy ``br_score``),
 ``psro/exploitability.png``, ``psro/policies/p<i>.msgpack`` (each policy's params), ``metrics.jsonl`` (one line
@@ -24,6 +26,7 @@ above ``MAX_NODES`` histories). Not built: resuming (refused before launch) and 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import time
@@ -33,6 +36,7 @@ from typing import Any
 
 import flax.serialization
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 import envs
@@ -55,6 +59,14 @@ MAX_NODES = 1_000_000  # histories walked for the exact payoffs and exploitabili
 
 def policy_name(i: int) -> str:
     return f"p{i}"
+
+
+def opponent_act(algo: Any, pp: Any, obs: Any, state: Any, first: Any, key: Any) -> tuple[Any, dict, Any]:
+    """``algo.act``'s signature for a population member as an opponent: ``pp = {"net": params, "greedy": 0 or 1}``
+    acts by sampling or, greedy, by the mode (``act_deterministic``)."""
+    sampled = algo.act(pp["net"], obs, state, first, key)[0]
+    mode = algo.act_deterministic(pp["net"], obs, state, first, key)[0]
+    return jnp.where(pp["greedy"] > 0, mode, sampled), {}, state
 
 
 def game_tree(env: Any) -> GameTree:
@@ -87,15 +99,18 @@ def train_psro(cfg: Experiment | Run, resume: bool = False) -> TrainResult:
     (psro_dir / "policies").mkdir(parents=True, exist_ok=True)
     population: list[Any] = []
     tables: list[np.ndarray] = []
+    players: list[Any] = []  # each policy as an opponent acts: its params and whether it plays greedily
 
-    def join(params: Any) -> None:
+    def join(params: Any, greedy: bool = False) -> None:
         host = jax.device_get(params)
         path = psro_dir / "policies" / f"{policy_name(len(population))}.msgpack"
         tmp = path.with_suffix(".tmp")
         tmp.write_bytes(flax.serialization.to_bytes(host))
         os.replace(tmp, path)
         population.append(host)
-        tables.append(tree.table(np.asarray(probs(host, tree.obs))))
+        table = tree.table(np.asarray(probs(host, tree.obs)))
+        tables.append(np.eye(tree.num_actions)[np.argmax(table, axis=1)] if greedy else table)
+        players.append({"net": host, "greedy": np.float32(greedy)})
 
     logger = MetricsLogger(cfg, total=cfg.total_env_steps)
     lines = (psro_dir / "psro.jsonl").open("a")
@@ -136,11 +151,12 @@ def train_psro(cfg: Experiment | Run, resume: bool = False) -> TrainResult:
             scores: deque[float] = deque(maxlen=1000)
             weights = {policy_name(i): float(s) for i, s in enumerate(sigma) if s > 0}
             opponent = LeagueOpponent(algo, env.spec, learner_cfg.seed, weights=lambda w=weights: w,
-                                      params_of=lambda name: population[int(name[1:])],
-                                      report=lambda name, score, scores=scores: scores.append(score))
+                                      params_of=lambda name: players[int(name[1:])],
+                                      report=lambda name, score, scores=scores: scores.append(score),
+                                      act=functools.partial(opponent_act, algo))
             env.opponent = opponent
             params = learner.policy_params()
-            opponent.set_current(params, 0)  # never drawn (no weight): the stack's first row until it is rebuilt
+            opponent.set_current({"net": params, "greedy": np.float32(0)}, 0)  # never drawn (no weight)
             collector = Collector(learner_cfg, env, algo)
             try:
                 while learner.version < br_cfg.num_updates:
@@ -162,7 +178,7 @@ def train_psro(cfg: Experiment | Run, resume: bool = False) -> TrainResult:
                 env.close()
             env_steps += collector.env_steps
             br_score = float(np.mean(scores)) if scores else float("nan")
-            join(params)
+            join(params, greedy=p.greedy)
         result.env_steps = env_steps
         result.state = learner.state
         if cfg.checkpoint.final:  # the last best response's train state
