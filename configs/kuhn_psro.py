@@ -16,12 +16,12 @@ from srljax.config import EnvConfig, Experiment, LogConfig, PPOConfig, PSROConfi
 
 def experiment() -> Experiment:
     return Experiment(
-        total_env_steps=480_000,
+        total_env_steps=320_000,
         env=EnvConfig(factory="envs.openspiel:make_openspiel", options={"game": "kuhn_poker", "info_state": True},
                       num_envs=16),
-        algo=PPOConfig(num_steps=32, gamma=1.0, gae_lambda=1.0, clip_coef=0.2, ent_coef=0.01, vf_coef=0.5,
+        algo=PPOConfig(num_steps=32, gamma=1.0, gae_lambda=1.0, clip_coef=0.2, ent_coef=0.1, vf_coef=0.5,
                        network="mlp", hidden_sizes=(64, 64), activation="tanh"),
         trainer=TrainerConfig(lr=1e-3, anneal_lr=True, num_minibatches=4, update_epochs=4, max_grad_norm=0.5),
-        psro=PSROConfig(enabled=True, iterations=24, solver="nash"),
+        psro=PSROConfig(enabled=True, iterations=16, solver="nash"),
         log=LogConfig(log_every=10),
     )

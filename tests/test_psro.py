@@ -192,7 +192,10 @@ def test_config_refusals_name_the_key_and_the_fix(tmp_path):
         validate(dataclasses.replace(cfg, psro=PSROConfig(enabled=True, solver="lp")))
 
 
+@pytest.mark.slow
 def test_a_short_psro_run_writes_its_iterations(tmp_path):
+    """Two best responses of two updates each, end to end through ``train`` (~10 s on an idle 2-core box, 28 s
+    under load: compiles dominate)."""
     from srljax.loops.psro import read_lines
     from srljax.loops.train import train
 
@@ -227,3 +230,29 @@ def test_psro_on_kuhn_poker_cuts_exploitability(tmp_path):
     train(cfg)
     lines = read_lines(cfg.run_dir)
     assert lines[-1]["exploitability"] < 0.25
+
+
+def test_a_greedy_member_acts_by_its_mode_and_a_sampling_one_samples(tmp_path):
+    import jax
+
+    import algos
+    import envs
+    from envs.openspiel import observe
+    from srljax.loops.psro import opponent_act
+
+    cfg = kuhn_config(tmp_path)
+    env = envs.make(cfg.env, seed=0)
+    algo = algos.make(cfg, env.spec)
+    env.close()
+    params = algo.policy_params(jax.jit(algo.init)(jax.random.PRNGKey(3)))
+    state = env.game.new_initial_state()
+    state.apply_action(0)
+    state.apply_action(1)  # dealt: player 0 holds the jack, to act
+    obs = np.tile(observe(env.game, state, 0, None, True), (256, 1))
+    mode = np.asarray(algo.act_deterministic(params, obs, (), None, jax.random.PRNGKey(0))[0])
+    keys = jax.random.split(jax.random.PRNGKey(1), 4)
+    greedy = [np.asarray(opponent_act(algo, {"net": params, "greedy": np.float32(1)}, obs, (), None, k)[0]) for k in keys]
+    sampled = np.concatenate([np.asarray(opponent_act(algo, {"net": params, "greedy": np.float32(0)}, obs, (), None, k)[0])
+                              for k in keys])
+    assert all((g == mode).all() for g in greedy)
+    assert set(sampled.tolist()) == {0, 1}  # the untrained network is near uniform: both moves come up
