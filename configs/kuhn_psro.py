@@ -8,10 +8,19 @@ The learner sees Kuhn's information-state tensor (``env.options.info_state``: it
 seat and the legal moves; the reward is its winnings at the end of the hand. ``RUN_DIR/psro/psro.jsonl`` has a
 line per iteration (the payoff matrix, the meta-strategy, the exploitability of the mixture: OpenSpiel's
 ``exploitability``, NashConv / 2) and ``psro/exploitability.png`` the curve; ``srljax/loops/psro.py`` says how.
-Uniform random play is 0.458 exploitable; bench/RESULTS.md ("PSRO") has the figures.
+Uniform random play is 0.458 exploitable. The entropy bonus is 0.1, ten times the usual: each best response joins
+the population as its greedy policy (``psro.greedy``), so the bonus only keeps PPO exploring while it trains; at
+0.01 it settled on betting a king where checking and calling (a trap) paid more, and PSRO stalled at 0.060.
+bench/RESULTS.md ("PSRO") has the figures.
 """
 
-from srljax.config import EnvConfig, Experiment, LogConfig, PPOConfig, PSROConfig, TrainerConfig
+from srljax.config import EnvConfig, Experiment, LogConfig, PPOConfig, Promise, PSROConfig, TrainerConfig
+
+PROMISE = Promise(
+    "neg_exploitability", median=-0.05, worst=-0.05, seeds=(1,), wall_s=135, quick=False,
+    source="bench/RESULTS.md (PSRO): seed 1, exploitability 0.457 -> 0.0278 after 16 best responses of 20k env steps "
+    "(134 s at load ~18 on the 2 cores)",
+)
 
 
 def experiment() -> Experiment:
