@@ -100,6 +100,18 @@ class ActorCriticPolicy:
         return self.act(pp, obs, actor_state, first, rng, deterministic=True)
 
     @property
+    def action_probs(self) -> Callable[[Params, Array], Array] | None:
+        """``(pp, obs [B, *O]) -> [B, A]`` for a feed-forward discrete policy (``Algorithm.action_probs``), else None."""
+        if self.rec is not None or self.spec.action_kind != "discrete":
+            return None
+
+        def probs(pp: Params, obs: Array) -> Array:
+            logits, _ = self.net.apply(pp["params"], self.prep(obs, pp["obs_norm"]))
+            return jax.nn.softmax(logits, axis=-1)
+
+        return probs
+
+    @property
     def extras_spec(self) -> dict[str, tuple[tuple[int, ...], str]]:
         out = {"logp": ((), "float32")}
         if self.value_extra:

@@ -89,6 +89,10 @@ class Algorithm:
     act_deterministic: Callable[[Params, Array, ActorState, Array, Array], tuple[Array, dict[str, Array], ActorState]] | None = None
     """``act``'s signature, acting with the distribution's mode (greedy / mean action; DQN: epsilon 0), for
     evaluation (``srljax.evaluation.evaluator``, ``eval.deterministic``); None: the algorithm has none."""
+    action_probs: Callable[[Params, Array], Array] | None = None
+    """``action_probs(policy_params, obs [B, *O]) -> [B, A]``: a feed-forward discrete policy's action probabilities
+    (illegal actions 0), what PSRO tabulates over a game's information states (``srljax/population/game_tree.py``);
+    None: the algorithm has none (recurrent or continuous policies, value-based ones)."""
     exploration: Callable[[int, int | None, int], dict[str, float]] = lambda env_steps, actor, num_actors: {}
     initial_priorities: Callable[[dict[str, Any]], Any] | None = None
     priority_lookahead: int = 0

@@ -152,6 +152,7 @@ def make_impala(cfg: Experiment, spec: EnvSpec) -> Algorithm:
         initial_actor_state=ac.initial_actor_state,
         act=ac.act,
         act_deterministic=ac.act_deterministic,
+        action_probs=ac.action_probs,
         update=update,
         extras_spec=ac.extras_spec,
     )

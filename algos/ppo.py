@@ -207,6 +207,7 @@ def make_ppo(cfg: Experiment, spec: EnvSpec, *, loop: LoopForm | None = None) ->
         initial_actor_state=ac.initial_actor_state,
         act=ac.act,
         act_deterministic=ac.act_deterministic,
+        action_probs=ac.action_probs,
         update=update,
         extras_spec=ac.extras_spec,
         return_gamma=gamma if norm_rew else None,

@@ -9,7 +9,8 @@ over games); the opponent's moves (and chance outcomes, sampled by their probabi
 until it is the learner's turn again or the game is over, one batched ``opponent.act`` call per round, so a
 network opponent is one call per env step. What the learner sees is a Dict observation flattened
 (``envs/spaces.py``): ``observation`` (the game's observation tensor from its seat, or its information-state
-tensor where the game has no observation tensor), ``seat`` (one-hot, 2) and ``action_mask`` (the legal actions,
+tensor where the game has no observation tensor or ``env.options.info_state`` asks for it: the whole history the
+player saw, as PSRO's exact exploitability on poker needs), ``seat`` (one-hot, 2) and ``action_mask`` (the legal actions,
 ``EnvSpec.legal_actions``), so PPO, IMPALA, DQN and R2D2 never choose an illegal action; one is refused with a
 ``ValueError`` naming it. The reward is 0 until the game ends, then the learner's return (connect four: +1 win,
 -1 loss, 0 draw), with ``terminated`` set. The opponent's ``end(i, score)`` gets the learner's score (1 win, 0.5
@@ -30,7 +31,7 @@ from envs.python_loop import PythonLoopVecEnv
 from srljax.config import EnvConfig
 from srljax.types import EnvSpec
 
-OPTIONS = {"game": "connect_four", "egocentric": False}
+OPTIONS = {"game": "connect_four", "egocentric": False, "info_state": False}
 
 
 class Opponent(Protocol):
@@ -77,9 +78,15 @@ def load_game(name: str, for_what: str = "self-play") -> Any:
     return game
 
 
-def observation_size(game: Any) -> int:
-    shape = (game.observation_tensor_shape() if game.get_type().provides_observation_tensor
-             else game.information_state_tensor_shape())
+def uses_info_state(game: Any, info_state: bool = False) -> bool:
+    """Whether the env shows ``game``'s information-state tensor: asked for (``env.options.info_state``), or the
+    game has no observation tensor."""
+    return info_state or not game.get_type().provides_observation_tensor
+
+
+def observation_size(game: Any, info_state: bool = False) -> int:
+    shape = (game.information_state_tensor_shape() if uses_info_state(game, info_state)
+             else game.observation_tensor_shape())
     return int(np.prod(shape))
 
 
@@ -104,15 +111,17 @@ def seat_planes(game: Any) -> tuple[int, int] | None:
     return (planes[0], planes[1]) if planes[0] != planes[1] else None
 
 
-def observe(game: Any, state: Any, player: int, planes: tuple[int, int] | None = None) -> np.ndarray:
+def observe(game: Any, state: Any, player: int, planes: tuple[int, int] | None = None,
+            info_state: bool = False) -> np.ndarray:
     """``state`` as ``player`` sees it, flattened as the env's observation: the game's observation tensor (or its
-    information-state tensor), the seat one-hot, the legal-action flags (none once the game is over). With
+    information-state tensor: ``info_state``, or a game without an observation tensor), the seat one-hot, the
+    legal-action flags (none once the game is over). With
     ``planes`` (``seat_planes``, the ``egocentric`` option) seat 1 sees the two players' planes swapped: the first
     always holds the viewer's own pieces."""
-    size, num_actions = observation_size(game), game.num_distinct_actions()
+    size, num_actions = observation_size(game, info_state), game.num_distinct_actions()
     out = np.zeros(size + 2 + num_actions, np.float32)
-    out[:size] = (state.observation_tensor(player) if game.get_type().provides_observation_tensor
-                  else state.information_state_tensor(player))
+    out[:size] = (state.information_state_tensor(player) if uses_info_state(game, info_state)
+                  else state.observation_tensor(player))
     if planes is not None and player == 1:
         board = out[:size].reshape(game.observation_tensor_shape())
         board[[planes[0], planes[1]]] = board[[planes[1], planes[0]]]
@@ -133,13 +142,16 @@ class OpenSpielVecEnv(PythonLoopVecEnv):
     """``num_envs`` games of ``game`` (see the module docstring)."""
 
     def __init__(self, game: str, num_envs: int, seed: int = 0, batch_size: int | None = None,
-                 egocentric: bool = False):
+                 egocentric: bool = False, info_state: bool = False):
         self.game = load_game(game)
+        self.info_state = info_state
         self.planes = seat_planes(self.game) if egocentric else None  # checked by openspiel_problems
         if egocentric and self.planes is None:
             raise ValueError(egocentric_problem(game))
+        if egocentric and info_state:
+            raise ValueError(INFO_STATE_EGOCENTRIC)
         self.num_actions = self.game.num_distinct_actions()
-        size = observation_size(self.game)
+        size = observation_size(self.game, info_state)
         super().__init__(EnvSpec(
             id=f"openspiel/{game}", obs_shape=(size + 2 + self.num_actions,), obs_dtype="float32",
             action_kind="discrete", num_actions=self.num_actions, num_envs=num_envs,
@@ -153,7 +165,7 @@ class OpenSpielVecEnv(PythonLoopVecEnv):
 
     def observe(self, index: int, player: int) -> np.ndarray:
         """Game ``index`` as ``player`` sees it (``observe``)."""
-        return observe(self.game, self.states[index], player, self.planes)
+        return observe(self.game, self.states[index], player, self.planes, self.info_state)
 
     def _advance(self, ids: np.ndarray, action: np.ndarray | None) -> Any:
         for row, index in enumerate(ids.tolist()):  # the learner's moves, new games where one ended
@@ -203,7 +215,11 @@ def make_openspiel(cfg: EnvConfig, seed: int) -> OpenSpielVecEnv:
     """Factory for ``EnvConfig(factory="envs.openspiel:make_openspiel", options={"game": "connect_four"})``."""
     opts = with_defaults(cfg.options, OPTIONS)
     return OpenSpielVecEnv(str(opts["game"]), cfg.num_envs, seed=seed, batch_size=cfg.envs_per_recv,
-                           egocentric=bool(opts["egocentric"]))
+                           egocentric=bool(opts["egocentric"]), info_state=bool(opts["info_state"]))
+
+
+INFO_STATE_EGOCENTRIC = ("env.options.info_state=true with egocentric=true: the planes egocentric swaps are the "
+                         "observation tensor's; use one of the two")
 
 
 def egocentric_problem(game: str) -> str:
@@ -217,7 +233,12 @@ def openspiel_problems(options: dict[str, Any]) -> list[str]:
         game = load_game(str(opts["game"]), "this env")
     except ValueError as error:
         return [str(error)]
-    return [egocentric_problem(str(opts["game"]))] if opts["egocentric"] and seat_planes(game) is None else []
+    out = [egocentric_problem(str(opts["game"]))] if opts["egocentric"] and seat_planes(game) is None else []
+    if opts["info_state"] and not game.get_type().provides_information_state_tensor:
+        out.append(f"env.options.info_state=true: {opts['game']} has no information-state tensor; drop the option")
+    if opts["info_state"] and opts["egocentric"]:
+        out.append(INFO_STATE_EGOCENTRIC)
+    return out
 
 
 make_openspiel.options = OPTIONS  # names and types checked before launch (envs.problems)

@@ -57,6 +57,9 @@ def main(cfg: Experiment, resume: bool = False) -> int:
         except KeyboardInterrupt:
             message = (f"interrupted; the final checkpoint is in {trials[0].run_dir / 'checkpoints'}: continue with "
                        f"-f {cfg.trial} --resume")
+            if cfg.pbt.enabled or (cfg.selfplay.enabled and cfg.selfplay.league) or cfg.psro.enabled:
+                message = (f"interrupted; what it wrote so far is in {trials[0].run_dir}, but a population, a league "
+                           "or PSRO does not resume: start a new trial")
             for trial in trials:
                 _status(trial, 130, "interrupted", message)
             print(message, flush=True)

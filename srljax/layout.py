@@ -223,7 +223,7 @@ class Plan:
     """what the update trains on: ``segments`` (PPO, IMPALA, ...), ``replay`` (DQN, R2D2, SAC, TD3) or ``search``
     (AlphaZero: rows chosen by a tree search, the Anakin loop only)."""
     loop: str
-    """the single-process loop that runs it: ``on_policy``, ``replay``, ``population``, ``league`` or ``anakin`` (a
+    """the single-process loop that runs it: ``on_policy``, ``replay``, ``population``, ``league``, ``psro`` or ``anakin`` (a
     JAX env stepped inside the compiled program, ``srljax/loops/anakin.py``)."""
     members: int
     """members trained side by side (a PBT population's or a league's), each with its own trainer; 0 for one."""
@@ -256,6 +256,8 @@ def plan_of(cfg: Experiment) -> Plan:
         loop = "population"
     elif league:
         loop = "league"
+    elif cfg.psro.enabled:
+        loop = "psro"
     elif cfg.env.is_jax and (kind in ("segments", "search") or getattr(cfg.algo, "name", "") in ANAKIN_REPLAY):
         loop = "anakin"
     else:

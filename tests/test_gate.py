@@ -66,8 +66,8 @@ def test_a_bad_promise_is_one_clear_error(tmp_path):
     with pytest.raises(ConfigError, match="PROMISE is a dict, expected srljax.config.Promise"):
         load_promise(bad)
     assert Promise("returns", median=1, worst=2, wall_s=0).problems("x") == [
-        "x: Promise.metric='returns' must be one of return, best_return, eval_best, eval_final, pbt_worst_member or "
-        "win_rate:BOT",
+        "x: Promise.metric='returns' must be one of return, best_return, eval_best, eval_final, pbt_worst_member, "
+        "neg_exploitability or win_rate:BOT",
         "x: Promise.worst=2 is above Promise.median=1",
         "x: Promise.wall_s=0 must be the measured seconds per seed (> 0)"]
 
@@ -113,6 +113,11 @@ def test_each_metric_is_read_from_the_run_folder(tmp_path):
     assert measure("eval_best", run) == 480 and measure("eval_final", run) == 450
     assert measure("win_rate:mcts100", run) == 0.55 and measure("win_rate:random", run) == 0.9
     assert measure("return", write_run(tmp_path / "none", [])) is None
+    (run / "psro").mkdir()
+    (run / "psro" / "psro.jsonl").write_text("".join(json.dumps({"iteration": i, "exploitability": e}) + "\n"
+                                                     for i, e in enumerate([0.46, 0.2, 0.04])))
+    assert measure("neg_exploitability", run) == -0.04  # lower exploitability is better: the gate's >= holds
+    assert measure("neg_exploitability", tmp_path / "none") is None
 
 
 def test_a_promise_breaks_on_its_median_or_its_worst_seed_and_names_its_figures(tmp_path):

@@ -83,6 +83,10 @@ def measure(metric: str, run_dir: Path) -> float | None:
         scores = [m.get("final_score") for m in members]
         ok = scores and all(isinstance(x, (int, float)) and math.isfinite(x) for x in scores)
         return float(min(scores)) if ok else None
+    if metric == "neg_exploitability":
+        lines = read_records(run_dir / "psro" / "psro.jsonl")
+        values = [r["exploitability"] for r in lines if isinstance(r.get("exploitability"), (int, float))]
+        return -float(values[-1]) if values else None
     rows = read_records(run_dir / "eval.jsonl")
     if metric.startswith("win_rate:"):
         bot = metric.split(":", 1)[1]

@@ -14,7 +14,7 @@ at run time.
 
 The tree, one module a section: ``experiment.py`` (``Experiment``, ``problems``, ``validate``),
 ``env.py``, ``sections.py`` (trainer, layout, log, checkpoint), ``eval.py``, ``pbt.py``,
-``policies.py``, ``slurm.py``, ``selfplay.py``, ``promise.py``, ``errors.py``, ``dicts.py``; ``algo.py`` (what
+``policies.py``, ``slurm.py``, ``selfplay.py``, ``psro.py``, ``promise.py``, ``errors.py``, ``dicts.py``; ``algo.py`` (what
 algorithm configs share, ``algo=NAME``), ``registry.py`` (the built-in algorithms, one line each) and ``tree.py``
 (overrides, config files, JSON). Each algorithm's config lives beside the algorithm
 (``algos/ppo_config.py``, ...). Every name below is importable from ``srljax.config``; each is
@@ -42,6 +42,7 @@ _EXPORTS = {  # name -> the module that defines it
     "apply_overrides": "srljax.config.tree", "load_file": "srljax.config.tree", "to_dict": "srljax.config.tree",
     "from_dict": "srljax.config.tree", "write_json": "srljax.config.tree",
     "ReplayConfig": "algos.replay_config", "SelfPlayConfig": "srljax.config.selfplay",
+    "PSROConfig": "srljax.config.psro",
 }
 # and each built-in algorithm's config class (PPOConfig, ...), beside its algorithm, named by the one registry
 _ALGO_EXPORTS = config_exports()

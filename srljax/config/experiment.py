@@ -16,6 +16,7 @@ from srljax.config.errors import ConfigError
 from srljax.config.eval import EvalConfig, eval_problems
 from srljax.config.pbt import PBTConfig, pbt_problems
 from srljax.config.policies import PoliciesConfig, policies_problems
+from srljax.config.psro import PSROConfig, psro_problems
 from srljax.config.sections import CheckpointConfig, LayoutConfig, LogConfig, TrainerConfig
 from srljax.config.selfplay import SelfPlayConfig, selfplay_problems
 from srljax.config.slurm import SlurmConfig
@@ -58,6 +59,8 @@ class Experiment:
     """several policies and the agent -> policy table (``srljax/config/policies.py``); default: one shared policy."""
     selfplay: SelfPlayConfig = field(default_factory=SelfPlayConfig)
     """a two-player game against a pool of the learner's snapshots (``srljax/config/selfplay.py``); default: off."""
+    psro: PSROConfig = field(default_factory=PSROConfig)
+    """PSRO on a small two-player zero-sum game (``srljax/config/psro.py``); default: off."""
 
     # -- derived sizes ---------------------------------------------------------------
     @property
@@ -343,7 +346,7 @@ def problems(cfg: Experiment) -> list[str]:
         if not value or "/" in value or value.startswith("."):
             out.append(f"{key}={value!r} must be a non-empty folder name without '/'")
     out += eval_problems(cfg) + pbt_problems(cfg) + policies_problems(cfg) + deterministic_problems(cfg) + record_problems(cfg)
-    out += selfplay_problems(cfg)
+    out += selfplay_problems(cfg) + psro_problems(cfg)
     # one message per bad value: a NaN or infinity is reported as such, not again by a range check it also fails
     bad = [m.split(" ", 1)[0] for m in out if m.endswith(" must be a finite number")]
     return [m for m in out if m.endswith(" must be a finite number") or not any(b in m for b in bad)]

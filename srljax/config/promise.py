@@ -21,6 +21,8 @@ Metrics, read from a finished trial's run folder:
 - ``win_rate:BOT``: the last evaluation's win rate against OpenSpiel's ``BOT`` (``random``, ``mcts100``,
   self-play configs' ``eval.jsonl``).
 - ``pbt_worst_member``: the lowest final evaluation of a population's members (``pbt/members.json``).
+- ``neg_exploitability``: minus the exploitability of PSRO's last meta-strategy (``psro/psro.jsonl``'s last line),
+  so that higher is better as for every other metric: ``median=-0.05`` promises exploitability <= 0.05.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-METRICS = ("return", "best_return", "eval_best", "eval_final", "pbt_worst_member")
+METRICS = ("return", "best_return", "eval_best", "eval_final", "pbt_worst_member", "neg_exploitability")
 WIN_RATE = re.compile(r"^win_rate:[a-z0-9_]+$")
 
 
@@ -39,7 +41,7 @@ class Promise:
 
     metric: str
     """what is judged: ``return`` | ``best_return`` | ``eval_best`` | ``eval_final`` | ``pbt_worst_member`` |
-    ``win_rate:BOT`` (the module's docstring says where each is read)."""
+    ``neg_exploitability`` | ``win_rate:BOT`` (the module's docstring says where each is read)."""
     median: float
     """the median over seeds must reach this."""
     worst: float

@@ -7,7 +7,7 @@
 
 The loops (this package): ``on_policy.py`` for segment algorithms (PPO, IMPALA, MAPPO, a user's),
 ``replay.py`` for replay algorithms (DQN, a user's), ``population.py`` for a PBT population; ``league.py`` for a
-self-play league; ``anakin.py`` for an algorithm on a JAX env (rollout and update in one compiled program, seeds
+self-play league; ``psro.py`` for PSRO on a small two-player game; ``anakin.py`` for an algorithm on a JAX env (rollout and update in one compiled program, seeds
 vmapped).
 """
 
@@ -19,6 +19,7 @@ from srljax.loops.anakin import train_anakin
 from srljax.loops.league import train_league
 from srljax.loops.on_policy import train_on_policy
 from srljax.loops.population import train_population
+from srljax.loops.psro import train_psro
 from srljax.loops.replay import train_replay
 from srljax.loops.result import TrainResult
 from srljax.parallel import dispatch
@@ -36,7 +37,7 @@ def train(cfg: Experiment | Run, resume: bool = False) -> TrainResult:
     if not run.cfg.trainer.overlap_collection:  # nothing runs beside a computation: no hand-off to a worker thread
         dispatch.run_cpu_inline()
     loop = {"population": train_population, "league": train_league, "replay": train_replay,
-            "on_policy": train_on_policy, "anakin": train_anakin}[run.plan.loop]  # srljax/layout.py decides which, once
+            "on_policy": train_on_policy, "anakin": train_anakin, "psro": train_psro}[run.plan.loop]  # srljax/layout.py decides which, once
     try:
         return loop(run)
     except CheckpointError:

@@ -8,7 +8,8 @@ in a distributed league's actors.
 
 Each game draws its opponent from ``weights()`` when it starts and keeps it to the end, even if the league drops
 that snapshot meanwhile (its params stay here until the game ends); ``report(name, score)`` gets the member's score
-when it ends. Opponents act by the algorithm's own ``act`` (sampling): the params of every opponent now playing are
+when it ends. Opponents act by the algorithm's own ``act`` (sampling; ``act=``: another function of its signature,
+e.g. ``algo.act_deterministic`` for PSRO's greedy policies): the params of every opponent now playing are
 stacked on a leading axis (padded to a power of two, so a new opponent rarely means a new compile) and one jitted call
 per round gathers each row's own opponent's params and acts (``vmap`` over rows).
 """
@@ -35,12 +36,12 @@ def act_rows(act: Any, stacked: Any, obs: Any, which: Any, key: Any) -> Any:
 
 class LeagueOpponent:
     def __init__(self, algo: Any, spec: Any, seed: int, weights: Callable[[], dict[str, float]],
-                 params_of: Callable[[str], Any], report: Callable[[str, float], None]):
+                 params_of: Callable[[str], Any], report: Callable[[str, float], None], act: Any = None):
         self.weights, self.params_of, self.report = weights, params_of, report
         self.rng = np.random.default_rng([seed, 4111])
         self.key = jax.random.PRNGKey(seed + 4111)
         self.num_envs = spec.num_envs
-        self._act = jax.jit(functools.partial(act_rows, algo.act))
+        self._act = jax.jit(functools.partial(act_rows, act or algo.act))
         self.assigned = [LATEST] * spec.num_envs
         self.held: dict[str, Any] = {}  # the params of the opponents now playing (LATEST: the member's own)
         self._rows: dict[str, int] = {}

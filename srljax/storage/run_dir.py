@@ -235,6 +235,9 @@ def resume_problems(cfg: Experiment) -> list[str]:
         return [f"cannot resume {where}: resuming a population (pbt.population={cfg.pbt.population}) is not built "
                 "(the members' checkpoints hold their train states, not the manager's ranking and lineage): start a "
                 "new trial without --resume"]
+    if cfg.psro.enabled:
+        return [f"cannot resume {where}: resuming PSRO is not built (its best responses' params are in psro/policies/, "
+                "not a resumable state): start a new trial without --resume"]
     if cfg.selfplay.enabled and cfg.selfplay.league:
         return [f"cannot resume {where}: resuming a league (selfplay.league) is not built (the members' checkpoints "
                 "hold their train states, not the league's snapshots, match matrix and ratings): start a new trial "
