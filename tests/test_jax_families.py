@@ -3,7 +3,6 @@ lazy autoreset through ``JaxEnv``, their refusals, and a short PPO run of each t
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import json
 import math
@@ -39,6 +38,7 @@ def _short_ppo(tmp_path, env: EnvConfig, steps: int = 2048) -> list[dict]:
     assert len(lines) == steps // (32 * env.num_envs)
     for line in lines:
         assert all(math.isfinite(line[k]) for k in ("policy_loss", "value_loss", "entropy"))
+        assert math.isfinite(line.get("episode_return", 0.0))  # present once an episode has finished
     return lines
 
 
@@ -151,5 +151,4 @@ def test_craftax_classic_steps_with_its_clock_as_a_truncation(tmp_path):
     assert [bool(r.truncated.all()) for r in rows] == [False, False, True, False, False, False, True]
     assert not any(r.terminated.any() for r in rows) and (rows[2].episode_length == 3).all()
     assert all(np.isfinite(r.obs).all() and r.obs.min() >= 0 for r in rows)
-    lines = _short_ppo(tmp_path, dataclasses.replace(EnvConfig(id="craftax/Craftax-Classic-Symbolic-v1"), num_envs=16))
-    assert any("episode_return" in line for line in lines) or lines  # noop-free play rarely dies in 2k steps
+    _short_ppo(tmp_path, EnvConfig(id="craftax/Craftax-Classic-Symbolic-v1", num_envs=16))
