@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 JAX_FAMILIES = {"gymnax": ("envs.jax_envs.gymnax_family", "gymnax"), "brax": ("envs.jax_envs.brax_family", "brax"),
-                "pgx": ("envs.jax_envs.pgx_family", "pgx"),
+                "pgx": ("envs.jax_envs.pgx_family", "pgx"), "jumanji": ("envs.jax_envs.jumanji_family", "jumanji"),
+                "craftax": ("envs.jax_envs.craftax_family", "craftax"),
+                "xminigrid": ("envs.jax_envs.xminigrid_family", "xminigrid"),
                 "jaxmarl": ("envs.jax_envs.jaxmarl_family", "jaxmarl")}
 """JAX env families by id prefix (``gymnax/CartPole-v1``) -> (the module with ``family(env_config)`` and
 ``problems(env_config)``, the package it needs); ``envs/jax_envs`` builds them."""
@@ -26,7 +28,8 @@ class EnvConfig:
 
     id: str = "CartPole-v1"
     """envpool task id (``Pong-v5``, ``HalfCheetah-v4``, ``CartPole-v1``, ...), or a JAX env's
-    ``family/name`` (``gymnax/CartPole-v1``, ``gymnax/Breakout-MinAtar``, ``pgx/connect_four``, ``jaxmarl/smax:3m``; ``JAX_FAMILIES``)."""
+    ``family/name`` (``gymnax/CartPole-v1``, ``gymnax/Breakout-MinAtar``, ``pgx/connect_four``, ``jumanji/Snake-v1``,
+    ``craftax/Craftax-Classic-Symbolic-v1``, ``xminigrid/MiniGrid-Empty-8x8``, ``jaxmarl/smax:3m``; ``JAX_FAMILIES``)."""
     num_envs: int = 8
     """environments owned by one actor (one envpool instance)."""
     batch_size: int = 0
