@@ -29,6 +29,10 @@ def make_parser(prog: str, description: str) -> argparse.ArgumentParser:
     parser.add_argument("--resume", action="store_true",
                         help="continue trial -f from its newest checkpoint, with the config it was trained with "
                         f"and only the overrides given now; these may change: {run_dir.resumable_keys()}")
+    parser.add_argument("--resume-from", type=int, metavar="STEP",
+                        help="as --resume, from checkpoint step STEP (its update number) instead of the newest; the "
+                        "later steps are moved to RUN_DIR/checkpoints.later/ (kept). A step that does not exist is "
+                        "refused, naming the steps there")
     parser.add_argument("--show", action="store_true",
                         help="print the resolved config (every key, its type and meaning) and the derived sizes, "
                         "then exit; creates nothing (launch/show.py)")
@@ -50,11 +54,12 @@ def resolve(args: argparse.Namespace, backend: str | None = None) -> Experiment:
     cfg = dataclasses.replace(cfg, **names)
     if bad:  # what else is wrong with the config as far as it could be applied; nothing about the run folder yet
         raise ConfigError(bad + problems(cfg, backend))
-    resume = getattr(args, "resume", False)
-    if resume and not args.trial:
-        raise ConfigError(["--resume needs the trial to continue: add -f TRIAL"])
-    if resume:  # the trial's own config, not the file's defaults: a resume changes only what it is told to
-        cfg, changes = run_dir.resume_config(cfg, args.overrides)
+    resume = resume_of(args)
+    if run_dir.resuming(resume) and not args.trial:
+        raise ConfigError([f"{'--resume-from' if resume is not True else '--resume'} needs the trial to continue: "
+                           "add -f TRIAL"])
+    if run_dir.resuming(resume):  # the trial's own config, not the file's defaults: a resume changes only what it is told
+        cfg, changes = run_dir.resume_config(cfg, args.overrides, run_dir.resume_step(resume))
         for change in changes:
             print(f"resume: {change}", flush=True)
     cfg, notes = deterministic_inference(cfg)
@@ -62,6 +67,16 @@ def resolve(args: argparse.Namespace, backend: str | None = None) -> Experiment:
         print(note, flush=True)
     check(cfg, resume, backend)  # every owner's checks and the run folder's (srljax/prepare.py)
     return cfg
+
+
+def resume_of(args: argparse.Namespace) -> bool | int:
+    """``--resume`` (True), ``--resume-from N`` (N: ``srljax.storage.run_dir.resume_step``) or neither (False)."""
+    step = getattr(args, "resume_from", None)
+    if step is None:
+        return bool(getattr(args, "resume", False))
+    if step < 0:
+        raise ConfigError([f"--resume-from {step}: a checkpoint step is an update number >= 0"])
+    return step
 
 
 def parse(argv: list[str] | None = None, prog: str = "launch", description: str = "") -> Experiment:
@@ -81,4 +96,4 @@ def run_cli(main, argv: list[str] | None, prog: str, description: str) -> int:
     except ConfigError as err:
         print(f"{prog}: {err}", file=sys.stderr)
         return 2
-    return main(cfg, resume=args.resume)
+    return main(cfg, resume=resume_of(args))
