@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import signal
 import sys
 
 from srljax.config import ConfigError, Experiment, apply_overrides, load_file
@@ -85,7 +86,11 @@ def parse(argv: list[str] | None = None, prog: str = "launch", description: str 
 
 
 def run_cli(main, argv: list[str] | None, prog: str, description: str) -> int:
-    """Parse, report config errors as one clear message (exit 2), else call ``main(cfg, resume)``."""
+    """Parse, report config errors as one clear message (exit 2), else call ``main(cfg, resume)``. A launcher
+    started in the background by a script (``&``) inherits SIGINT ignored, which Python keeps: it takes Ctrl-C's
+    handler back, so ``kill -INT`` stops it as Ctrl-C does."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     args = make_parser(prog, description).parse_intermixed_args(argv)
     if args.show:
         from launch.show import show_config

@@ -197,11 +197,9 @@ def run_distributed(cfg: Experiment, resume: bool | int = False, checked: bool =
     if result is None:
         print("interrupted", flush=True)
         return 130
-    lines = result.message.splitlines()
     if result.exit_code != 0:  # the whole message: who was lost or stalled, and why
         print("FAILED: " + result.message, flush=True)
-    elif len(lines) > 1:  # below the raw "done" line: the restarts, if any
-        print("\n".join(lines[1:]), flush=True)
+    # a finished trial's restarts (the message's later lines) were printed once, in the controller's "ending the trial"
     print(summary_line(result.exit_code == 0, result.reason, trial_record(cfg), cfg,
                        time.monotonic() - began), flush=True)
     if cfg.eval.every_updates > 0:  # the eval manager's last and best evaluations (srljax/evaluation/evaluator.py)
