@@ -143,7 +143,7 @@ def single(root: Path, trial: str, *extra: str) -> list[str]:
 # -- hostile neighbours -----------------------------------------------------------------------------------------
 def _flooded_processes(root: Path, floods: int) -> tuple[int, str, list[int], Path]:
     folder = root / "cartpole_ppo_distributed" / "flood"
-    proc = launch(dist(root, "flood", "total_env_steps=40960"), fd_limit=FD_LIMIT)
+    proc = launch(dist(root, "flood", "total_env_steps=24576"), fd_limit=FD_LIMIT)
     opened = []
     for _ in range(floods):
         target = wait_for(lambda: len(metrics(folder)) >= 2 + 3 * len(opened) and address(folder, "trainer",
@@ -200,7 +200,7 @@ print(json.dumps({{"code": result.exit_code, "reason": result.reason, "opened": 
 @row("idle-connection flood, threads backend", f"the same floods at a threads-backend trial under ulimit -n {FD_LIMIT}: "
      "rc 0, every update once, no restart")
 def flood_threads(root: Path) -> tuple[str, bool]:
-    overrides = [f"log.run_root={root}", "trial=tflood", "total_env_steps=40960", "checkpoint.every_updates=4",
+    overrides = [f"log.run_root={root}", "trial=tflood", "total_env_steps=24576", "checkpoint.every_updates=4",
                  *QUIET]
     script = THREADS_FLOOD.format(root=str(ROOT), config=str(ROOT / DIST), overrides=overrides)
     code, out = run(["-c", script], fd_limit=FD_LIMIT)

@@ -3,7 +3,9 @@
 Started by ``launch/processes.py`` (one per worker). Reads ``RUN_DIR/config.json``, finds the
 controller in ``RUN_DIR/names`` and serves it until ``stop``. SIGTERM / SIGINT stop it cleanly
 (a second one exits at once); so does the death of the launcher (``PR_SET_PDEATHSIG`` on Linux,
-and the control thread watches the parent pid), so no worker outlives its launcher.
+and the control thread watches the parent pid), so no worker outlives its launcher. An actor leaves with
+``os._exit`` once its worker has closed everything: the interpreter's teardown (a full garbage collection over
+JAX's and envpool's objects) outlasted the launcher's stop grace at the actor's low priority.
 """
 
 from __future__ import annotations
@@ -71,7 +73,12 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    return worker.run()
+    code = worker.run()
+    if placement == ACTOR:  # its sockets, env and files are closed: skip the interpreter's teardown, whose last
+        sys.stdout.flush()  # garbage collection over JAX's and envpool's objects took an actor at nice 10 on a busy
+        sys.stderr.flush()  # box past the launcher's stop grace (SIGTERM, then SIGKILL, after every trial)
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":
