@@ -409,3 +409,18 @@ def test_resume_from_a_step_that_is_not_there_names_the_ones_that_are(tmp_path: 
                    [str(tmp_path / "cfg.py"), "-f", "t", "--resume-from", "3", "total_env_steps=200"],
                    "launch.local", "")
     assert code == 0 and called == [3]
+
+
+def test_a_launcher_that_inherits_sigint_ignored_takes_ctrl_c_back(tmp_path: Path) -> None:
+    """A script's ``python -m launch.local ... &`` starts with SIGINT ignored; ``kill -INT`` must still stop it."""
+    from launch.cli import run_cli
+
+    (tmp_path / "cfg.py").write_text(CONFIG_FILE)
+    seen = []
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        code = run_cli(lambda c, resume: seen.append(signal.getsignal(signal.SIGINT)) or 0,
+                       [str(tmp_path / "cfg.py"), "-f", "t"], "launch.local", "")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert code == 0 and seen == [signal.default_int_handler]
