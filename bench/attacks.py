@@ -1,7 +1,7 @@
 """Attacks on live trials (issue 43): hostile neighbours, broken disks, two launches of one trial, bad values.
 
     python bench/attacks.py                    # every attack, one row each: attack, expected, observed, pass/fail
-    python bench/attacks.py --only flood       # the rows whose name holds "flood"
+    python bench/attacks.py --only flood,disk  # the rows whose name holds "flood" or "disk"
     python bench/attacks.py --list             # the rows' names
 
 Every row runs the real launcher (``python -m launch.local``: local processes, or one process for a single-process
@@ -131,8 +131,8 @@ def no_traceback_exit2(code: int, out: str, *said: str) -> tuple[str, bool]:
 
 
 def dist(root: Path, trial: str, *extra: str) -> list[str]:
-    return ["-m", "launch.local", DIST, "-f", trial, f"log.run_root={root}", "total_env_steps=16384",
-            "checkpoint.every_updates=4", *QUIET, *extra]
+    return ["-m", "launch.local", DIST, "-f", trial, f"log.run_root={root}", "total_env_steps=8192",
+            "checkpoint.every_updates=2", *QUIET, *extra]
 
 
 def single(root: Path, trial: str, *extra: str) -> list[str]:
@@ -143,7 +143,7 @@ def single(root: Path, trial: str, *extra: str) -> list[str]:
 # -- hostile neighbours -----------------------------------------------------------------------------------------
 def _flooded_processes(root: Path, floods: int) -> tuple[int, str, list[int], Path]:
     folder = root / "cartpole_ppo_distributed" / "flood"
-    proc = launch(dist(root, "flood", "total_env_steps=24576"), fd_limit=FD_LIMIT)
+    proc = launch(dist(root, "flood", "total_env_steps=81920"), fd_limit=FD_LIMIT)
     opened = []
     for _ in range(floods):
         target = wait_for(lambda: len(metrics(folder)) >= 2 + 3 * len(opened) and address(folder, "trainer",
@@ -255,7 +255,7 @@ def worker_pid(folder: Path, role: str) -> int | None:
      "back within 100 MB, rc 0")
 def big_message(root: Path) -> tuple[str, bool]:
     folder = root / "cartpole_ppo_distributed" / "big"
-    proc = launch(dist(root, "big", "total_env_steps=24576"))
+    proc = launch(dist(root, "big", "total_env_steps=12288"))
     target = wait_for(lambda: len(metrics(folder)) >= 2 and address(folder, "trainer", "samples"), LIVE_S)
     pid = worker_pid(folder, "trainer") if target else None
     if not pid:
@@ -282,7 +282,7 @@ def prometheus_flood(root: Path) -> tuple[str, bool]:
     from srljax.telemetry.prometheus import read_targets, scrape
 
     folder = root / "cartpole_ppo_distributed" / "prom"
-    proc = launch(dist(root, "prom", "total_env_steps=24576"))
+    proc = launch(dist(root, "prom", "total_env_steps=12288"))
     got = wait_for(lambda: len(metrics(folder)) >= 2 and [t for t in read_targets(folder)
                                                           if t.labels.get("role") == "actor"], LIVE_S)
     pid = worker_pid(folder, "actor") if got else None
@@ -322,7 +322,7 @@ def _scrapes(scrape: Any, addr: str) -> bool:
      "trial: each rc 2 naming the holder's pid and host; the first rc 0, every update once")
 def two_launches_processes(root: Path) -> tuple[str, bool]:
     folder = root / "cartpole_ppo_distributed" / "twice"
-    first = launch(dist(root, "twice"))
+    first = launch(dist(root, "twice", "total_env_steps=40960"))
     started = wait_for(lambda: len(metrics(folder)) >= 1, LIVE_S)
     again = run(dist(root, "twice"), timeout=120) if started else (-1, "")
     resumed = run(["-m", "launch.local", DIST, "-f", "twice", f"log.run_root={root}", "--resume", *QUIET],
@@ -592,10 +592,10 @@ def grace(root: Path) -> tuple[str, bool]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", help="run the rows whose name holds this")
+    parser.add_argument("--only", help="run the rows whose name holds this (several: comma-separated)")
     parser.add_argument("--list", action="store_true")
     args = parser.parse_args()
-    rows = [r for r in ROWS if not args.only or args.only in r[0]]
+    rows = [r for r in ROWS if not args.only or any(part in r[0] for part in args.only.split(","))]
     if args.list:
         print("\n".join(name for name, _, _ in rows))
         return 0
