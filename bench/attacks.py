@@ -143,10 +143,10 @@ def single(root: Path, trial: str, *extra: str) -> list[str]:
 # -- hostile neighbours -----------------------------------------------------------------------------------------
 def _flooded_processes(root: Path, floods: int) -> tuple[int, str, list[int], Path]:
     folder = root / "cartpole_ppo_distributed" / "flood"
-    proc = launch(dist(root, "flood", "total_env_steps=81920"), fd_limit=FD_LIMIT)
+    proc = launch(dist(root, "flood", "total_env_steps=24576"), fd_limit=FD_LIMIT)
     opened = []
     for _ in range(floods):
-        target = wait_for(lambda: len(metrics(folder)) >= 2 + 3 * len(opened) and address(folder, "trainer",
+        target = wait_for(lambda: len(metrics(folder)) >= 2 + 2 * len(opened) and address(folder, "trainer",
                                                                                           "samples"), LIVE_S)
         if not target or proc.poll() is not None:
             break
