@@ -38,7 +38,7 @@ def _flood(address: str, frames: int, *, route: bool = False) -> None:
     """One message of ``frames`` 60 KiB frames from a plain (no key) peer, in its own context."""
     ctx = zmq.Context()
     sock = ctx.socket(zmq.DEALER if route else zmq.PUSH)
-    sock.setsockopt(zmq.LINGER, 5000)
+    sock.setsockopt(zmq.LINGER, 120_000)  # a loaded box may take many seconds to move 150 MB: never drop it
     sock.connect(address)
     sock.send_multipart([b"x" * FRAME] * frames)
     sock.close()
