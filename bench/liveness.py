@@ -1,12 +1,14 @@
 """Chaos harness for the data path (issue 22): real workers, random delays and kills, a grid of layouts.
 
-    python bench/liveness.py --trials 200              # the grid, sampled; prints a table
+    python bench/liveness.py --trials 200 --backend threads   # the grid, sampled; prints a table
     python bench/liveness.py --trials 200 --algo apex  # only the Ape-X draws of the same grid
     python bench/liveness.py --trials 10 --seed 3      # a sample (the default test run takes ~6, tests/test_liveness_chaos.py)
     python bench/liveness.py --one '{"algo": "ppo", "actors": 3, ...}'   # one trial, its JSON result on the last line
 
-Each trial is its own process (a crashed or abandoned thread cannot leak into the next). It runs a small
-CartPole trial with the threads backend (real workers, real ZeroMQ sockets, real envpool envs) drawn from
+Each trial is its own process (a crashed or abandoned thread cannot leak into the next; an abort inside libzmq
+ends only that trial, and is reported as its exit status). It runs a small CartPole trial with the threads
+backend (``--backend threads``, the only one: the chaos is patched into the one process that holds every worker;
+real workers, real ZeroMQ sockets, real envpool envs) drawn from
 the grid: PPO (on-policy) or Ape-X DQN (replay, 1 or 4 updates per compiled call); actors 1-8; buffer workers 0-3 (replay: 1-3 shards);
 ``trainer.publish_every`` 1-4; ``trainer.max_policy_lag`` 1-8; inline or remote inference (1-2 policy
 workers); ``layout.ring_size`` 1-2. Into every worker it injects:
@@ -255,6 +257,9 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=1, help="trials at once (each is several threads)")
     parser.add_argument("--p-delay", type=float, default=0.02)
     parser.add_argument("--max-delay", type=float, default=0.2)
+    parser.add_argument("--backend", choices=["threads"], default="threads",
+                        help="how each trial runs its workers: threads in the trial's process (launch.threads), where "
+                        "a stop is cooperative (Worker.request_stop; nothing is raised into a thread)")
     parser.add_argument("--one", help="run one drawn trial (JSON) in this process")
     parser.add_argument("--algo", choices=["ppo", "apex"], help="run only the draws of this algorithm (the same draws "
                         "as the whole grid's: a rerun of one family after a change to it)")
@@ -269,10 +274,12 @@ def main() -> int:
     trials = [t for t in (draw(rng, i) for i in range(args.trials)) if args.algo in (None, t["algo"])]
     started = time.monotonic()
     results = run_trials(trials, args.p_delay, args.max_delay, args.jobs)
-    print(f"\n{len(results)} trials in {time.monotonic() - started:.0f} s (seed {args.seed}"
+    aborted = [r for r in results if any("exit -6" in p or "Assertion" in p for p in r["problems"])]
+    print(f"\n{len(results)} trials in {time.monotonic() - started:.0f} s (backend {args.backend}, seed {args.seed}"
           f"{', ' + args.algo + ' draws only' if args.algo else ''}, p_delay {args.p_delay}, "
           f"max_delay {args.max_delay} s, jobs {args.jobs})")
     print(table(results))
+    print(f"aborted processes (SIGABRT, a libzmq assertion): {len(aborted)}")
     failed = [r for r in results if not r["passed"]]
     for r in failed:
         print(f"FAILED: --one '{json.dumps(r['trial'])}': {'; '.join(r['problems'])}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import signal
 import sys
 
 from srljax.config import ConfigError, Experiment, apply_overrides, load_file
@@ -29,6 +30,10 @@ def make_parser(prog: str, description: str) -> argparse.ArgumentParser:
     parser.add_argument("--resume", action="store_true",
                         help="continue trial -f from its newest checkpoint, with the config it was trained with "
                         f"and only the overrides given now; these may change: {run_dir.resumable_keys()}")
+    parser.add_argument("--resume-from", type=int, metavar="STEP",
+                        help="as --resume, from checkpoint step STEP (its update number) instead of the newest; the "
+                        "later steps are moved to RUN_DIR/checkpoints.later/ (kept). A step that does not exist is "
+                        "refused, naming the steps there")
     parser.add_argument("--show", action="store_true",
                         help="print the resolved config (every key, its type and meaning) and the derived sizes, "
                         "then exit; creates nothing (launch/show.py)")
@@ -50,11 +55,12 @@ def resolve(args: argparse.Namespace, backend: str | None = None) -> Experiment:
     cfg = dataclasses.replace(cfg, **names)
     if bad:  # what else is wrong with the config as far as it could be applied; nothing about the run folder yet
         raise ConfigError(bad + problems(cfg, backend))
-    resume = getattr(args, "resume", False)
-    if resume and not args.trial:
-        raise ConfigError(["--resume needs the trial to continue: add -f TRIAL"])
-    if resume:  # the trial's own config, not the file's defaults: a resume changes only what it is told to
-        cfg, changes = run_dir.resume_config(cfg, args.overrides)
+    resume = resume_of(args)
+    if run_dir.resuming(resume) and not args.trial:
+        raise ConfigError([f"{'--resume-from' if resume is not True else '--resume'} needs the trial to continue: "
+                           "add -f TRIAL"])
+    if run_dir.resuming(resume):  # the trial's own config, not the file's defaults: a resume changes only what it is told
+        cfg, changes = run_dir.resume_config(cfg, args.overrides, run_dir.resume_step(resume))
         for change in changes:
             print(f"resume: {change}", flush=True)
     cfg, notes = deterministic_inference(cfg)
@@ -64,13 +70,27 @@ def resolve(args: argparse.Namespace, backend: str | None = None) -> Experiment:
     return cfg
 
 
+def resume_of(args: argparse.Namespace) -> bool | int:
+    """``--resume`` (True), ``--resume-from N`` (N: ``srljax.storage.run_dir.resume_step``) or neither (False)."""
+    step = getattr(args, "resume_from", None)
+    if step is None:
+        return bool(getattr(args, "resume", False))
+    if step < 0:
+        raise ConfigError([f"--resume-from {step}: a checkpoint step is an update number >= 0"])
+    return step
+
+
 def parse(argv: list[str] | None = None, prog: str = "launch", description: str = "") -> Experiment:
     args = make_parser(prog, description).parse_intermixed_args(argv)
     return resolve(args)
 
 
 def run_cli(main, argv: list[str] | None, prog: str, description: str) -> int:
-    """Parse, report config errors as one clear message (exit 2), else call ``main(cfg, resume)``."""
+    """Parse, report config errors as one clear message (exit 2), else call ``main(cfg, resume)``. A launcher
+    started in the background by a script (``&``) inherits SIGINT ignored, which Python keeps: it takes Ctrl-C's
+    handler back, so ``kill -INT`` stops it as Ctrl-C does."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     args = make_parser(prog, description).parse_intermixed_args(argv)
     if args.show:
         from launch.show import show_config
@@ -81,4 +101,4 @@ def run_cli(main, argv: list[str] | None, prog: str, description: str) -> int:
     except ConfigError as err:
         print(f"{prog}: {err}", file=sys.stderr)
         return 2
-    return main(cfg, resume=args.resume)
+    return main(cfg, resume=resume_of(args))

@@ -1,8 +1,8 @@
-"""``python -m launch.local CFG.py [-e NAME] [-f TRIAL] [--resume] [key=value ...]``: run on this machine.
+"""``python -m launch.local CFG.py [-e NAME] [-f TRIAL] [--resume | --resume-from N] [key=value ...]``: run on this machine.
 
 A config whose ``layout.mode`` is ``single`` trains in this process (``srljax.loops.train``);
 ``distributed`` layouts start one process per worker. ``-f TRIAL --resume`` continues that trial
-from its newest checkpoint (``srljax.storage.run_dir`` says what may change). SIGTERM stops a run as
+from its newest checkpoint (``--resume-from N``: from step N) (``srljax.storage.run_dir`` says what may change). SIGTERM stops a run as
 Ctrl-C does: the final checkpoint is written (``checkpoint.final``) and the exit code is 130. A single-process
 run ends by writing ``RUN_DIR/status.json`` as the distributed controller does (``done``, ``timeout`` or
 ``interrupted``), so ``python -m launch.status RUN_DIR`` says how it ended. A trial another launch is running is
@@ -24,7 +24,7 @@ from srljax.layout import describe_batch
 DISK_ERRNOS = (errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EACCES, errno.EIO)  # a run's writes that failed
 
 
-def main(cfg: Experiment, resume: bool = False) -> int:
+def main(cfg: Experiment, resume: bool | int = False) -> int:
     trials = seed_trials(cfg)  # one, or each of ``seeds`` (trained together in one program: srljax/loops/anakin.py)
     for trial in trials:
         print(f"run folder: {trial.run_dir}  (config.json, metrics.jsonl, checkpoints/)", flush=True)

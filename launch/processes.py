@@ -156,9 +156,9 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def run_distributed(cfg: Experiment, resume: bool = False, checked: bool = False) -> int:
+def run_distributed(cfg: Experiment, resume: bool | int = False, checked: bool = False) -> int:
     """Run ``cfg`` as local processes; return the exit code (0 done, 1 failed, 2 bad config, 130 interrupted).
-    ``resume``: continue the trial from its newest checkpoint; ``checked``: the launcher just ran the checks."""
+    ``resume``: continue the trial from its newest checkpoint (an int N: from step N); ``checked``: the launcher just ran the checks."""
     try:
         cfg = auth.resolved(cfg, slurm=False)
         plan = plan_of(cfg) if checked else check(cfg, resume, "processes")
@@ -188,7 +188,8 @@ def run_distributed(cfg: Experiment, resume: bool = False, checked: bool = False
     began = time.monotonic()
     try:
         with sigterm_as_interrupt():
-            result, killed, _ = run_trial(cfg, procs, names, plan.layout, started=started, keys=keys, resume=resume)
+            result, killed, _ = run_trial(cfg, procs, names, plan.layout, started=started, keys=keys,
+                                          resume=run_folder.resuming(resume))
     finally:
         run_folder.release(run_dir)  # the trial's lock, taken by prepare (srljax.storage.run_dir)
     if killed:
@@ -196,11 +197,9 @@ def run_distributed(cfg: Experiment, resume: bool = False, checked: bool = False
     if result is None:
         print("interrupted", flush=True)
         return 130
-    lines = result.message.splitlines()
     if result.exit_code != 0:  # the whole message: who was lost or stalled, and why
         print("FAILED: " + result.message, flush=True)
-    elif len(lines) > 1:  # below the raw "done" line: the restarts, if any
-        print("\n".join(lines[1:]), flush=True)
+    # a finished trial's restarts (the message's later lines) were printed once, in the controller's "ending the trial"
     print(summary_line(result.exit_code == 0, result.reason, trial_record(cfg), cfg,
                        time.monotonic() - began), flush=True)
     if cfg.eval.every_updates > 0:  # the eval manager's last and best evaluations (srljax/evaluation/evaluator.py)

@@ -127,7 +127,7 @@ class ThreadWorkers:
 
 
 def run_threads(cfg: Experiment, names: NameResolver | None = None, verbose: bool = False,
-                keys: KeyRing | None = None, resume: bool = False) -> SystemResult:
+                keys: KeyRing | None = None, resume: bool | int = False) -> SystemResult:
     """Run ``cfg`` (``layout.mode=distributed``) with one thread per worker; return when the trial ends.
 
     ``layout.auth`` on (``auto`` is on, as in every backend) gives every worker its
@@ -142,7 +142,7 @@ def run_threads(cfg: Experiment, names: NameResolver | None = None, verbose: boo
     workers = ThreadWorkers(cfg, names, keys)
     try:
         trial, stuck, controller = run_trial(cfg, workers, names, build_layout(cfg), verbose=verbose, keys=keys,
-                                               resume=resume)
+                                               resume=run_dir_lock.resuming(resume))
     finally:
         run_dir_lock.release(cfg.run_dir)  # the trial's lock, taken by prepare (srljax.storage.run_dir)
     if trial is None:

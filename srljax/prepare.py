@@ -77,7 +77,7 @@ def problems(cfg: Experiment, backend: str | None = None, memo: dict | None = No
     return found
 
 
-def check(cfg: Experiment, resume: bool = False, backend: str | None = None) -> Plan:
+def check(cfg: Experiment, resume: bool | int = False, backend: str | None = None) -> Plan:
     """The run's plan, or ``ConfigError`` with every problem (the config's and the run folder's) or
     ``RunFolderInUse`` when only the folder is in the way. Creates nothing."""
     found = problems(cfg, backend)
@@ -99,9 +99,10 @@ class Run:
     resume: bool = False
 
 
-def prepare(cfg: Experiment, resume: bool = False, backend: str | None = None, checked: bool = False) -> Run:
+def prepare(cfg: Experiment, resume: bool | int = False, backend: str | None = None, checked: bool = False) -> Run:
     """``check`` (skipped when the caller just ran it: ``checked``), then claim the run folder (on resume: cut its
-    metrics back to the checkpoint), write ``config.json`` and, where JAX computes in this process (``single``,
+    metrics back to the checkpoint; ``resume`` an int N: from step N, ``--resume-from``), write ``config.json``
+    and, where JAX computes in this process (``single``,
     ``threads``), enable the compile cache."""
     backend = backend or backend_of(cfg)
     plan = plan_of(cfg) if checked else check(cfg, resume, backend)
@@ -117,7 +118,7 @@ def prepare(cfg: Experiment, resume: bool = False, backend: str | None = None, c
         from srljax.parallel import compile_cache
 
         compile_cache.enable(cfg.compile_cache)
-    return Run(cfg, plan, run_dir, resume)
+    return Run(cfg, plan, run_dir, run_folder.resuming(resume))
 
 
 def prepared(cfg: Experiment | Run, resume: bool = False) -> Run:

@@ -358,3 +358,69 @@ def test_workers_raise_their_soft_fd_limit_to_the_hard_one() -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.stdout.split("\n")[0] == "1024 (1024, 1024)", out.stdout + out.stderr
+
+
+def test_resume_from_a_chosen_step_keeps_the_later_ones_aside(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    cfg, folder = trained(tmp_path, "from")
+    capsys.readouterr()
+    result = train(dataclasses.replace(cfg, total_env_steps=4 * 4 * 7), resume=4)  # --resume-from 4
+    out = capsys.readouterr().out
+    assert "resuming from checkpoint step 4 as asked: moved the later steps 5" in out, out
+    assert "moved 1 line(s) of update 5" in out, out
+    assert updates(folder) == [1, 2, 3, 4, 5, 6, 7] and result.metrics[0]["update"] == 5
+    assert (folder / run_dir.LATER / "5" / "state").is_dir()  # kept, not deleted
+    assert steps(folder / "checkpoints")[-1] == 7
+
+
+CONFIG_FILE = f"""
+import sys
+sys.path.insert(0, {str(ROOT)!r})
+from tests.test_trial_faults import parity
+from pathlib import Path
+
+def experiment():
+    return parity(Path(__file__).parent)
+"""
+
+
+def test_resume_from_a_step_that_is_not_there_names_the_ones_that_are(tmp_path: Path) -> None:
+    from launch.cli import run_cli
+
+    cfg, folder = trained(tmp_path, "t")
+    (tmp_path / "cfg.py").write_text(CONFIG_FILE)
+    called = []
+    for step, said in [("9", "holds no step 9; the intact steps there: 3, 4, 5; resume from one of them"),
+                       ("-1", "--resume-from -1: a checkpoint step is an update number >= 0")]:
+        before = sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+        code = run_cli(lambda c, resume: called.append(resume) or 0,
+                       [str(tmp_path / "cfg.py"), "-f", "t", "--resume-from", step, "total_env_steps=200"],
+                       "launch.local", "")
+        assert code == 2 and not called
+        assert sorted(str(p.relative_to(folder)) for p in folder.rglob("*")) == before  # nothing changed
+    assert run_dir.resume_problems(cfg, 9)[0].endswith(
+        "holds no step 9; the intact steps there: 3, 4, 5; resume from one of them with --resume-from STEP, or "
+        "from the newest with --resume")
+    for f in (folder / "checkpoints" / "4").rglob("*"):
+        if f.is_file() and f.stat().st_size > 200:
+            os.truncate(f, 100)
+    problem = run_dir.resume_problems(cfg, 4)[0]
+    assert "from checkpoint step 4: it is damaged" in problem and "intact steps there: 3, 5 (damaged: 4)" in problem
+    code = run_cli(lambda c, resume: called.append(resume) or 0,
+                   [str(tmp_path / "cfg.py"), "-f", "t", "--resume-from", "3", "total_env_steps=200"],
+                   "launch.local", "")
+    assert code == 0 and called == [3]
+
+
+def test_a_launcher_that_inherits_sigint_ignored_takes_ctrl_c_back(tmp_path: Path) -> None:
+    """A script's ``python -m launch.local ... &`` starts with SIGINT ignored; ``kill -INT`` must still stop it."""
+    from launch.cli import run_cli
+
+    (tmp_path / "cfg.py").write_text(CONFIG_FILE)
+    seen = []
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        code = run_cli(lambda c, resume: seen.append(signal.getsignal(signal.SIGINT)) or 0,
+                       [str(tmp_path / "cfg.py"), "-f", "t"], "launch.local", "")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert code == 0 and seen == [signal.default_int_handler]

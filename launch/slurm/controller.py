@@ -13,6 +13,7 @@ the old process is killed there (needs ``srun`` where the controller runs). ``do
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -166,6 +167,13 @@ def main(argv: list[str] | None = None) -> int:
     from srljax.system.shell.controller import Controller, TrialEnded, TrialResult, write_status
 
     cfg = from_dict(json.loads((run_dir / "config.json").read_text()))
+    from srljax.storage import run_dir as run_folder
+
+    try:  # one live launch per trial, as every backend: held for the controller's life, released by its death
+        run_folder.lock(dataclasses.replace(cfg, log=dataclasses.replace(cfg.log, run_root=str(run_dir.parent.parent))))
+    except run_folder.RunFolderInUse as err:  # nothing of the live trial's (status, result) is touched
+        print(f"[slurm_controller] {err}", flush=True)
+        return 2
     layout = build_layout(cfg)
     print(f"[slurm_controller] {cfg.name}/{cfg.trial}: job {os.environ.get('SLURM_JOB_ID', '?')} on node "
           f"{os.environ.get('SLURMD_NODENAME', '?')}, binding {os.environ[BIND_HOST_ENV]}", flush=True)

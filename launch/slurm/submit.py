@@ -1,4 +1,4 @@
-"""``python -m launch.slurm CFG.py [-e NAME] [-f TRIAL] [--resume] [--dry-run] [--show] [key=value ...]``: run a trial on Slurm.
+"""``python -m launch.slurm CFG.py [-e NAME] [-f TRIAL] [--resume | --resume-from N] [--dry-run] [--show] [key=value ...]``: run a trial on Slurm.
 
     python -m launch.slurm configs/cartpole_ppo_distributed.py -f try1          # submit; prints job id, logs
     python -m launch.slurm configs/atari_ppo_distributed.py --dry-run           # print the sbatch script only
@@ -24,13 +24,14 @@ import contextlib
 import sys
 from pathlib import Path
 
-from launch.cli import make_parser, resolve
+from launch.cli import make_parser, resolve, resume_of
 from launch.slurm.jobs import SlurmError, jobs_named, partition_nodes, sbatch
 from launch.slurm.plan import Component, plan
 from launch.slurm.sbatch import job_name, render, resolved
 from launch.slurm.trial import ACTIONS, RunFiles, Trial, trial_main
 from srljax.config import ConfigError, Experiment
 from srljax.layout import POLICY
+from srljax.storage import run_dir as run_folder
 from srljax.storage.run_dir import RunFolderInUse
 from srljax.storage.run_dir import problems as run_folder_problems
 from srljax.system.shell import auth
@@ -62,15 +63,16 @@ def main(argv: list[str] | None = None) -> int:
         print(render(cfg), end="")
         return 0
     try:
-        return submit(cfg, resume=args.resume)
+        return submit(cfg, resume=resume_of(args))
     except SlurmError as err:
         print(f"{PROG}: {err}\nnothing was submitted.", file=sys.stderr)
         return 1
 
 
-def submit(cfg: Experiment, resume: bool = False) -> int:
+def submit(cfg: Experiment, resume: bool | int = False) -> int:
     """Check, write the run folder, ``sbatch``; print where everything is. Returns the exit code.
-    ``resume``: the trial's folder holds a checkpoint the job continues from."""
+    ``resume``: the trial's folder holds a checkpoint the job continues from (an int N: ``--resume-from N``, the
+    steps after N moved to ``checkpoints.later/`` before the job can start, and back if ``sbatch`` refuses)."""
     trial = Trial(Path(cfg.run_dir))
     if refusal := _refusal(cfg, trial, resume):
         print(f"{PROG}: {refusal}\nnothing was submitted.", file=sys.stderr)
@@ -80,14 +82,22 @@ def submit(cfg: Experiment, resume: bool = False) -> int:
         print(f"{PROG}: layout.auth=off: the trial's sockets accept anyone who reaches the nodes", file=sys.stderr)
     files = RunFiles(trial)
     # sbatch refuses: a new run folder is left as it was (missing or empty); a resumed one keeps its run
-    with files.transaction() if not resume else contextlib.nullcontext():
+    resuming = run_folder.resuming(resume)
+    with files.transaction() if not resuming else contextlib.nullcontext():
         trial.run_dir.mkdir(parents=True, exist_ok=True)
         trial.run_dir.chmod(0o700)  # owner-only, as in every backend (srljax.storage.run_dir.claim)
         auth.prepare(cfg, trial.run_dir)  # RUN_DIR/keys (0700, files 0600) before any task can start
         files.write_config(cfg)
         files.write(trial.script, render(cfg))
         (trial.run_dir / "logs").mkdir(parents=True, exist_ok=True)
-        job_id = sbatch(trial.script)
+        later = run_folder.set_aside_later(trial.run_dir / "checkpoints", run_folder.resume_step(resume))
+        try:
+            job_id = sbatch(trial.script)
+        except SlurmError:
+            run_folder.put_back_later(trial.run_dir / "checkpoints")
+            raise
+        for note in later:
+            print(f"resume: {note}", flush=True)
         files.write_record(job_id, job_name(cfg), plan(cfg))
     _print_submitted(cfg, trial, job_id)
     return 0

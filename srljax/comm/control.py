@@ -162,6 +162,9 @@ class ControlServer(Endpoint):
             parts = [route, body]
             while parts[-1].more:
                 parts.append(self.sock.recv(_NOBLOCK, copy=False))
+            if self.max_message is not None and sum(map(len, parts)) > self.max_message:
+                self.drop_too_big(parts)
+                return None
             return self._slow(parts)
         try:
             header = msgpack.unpackb(body, raw=False)

@@ -49,17 +49,19 @@ class ParamsPublisher(Endpoint):
 class ParamsSubscriber(Endpoint):
     """SUB, connected. One thread only. ``counters()``: received, superseded, drop.*.
 
-    ``max_bytes``: the largest frame accepted (the biggest params leaf, with headroom); larger ones
+    ``max_bytes``: the largest frame accepted (the biggest params leaf, with headroom; ``max_message_bytes``:
+    the whole message, all leaves); larger ones
     cost the publisher its connection before they are allocated.
     """
 
     stream, receives = "params", "params"
 
     def __init__(self, address: str | None, trial: str, *, ctx: zmq.Context | None = None, hwm: int = 2,
-                 max_bytes: int | None = None) -> None:
+                 max_bytes: int | None = None, max_message_bytes: int | None = None) -> None:
         sock = make_socket(context(ctx), zmq.SUB, rcvhwm=hwm)
         sock.setsockopt(zmq.SUBSCRIBE, b"")  # the trial is checked on decode, not by topic
-        super().__init__(sock, trial, {KIND_PARAMS}, max_bytes=max_bytes)
+        super().__init__(sock, trial, {KIND_PARAMS}, max_bytes=max_bytes,
+                         max_message_bytes=max_message_bytes)
         self.hwm = sock.getsockopt(zmq.RCVHWM)  # the byte bound may have lowered it
         if address:
             self.connect(address)

@@ -51,9 +51,10 @@ class SampleReceiver(Endpoint):
     stream, receives = "samples", "samples"
 
     def __init__(self, address: str, trial: str, *, ctx: zmq.Context | None = None, hwm: int = 4,
-                 max_bytes: int | None = None) -> None:
+                 max_bytes: int | None = None, max_message_bytes: int | None = None) -> None:
         sock = make_socket(context(ctx), zmq.PULL, rcvhwm=hwm)
-        super().__init__(sock, trial, {KIND_SAMPLE}, max_bytes=max_bytes)
+        super().__init__(sock, trial, {KIND_SAMPLE}, max_bytes=max_bytes,
+                         max_message_bytes=max_message_bytes)
         self.bind(address)
 
     def recv(self, timeout_ms: int | None = None) -> Message | None:

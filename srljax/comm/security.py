@@ -12,8 +12,8 @@
 Every stream made with such a context applies its rules: a bind is a CURVE server whose ZAP handler admits
 only the ring's keys (naming the peer's identity as ``User-Id``); a connect pins the server's public key (the
 stream's ``pinned`` identity, else ``peer_roles``), so only the trainer can publish params and only the
-controller can command; every receiver is bounded (``ZMQ_MAXMSGSIZE`` per frame, ROUTER/DEALER queues per
-peer), also with ``layout.auth=off``. Refused handshakes are counted (``auth_refused``, ``handshake_failed``).
+controller can command; every receiver is bounded (``ZMQ_MAXMSGSIZE`` per frame, the sum of a message's frames, ROUTER/DEALER queues
+per peer), also with ``layout.auth=off``. Refused handshakes are counted (``auth_refused``, ``handshake_failed``).
 """
 
 from __future__ import annotations
@@ -177,6 +177,8 @@ class WireRules:
     pinned: dict[str, str] = field(default_factory=dict)  # stream -> the only identity that may serve it
     peer_roles: dict[str, str] = field(default_factory=dict)  # server address -> identity serving it
     limits: dict[str, int] = field(default_factory=dict)  # what an endpoint receives -> max bytes per frame
+    message_limits: dict[str, int] = field(default_factory=dict)  # ... -> max bytes per message, frames together
+    max_message_bytes: int = 0  # layout.max_message_bytes: caps every data stream's message bound (0: no cap)
     queue_bytes: int = QUEUE_BYTES
     max_params_version: int | None = None  # a params version above this is refused (the trial's last update)
 

@@ -11,6 +11,8 @@ Every stream is an ``Endpoint``: it owns one socket (use it from one thread only
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import os
 import tempfile
 import time
@@ -33,6 +35,9 @@ HANDSHAKE_EVENTS = {zmq.EVENT_HANDSHAKE_FAILED_AUTH: "auth_refused",  # ZAP said
                     zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: "handshake_failed",  # e.g. a server key that is not the pinned one
                     zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "handshake_failed",
                     zmq.EVENT_ACCEPT_FAILED: "accept_failed"}  # e.g. EMFILE: a flood of idle connections took them
+TOO_BIG = "too_big"  # drop reason: a message whose frames together pass the socket's message bound
+MESSAGE_FRAMES = 4  # a socket that knows only its frame bound takes messages of at most this many such frames
+CONTROL_RECEIVES = frozenset({"control", "commands", "subscriptions"})  # bounds the trial sets itself, not capped
 SERVER_HANDSHAKE_S = 3.0
 """ZMQ_HANDSHAKE_IVL of a bound data stream (samples, params, inference; libzmq's default: 30 s): a connection that
 has not finished its handshake by then is dropped, so a flood of idle connections (no greeting, no key) holds this
@@ -73,6 +78,24 @@ def bind_random(sock: zmq.Socket, host: str = "127.0.0.1") -> str:
     return bind(sock, f"tcp://{host}:*")
 
 
+def _malloc_trim() -> Any:
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or None).malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
+
+
+_TRIM = _malloc_trim()
+
+
+def give_back_memory() -> None:
+    """Return freed heap pages to the OS (glibc ``malloc_trim``; nothing elsewhere). libzmq holds a multipart
+    message's frames in many small allocations, which glibc keeps after they are freed: without this, one
+    dropped 800 MB message of 14,000 frames left the process 655 MB larger for good."""
+    if _TRIM is not None:
+        _TRIM(0)
+
+
 class Endpoint:
     """One socket plus counters; the streams derive from this.
 
@@ -80,6 +103,12 @@ class Endpoint:
     bind and connect, ``ZMQ_MAXMSGSIZE`` = ``max_bytes`` or the rules' limit for what this endpoint
     ``receives``, and (ROUTER/DEALER streams, whose HWMs are large) its receive queue capped in
     bytes as well as in messages. Samples and params keep their few-message HWMs.
+
+    Every message's frames together are bounded too (``max_message``: ``max_message_bytes``, else the
+    rules' ``message_limits``, else ``MESSAGE_FRAMES`` frame bounds; ``layout.max_message_bytes`` caps it on
+    data streams): libzmq hands a multipart message over only once all its frames have arrived, so a peer
+    can make it hold one message, but a larger one is dropped before decoding (``drop.too_big``), its
+    frames freed at once and the heap given back (``give_back_memory``); nothing of it is kept.
     """
 
     stream: ClassVar[str] = ""  # control, samples, params, inference: the ZAP domain, and which server key to pin
@@ -87,7 +116,7 @@ class Endpoint:
     queue_in_bytes: ClassVar[bool] = False  # cap RCVHWM at ``queue_bytes // max_bytes`` (large message HWMs)
 
     def __init__(self, sock: zmq.Socket, trial: str, kinds: Collection[str] | None, *,
-                 max_bytes: int | None = None) -> None:
+                 max_bytes: int | None = None, max_message_bytes: int | None = None) -> None:
         self.sock = sock
         self.trial = trial
         self.kinds = None if kinds is None else frozenset(kinds)
@@ -98,6 +127,9 @@ class Endpoint:
         self.rules = rules_of(sock)
         if max_bytes is None and self.rules is not None:
             max_bytes = self.rules.limits.get(self.receives)
+        self.max_message = self._message_bound(max_bytes, max_message_bytes)
+        if max_bytes and max_bytes > 0 and self.max_message:
+            max_bytes = min(max_bytes, self.max_message)  # a frame cannot be larger than its message
         self.max_bytes = max_bytes
         if max_bytes:
             sock.setsockopt(zmq.MAXMSGSIZE, max_bytes)
@@ -108,6 +140,16 @@ class Endpoint:
         self._monitor = None  # handshake failures, counted when CURVE is on
         if self.rules is not None and self.rules.keys is not None:
             self._monitor = sock.get_monitor_socket(sum(HANDSHAKE_EVENTS))
+
+    def _message_bound(self, max_bytes: int | None, max_message_bytes: int | None) -> int | None:
+        rules = self.rules
+        bound = max_message_bytes or (rules.message_limits.get(self.receives) if rules is not None else None)
+        if not bound and max_bytes and max_bytes > 0:  # -1: unbounded (libzmq's default)
+            bound = MESSAGE_FRAMES * max_bytes
+        cap = rules.max_message_bytes if rules is not None and self.receives not in CONTROL_RECEIVES else 0
+        if cap:
+            bound = min(bound, cap) if bound else cap
+        return bound or None
 
     def counters(self) -> dict[str, int]:
         """Flat counters for metrics: ``{"sent": .., "received": .., "drop.<reason>": ..}``."""
@@ -236,8 +278,21 @@ class Endpoint:
         return [f if isinstance(f, bytes) else f.bytes for f in frames[:envelope]], msg
 
     def _recv_parts(self) -> list[Any]:
-        """One queued message's parts, without blocking (``zmq.Again`` if none): zero-copy ``Frame``s."""
-        return self.sock.recv_multipart(flags=zmq.NOBLOCK, copy=False)
+        """One queued message's parts within ``max_message`` bytes, without blocking (``zmq.Again`` if none):
+        zero-copy ``Frame``s. A larger message is dropped (``drop.too_big``) and the next one read."""
+        while True:
+            frames = self.sock.recv_multipart(flags=zmq.NOBLOCK, copy=False)
+            if self.max_message is None or len(frames) == 1 or \
+                    sum(map(len, frames)) <= self.max_message:
+                return frames
+            self.drop_too_big(frames)
+
+    def drop_too_big(self, frames: list[Any]) -> None:
+        """Count a message past ``max_message`` and let its frames go at once, giving the heap back."""
+        size, count = sum(map(len, frames)), len(frames)
+        frames.clear()  # the caller's list: the frames' memory is freed here, before the trim
+        self.drops.add(DecodeError(TOO_BIG, f"{size:,} bytes in {count} frames, over {self.max_message:,}"))
+        give_back_memory()
 
     def _validate(self, msg: Message) -> None:
         """Stream-specific checks on a decoded message; raise DecodeError to drop it."""

@@ -321,6 +321,9 @@ def problems(cfg: Experiment) -> list[str]:
             out.append("layout.num_buffer_workers, layout.num_policy_workers and layout.max_segments_ahead must be >= 0")
         if not 0 <= lay.actor_nice <= 19:
             out.append(f"layout.actor_nice={lay.actor_nice} must be a nice value in 0..19 (higher: lower priority)")
+        if lay.max_message_bytes != 0 and lay.max_message_bytes < 1 << 20:
+            out.append(f"layout.max_message_bytes={lay.max_message_bytes} must be 0 (each socket's own bound) or at "
+                       f"least {1 << 20} (1 MiB: the control channel's messages)")
         if lay.max_restarts < 0 or lay.restart_backoff_seconds < 0:
             out.append(f"layout.max_restarts={lay.max_restarts} and layout.restart_backoff_seconds="
                        f"{lay.restart_backoff_seconds} must be >= 0 (0 restarts: a lost worker ends the trial)")

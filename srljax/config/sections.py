@@ -72,6 +72,11 @@ class LayoutConfig:
     stall_seconds: float = 300.0
     """distributed: a trial whose trainer made no update for this long after start is stalled: it ends
     as failed, naming the roles that wait and on what."""
+    max_message_bytes: int = 0
+    """distributed: the most bytes one received message may hold, all its frames together, on every receiving
+    socket (checked before decoding; a larger one is dropped and counted as ``drop.too_big``, its memory given
+    back); 0: each socket's own bound, twice the largest message of its stream this trial sends (from the env
+    spec and the params) plus 64 KiB. A value below a stream's largest message ends the trial at configure."""
     max_restarts: int = 3
     """distributed: how often the controller restarts one lost actor, policy, buffer or custom-role
     worker (its process exited, it fell silent, hung or reported an error) with the same role and

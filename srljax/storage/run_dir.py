@@ -21,7 +21,10 @@ metrics lines logged after the checkpoint's update (a crash between checkpoints)
 ``metrics.discarded.jsonl``, so ``metrics.jsonl`` continues without gaps or repeated updates, and says so
 (how many lines, which updates, torn or garbage lines, a missing file, updates missing before the checkpoint).
 Damaged newer steps (``srljax.storage.steps.damage``) are moved to ``checkpoints.damaged/`` first, each named
-with why, and the trial resumes from the newest intact step.
+with why, and the trial resumes from the newest intact step. ``--resume-from N`` (``resume=N``: an int where
+``resume`` is True for the newest) resumes from step N instead: a step that does not exist or is damaged is refused
+naming the steps there, and the steps after N are moved to ``checkpoints.later/`` (kept, never deleted), so every
+worker, the metrics cut and a Slurm controller see N as the newest.
 
 One live launch per trial: ``claim`` takes ``RUN_DIR/.lock`` (``flock``, held until ``release`` or the
 process's death, which the kernel sees to), writing the holder's pid and host into it; ``problems`` names a
@@ -48,6 +51,7 @@ from srljax.storage.steps import damage, read_meta, steps
 SHOWN_ENTRIES = 4
 LOCK = ".lock"  # RUN_DIR/.lock: flock'd by the live launch of the trial; holds "pid N on host H since T"
 DAMAGED = "checkpoints.damaged"  # RUN_DIR/checkpoints.damaged/<step>: steps a resume could not use, kept
+LATER = "checkpoints.later"  # RUN_DIR/checkpoints.later/<step>: steps after the one ``--resume-from`` chose, kept
 LOCK_TRIES, LOCK_WAIT_S = 20, 0.05  # a probe (``holder``) holds the lock shared for microseconds: retry so long
 _HELD: dict[str, int] = {}  # this process's locks: the lock file's real path -> its descriptor
 SHOWN_DIFFERENCES = 12
@@ -163,11 +167,21 @@ def resumable_keys() -> str:
     return ", ".join(k.rstrip(".") + (".*" if k.endswith(".") else "") for k in RESUMABLE if k not in ("name", "trial"))
 
 
-def resume_config(cfg: Experiment, overrides: list[str]) -> tuple[Experiment, list[str]]:
-    """The config ``--resume`` continues with: the trial's own (the one its newest checkpoint was written with)
-    with only ``overrides`` applied, and each change as ``key: old -> new``. Without a readable checkpoint
-    config, ``cfg`` as it is (``resume_problems`` then says why the trial cannot resume)."""
-    found = read_meta(Path(cfg.run_dir) / "checkpoints")
+def resume_step(resume: bool | int | None) -> int | None:
+    """The checkpoint step ``--resume-from N`` asks for (``resume`` an int), None for the newest (a bool)."""
+    return None if resume is None or isinstance(resume, bool) else int(resume)
+
+
+def resuming(resume: bool | int | None) -> bool:
+    """Whether ``resume`` asks to continue the trial: True (the newest step) or a step number (0 included)."""
+    return resume is not None and resume is not False
+
+
+def resume_config(cfg: Experiment, overrides: list[str], step: int | None = None) -> tuple[Experiment, list[str]]:
+    """The config ``--resume`` continues with: the trial's own (the one its newest checkpoint, or ``step``, was
+    written with) with only ``overrides`` applied, and each change as ``key: old -> new``. Without a readable
+    checkpoint config, ``cfg`` as it is (``resume_problems`` then says why the trial cannot resume)."""
+    found = read_meta(Path(cfg.run_dir) / "checkpoints", step)
     if found is None or not isinstance(found[1].get("config"), dict):
         return cfg, []
     try:
@@ -227,8 +241,23 @@ def config_differences(saved: dict[str, Any], cfg: Experiment) -> list[str]:
             if not _resumable(k) and not same(k)]
 
 
-def resume_problems(cfg: Experiment) -> list[str]:
-    """Why ``cfg`` cannot resume its trial ([] if it can)."""
+def step_problem(directory: Path, step: int, where: str) -> str | None:
+    """Why ``--resume-from step`` cannot resume from ``directory``: no such step, or a damaged one (None: it reads)."""
+    found = steps(directory)
+    intact = [s for s in found if damage(directory, s) is None]
+    there = (f"the intact steps there: {', '.join(map(str, intact))}" if intact else "none there is intact") + (
+        f" (damaged: {', '.join(str(s) for s in found if s not in intact)})" if len(intact) < len(found) else "")
+    fix = ("; resume from one of them with --resume-from STEP, or from the newest with --resume" if intact
+           else "; start a new trial")
+    if step not in found:
+        return f"cannot resume {where} from checkpoint step {step}: {directory} holds no step {step}; {there}{fix}"
+    if why := damage(directory, step):
+        return f"cannot resume {where} from checkpoint step {step}: it is damaged ({why}); {there}{fix}"
+    return None
+
+
+def resume_problems(cfg: Experiment, step: int | None = None) -> list[str]:
+    """Why ``cfg`` cannot resume its trial ([] if it can); ``step``: from that checkpoint step (``--resume-from``)."""
     run_dir = Path(cfg.run_dir)
     where = f"trial {cfg.name}/{cfg.trial} ({run_dir})"
     if cfg.pbt.enabled:
@@ -246,7 +275,9 @@ def resume_problems(cfg: Experiment) -> list[str]:
         return [f"cannot resume {where}: it runs with checkpoint.replay=false, so its checkpoints do not hold the "
                 "replay and a resumed run would start from an empty one; start a new trial with "
                 "checkpoint.replay=true to make it resumable"]
-    found = read_meta(run_dir / "checkpoints")
+    if step is not None and run_dir.is_dir() and (problem := step_problem(run_dir / "checkpoints", step, where)):
+        return [problem]
+    found = read_meta(run_dir / "checkpoints", step)
     if found is None:
         state = "does not exist" if not run_dir.exists() else "holds no checkpoint"
         return [f"cannot resume {where}: the folder {state}. Start it as a new run without --resume "
@@ -275,15 +306,16 @@ def resume_problems(cfg: Experiment) -> list[str]:
     return []
 
 
-def problems(cfg: Experiment, resume: bool = False) -> list[str]:
+def problems(cfg: Experiment, resume: bool | int = False) -> list[str]:
     """Why ``cfg`` may not start in its run folder ([] if the folder is missing or empty); with
-    ``resume``, why it may not continue the run in it. A live launch of the trial holding its lock comes first."""
+    ``resume``, why it may not continue the run in it (from step ``resume`` if that is an int: ``--resume-from``).
+    A live launch of the trial holding its lock comes first."""
     if (who := holder(cfg.run_dir)) is not None:
         return [in_use_problem(cfg, who)]
-    if problem := writable_problem(Path(cfg.run_dir) / "checkpoints" if resume else Path(cfg.run_dir)):
+    if problem := writable_problem(Path(cfg.run_dir) / "checkpoints" if resuming(resume) else Path(cfg.run_dir)):
         return [problem]
-    if resume:
-        return resume_problems(cfg)
+    if resuming(resume):
+        return resume_problems(cfg, resume_step(resume))
     run_dir = Path(cfg.run_dir)
     if run_dir.exists() and not run_dir.is_dir():
         return [f"run folder {run_dir} is a file; pick another trial name with -f (trial=...) or move it away"]
@@ -309,7 +341,7 @@ def load_problems(cfg: Experiment) -> list[str]:
             "folder (RUN_DIR/policies/<name>/checkpoints)" for p in cfg.policies.named if p.load and not steps(p.load)]
 
 
-def claim(cfg: Experiment, resume: bool = False) -> Path:
+def claim(cfg: Experiment, resume: bool | int = False) -> Path:
     """Create ``cfg.run_dir`` for a new run, take its lock and return it; raise ``RunFolderInUse`` if an earlier
     run is in it or a live launch holds it. With ``resume``: check the trial can continue, move damaged newer
     checkpoint steps aside, cut ``metrics.jsonl`` back to the checkpoint (saying what went)."""
@@ -322,7 +354,9 @@ def claim(cfg: Experiment, resume: bool = False) -> Path:
     if found := problems(cfg, resume):  # under the lock: a launch that ended between the check and the lock
         release(run_dir)
         raise RunFolderInUse(found)
-    if resume:
+    if resuming(resume):
+        for note in set_aside_later(run_dir / "checkpoints", resume_step(resume)):
+            print(f"resume: {note}", flush=True)
         step, _ = read_meta(run_dir / "checkpoints") or (0, {})
         for note in set_aside_damaged(run_dir / "checkpoints", step):
             print(f"resume: {note}", flush=True)
@@ -332,16 +366,42 @@ def claim(cfg: Experiment, resume: bool = False) -> Path:
     return run_dir
 
 
+def _move_step(directory: Path, step: int, folder: str) -> Path:
+    target = directory.parent / folder / str(step)
+    n = 1
+    while target.exists():
+        target, n = directory.parent / folder / f"{step}.{n}", n + 1
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(str(directory / str(step)), str(target))
+    return target
+
+
 def set_aside(directory: Path, step: int, why: str) -> str:
     """Move checkpoint step ``step`` of ``directory`` to ``RUN_DIR/checkpoints.damaged/`` (kept, never deleted);
     return what was done, naming the step and ``why``."""
-    target = directory.parent / DAMAGED / str(step)
-    n = 1
-    while target.exists():
-        target, n = directory.parent / DAMAGED / f"{step}.{n}", n + 1
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.move(str(directory / str(step)), str(target))
+    target = _move_step(directory, step, DAMAGED)
     return f"checkpoint step {step} is damaged ({why}); moved it to {target} and skipped it"
+
+
+_MOVED_LATER: dict[str, list[tuple[int, Path]]] = {}  # checkpoints folder -> the steps this process moved to LATER
+
+
+def put_back_later(directory: Path) -> None:
+    """Undo this process's ``set_aside_later`` of ``directory`` (a submit that was refused changes no file)."""
+    for step, target in _MOVED_LATER.pop(str(directory), []):
+        shutil.move(str(target), str(directory / str(step)))
+
+
+def set_aside_later(directory: Path, step: int | None) -> list[str]:
+    """``--resume-from step``: move the steps after ``step`` to ``RUN_DIR/checkpoints.later/`` (kept: moving one back
+    to ``checkpoints/`` makes it resumable again); say which. Nothing for ``step`` None (the newest)."""
+    later = [s for s in steps(directory) if step is not None and s > step]
+    if not later:
+        return []
+    targets = [_move_step(directory, s, LATER) for s in later]
+    _MOVED_LATER[str(directory)] = list(zip(later, targets))
+    return [f"resuming from checkpoint step {step} as asked: moved the later steps {', '.join(map(str, later))} to "
+            f"{targets[0].parent} (kept; move one back into {directory} to resume from it)"]
 
 
 def set_aside_damaged(directory: Path, intact: int) -> list[str]:

@@ -14,21 +14,34 @@ from ``srljax.telemetry.metrics.MetricsLogger``. ``RUN_DIR/prometheus_targets.js
 whenever a worker comes back at a new port, so a user's Prometheus scrapes the whole trial with
 
     file_sd_configs: [{files: ["/abs/path/runs/EXP/TRIAL/prometheus_targets.json"]}]
+
+An endpoint holds at most ``MAX_CONNECTIONS`` connections at once, each with a thread for its life: a
+connection past them is closed unread (``Exporter.refused`` counts them), a read that waits ``READ_TIMEOUT_S``
+ends its connection, and one that is still open ``CONNECTION_S`` after it was accepted is shut (a peer dripping
+a byte at a time); so a neighbour opening connections cannot grow a worker's threads or keep its scrapes out
+for long (prometheus_client's own server holds a thread per connection with no timeout).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
+import socketserver
 import threading
+import time
 import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from http.server import HTTPServer
 from pathlib import Path
 from typing import Any
 
 TARGETS_FILE = "prometheus_targets.json"
 SCRAPE_TIMEOUT_S = 5.0
+MAX_CONNECTIONS = 8  # connections one endpoint serves at once (a thread each)
+READ_TIMEOUT_S = 5.0  # a connection whose peer sends nothing for this long is closed
+CONNECTION_S = 10.0  # a connection still open this long after it was accepted is shut
 
 
 def metric_name(key: str) -> str:
@@ -50,6 +63,77 @@ class _Families:
             return []
 
 
+class BoundedServer(socketserver.ThreadingMixIn, HTTPServer):
+    """An HTTP server with at most ``MAX_CONNECTIONS`` connection threads, each connection closed after
+    ``CONNECTION_S`` (checked every ``poll_interval`` by ``serve_forever``) and reads timed out by the handler."""
+
+    daemon_threads = True
+    block_on_close = False
+    request_queue_size = 128  # listen backlog: a flood's connections are accepted (and refused) rather than left
+    # half-open in the kernel, where a scrape behind them would wait for TCP's retransmits
+
+    def __init__(self, address: tuple[str, int], handler: Any, *, max_connections: int = MAX_CONNECTIONS,
+                 connection_s: float = CONNECTION_S):
+        self.slots = threading.BoundedSemaphore(max_connections)
+        self.connection_s = connection_s
+        self.open: dict[socket.socket, float] = {}  # connection -> when it must be shut
+        self.lock = threading.Lock()
+        self.refused = self.shut = 0
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            self.refused += 1
+            self.shutdown_request(request)  # closed unread: every slot is taken
+            return
+        with self.lock:
+            self.open[request] = time.monotonic() + self.connection_s
+        try:
+            super().process_request(request, client_address)
+        except BaseException:  # no thread started: give its slot back
+            self._forget(request)
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._forget(request)
+
+    def _forget(self, request: Any) -> None:
+        with self.lock:
+            if self.open.pop(request, None) is not None:
+                self.slots.release()
+
+    def service_actions(self) -> None:
+        now = time.monotonic()
+        with self.lock:
+            late = [request for request, until in self.open.items() if until <= now]
+        for request in late:
+            self.shut += 1
+            try:
+                request.shutdown(socket.SHUT_RDWR)  # its thread's read or write ends; the thread closes it
+            except OSError:
+                pass
+
+
+def serve_metrics(registry: Any, port: int, host: str, **bounds: Any) -> tuple[BoundedServer, threading.Thread]:
+    """Serve ``registry`` at ``http://host:port/metrics`` from a daemon thread, within the bounds above."""
+    from prometheus_client.exposition import MetricsHandler
+
+    class Handler(MetricsHandler.factory(registry)):  # type: ignore[misc]
+        timeout = READ_TIMEOUT_S  # StreamRequestHandler: the socket's timeout for every read and write
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet, as prometheus_client's
+            pass
+
+    server = BoundedServer((host, port), Handler, **bounds)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.5}, name="prometheus",
+                              daemon=True)
+    thread.start()
+    return server, thread
+
+
 class Exporter:
     """One ``/metrics`` endpoint with its own registry (several share a process under the threads backend).
 
@@ -66,11 +150,16 @@ class Exporter:
         if process:
             prometheus_client.ProcessCollector(registry=self.registry)
         try:
-            self._server, self._thread = prometheus_client.start_http_server(port, addr=host, registry=self.registry)
+            self._server, self._thread = serve_metrics(self.registry, port, host)
         except OSError as error:
             raise OSError(f"cannot serve Prometheus metrics on {host}:{port} ({error}); set log.prometheus_port=0 "
                           "(any free port) or -1 (no endpoint)") from None
         self.address = f"{host}:{self._server.server_port}"
+
+    @property
+    def refused(self) -> int:
+        """Connections closed unread because ``MAX_CONNECTIONS`` were open."""
+        return self._server.refused
 
     def set(self, key: str, value: float) -> None:
         """A metrics record's value as the gauge ``srljax_train_<key>`` (the keys of ``metrics.jsonl``)."""

@@ -68,5 +68,6 @@ def load(cfg: Experiment, run_dir: str | Path, *, slurm: bool = False) -> KeyRin
 def worker_context(cfg: Experiment, keys: KeyRing | None, identity: str) -> WireContext:
     """The context one worker (or the controller) makes all its sockets from."""
     rules = WireRules(keys=keys, identity=identity, pinned={CONTROL: CONTROLLER, PARAMS: TRAINER},
-                      limits=control_limits(cfg), max_params_version=cfg.num_updates)
+                      limits=control_limits(cfg), max_params_version=cfg.num_updates,
+                      max_message_bytes=cfg.layout.max_message_bytes)
     return WireContext(rules)

@@ -3,7 +3,9 @@
 Started by ``launch/processes.py`` (one per worker). Reads ``RUN_DIR/config.json``, finds the
 controller in ``RUN_DIR/names`` and serves it until ``stop``. SIGTERM / SIGINT stop it cleanly
 (a second one exits at once); so does the death of the launcher (``PR_SET_PDEATHSIG`` on Linux,
-and the control thread watches the parent pid), so no worker outlives its launcher.
+and the control thread watches the parent pid), so no worker outlives its launcher. The process leaves with
+``os._exit`` once its worker has closed everything: the interpreter's teardown (a full garbage collection over
+JAX's and envpool's objects) outlasted the launcher's stop grace on a busy box.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import os
 import signal
 import sys
 from pathlib import Path
+
+_TEARDOWN = True  # exit through the interpreter's teardown (a multi-host trainer: jax.distributed's shutdown)
 
 
 def _die_with_parent() -> None:
@@ -71,8 +75,18 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    return worker.run()
+    global _TEARDOWN
+    _TEARDOWN = placement == TRAINER and cfg.trainer.num_hosts > 1  # jax.distributed's shutdown runs at exit
+    return worker.run()  # returns once the worker closed its sockets, env, checkpoints and metrics files
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # Skip the interpreter's teardown: nothing of the trial is left in it, and its last garbage collection over
+    # JAX's and envpool's objects took workers (actors at nice 10 first) on a busy box past the launcher's stop
+    # grace, so every trial ended with SIGTERM and SIGKILL (gdb: Py_FinalizeEx -> gc_collect_main).
+    if _TEARDOWN:
+        sys.exit(code)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -45,7 +45,7 @@ from srljax.comm.served_names import NameServiceError
 from srljax.config import Experiment
 from srljax.layout import ACTOR, CONTROLLER, Plan, plan_of
 from srljax.system.shell.auth import worker_context
-from srljax.system.shell.bounds import stream_limits
+from srljax.system.shell.bounds import check_message_cap, largest_messages, stream_limits, stream_message_limits
 from srljax.system.shell.common import spec_from_wire, stream_key, trial_name
 from srljax.telemetry.exporter import METRICS_STREAM, serve_worker
 from srljax.telemetry.stats import WorkerStats
@@ -94,6 +94,9 @@ class Worker:
         # Every socket of the worker comes from ``self.ctx``: its own context, whose rules give it this
         # role's CURVE keys (``keys``; None: layout.auth off) and receive bounds (srljax/system/shell/auth.py).
         self._own_ctx = ctx is None
+        self._ctx_lock = threading.Lock()  # who closes an own context: ``run`` as it ends, or the control thread
+        self._control_ended = False  # if that is still sending its last messages then
+        self._ctx_left_to_control = False
         self.ctx: zmq.Context = worker_context(cfg, keys, self.role) if ctx is None else ctx
         if keys is not None and not isinstance(self.ctx, WireContext):
             raise TypeError("keys need the worker's own context: pass keys or ctx, not both")
@@ -274,7 +277,11 @@ class Worker:
             if self.exporter is not None:
                 self.exporter.close()
             if self._own_ctx and isinstance(self.ctx, WireContext):
-                self.ctx.close()
+                with self._ctx_lock:  # a socket is closed only by the thread that uses it (libzmq's rule)
+                    if self._control_ended:
+                        self.ctx.close()
+                    else:  # its socket is still in use there: that thread ends the context as it leaves
+                        self._ctx_left_to_control = True
         return code
 
     def _report_error(self, where: str, text: str) -> None:
@@ -364,6 +371,8 @@ class Worker:
                                      for streams in by_index.values() for address in streams.values()})
             if self.spec is not None:
                 rules.limits.update(stream_limits(self.cfg, self.spec, self.extras_spec))
+                rules.message_limits.update(stream_message_limits(self.cfg, self.spec, self.extras_spec))
+                check_message_cap(self.cfg, largest_messages(self.cfg, self.spec, self.extras_spec))
 
     # -- control thread ---------------------------------------------------------------------
     def _identity(self) -> dict[str, Any]:
@@ -424,6 +433,10 @@ class Worker:
                     self.request_stop("launcher exited")
         finally:
             client.close()
+            with self._ctx_lock:
+                self._control_ended = True
+                if self._ctx_left_to_control:
+                    self.ctx.close()
 
     def _progress(self) -> int:
         try:  # a subclass hook, called before ``setup`` too: an exception must not end the heartbeats

@@ -16,7 +16,7 @@ import jax
 import numpy as np
 
 from srljax.comm import ParamsSubscriber
-from srljax.system.shell.bounds import params_limit
+from srljax.system.shell.bounds import params_limit, params_message_limit
 from srljax.system.shell.common import check_array
 
 CHECK_PARAMS_S = 0.005  # at most this often a poll looks at the socket
@@ -75,7 +75,8 @@ class ParamsFollower:
     def __init__(self, trial: str, addresses: list[str], codec: ParamsCodec, stats: Any, ctx: Any = None):
         if not addresses:
             raise RuntimeError("no params publisher: the configure message named no trainer params address")
-        self.sub = ParamsSubscriber(None, trial, ctx=ctx, max_bytes=params_limit(codec.specs))
+        self.sub = ParamsSubscriber(None, trial, ctx=ctx, max_bytes=params_limit(codec.specs),
+                                    max_message_bytes=params_message_limit(codec.specs))
         for address in addresses:
             self.sub.connect(address)
         self.codec, self.stats = codec, stats

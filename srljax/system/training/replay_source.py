@@ -25,7 +25,7 @@ from srljax.layout import BUFFER, PRIORITIES
 from srljax.replay import snapshots as replay_snapshots
 from srljax.replay.apex import num_shards, samples_per_insert, trainer_allowance
 from srljax.replay.buffer import batch_fields, batch_of
-from srljax.system.shell.bounds import FLOOR, HEADROOM, stream_limits
+from srljax.system.shell.bounds import FLOOR, HEADROOM, check_message_cap, stream_limits, stream_message_limits
 from srljax.system.shell.common import check_array, episodes_from_meta
 from srljax.system.shell.worker import Worker
 from srljax.system.training.sources import SampleCounts
@@ -86,6 +86,14 @@ class ReplaySource(SampleCounts):
         size = sum(int(np.prod(shape)) * np.dtype(dtype).itemsize for shape, dtype in leaves)
         return max(stream_limits(w.cfg, w.spec, w.extras_spec)["samples"],
                    FLOOR + HEADROOM * (size + 16 * w.cfg.algo.batch_size))
+
+    def samples_message_limit(self) -> int:
+        """A replay batch holds all its leaves in one message: the frame bound covers it whole (``check_message_cap``
+        refuses a ``layout.max_message_bytes`` below it)."""
+        w = self.worker
+        limit = self.samples_limit()
+        check_message_cap(w.cfg, {"replay batches": (limit - FLOOR) // HEADROOM})
+        return max(limit, stream_message_limits(w.cfg, w.spec, w.extras_spec)["samples"])
 
     def start(self, meta: dict[str, Any]) -> None:
         w, cfg = self.worker, self.worker.cfg

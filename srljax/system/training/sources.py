@@ -31,7 +31,7 @@ from srljax.layout import ACTOR
 from srljax.learning.policies import POLICY_KEY
 from srljax.learning.rollout import concat_segments, split_segments, zeros_trajectory
 from srljax.storage.samples_record import SampleRecorder
-from srljax.system.shell.bounds import stream_limits
+from srljax.system.shell.bounds import stream_limits, stream_message_limits
 from srljax.system.shell.common import checked_trajectory, episodes_from_meta
 from srljax.system.shell.worker import Worker
 from srljax.telemetry.metrics import EpisodeWindow
@@ -123,6 +123,11 @@ class SegmentSource(SampleCounts):
         """The largest frame the samples socket accepts (``srljax.system.shell.bounds``)."""
         w = self.worker
         return stream_limits(w.cfg, w.spec, w.extras_spec)["samples"]
+
+    def samples_message_limit(self) -> int:
+        """The largest message (a segment, all its leaves) the samples socket accepts."""
+        w = self.worker
+        return stream_message_limits(w.cfg, w.spec, w.extras_spec)["samples"]
 
     # -- in ----------------------------------------------------------------------------------------------
     def take(self, msg: Message) -> None:
