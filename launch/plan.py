@@ -39,7 +39,8 @@ PROG = "python -m launch.plan"
 def costs_path(cfg: Experiment, config: str) -> Path:
     """Where ``--measure`` saves the unit costs of ``cfg`` (and the plan reads them)."""
     d = to_dict(cfg)
-    key = json.dumps({k: d[k] for k in ("env", "algo", "trainer", "seed")}, sort_keys=True, default=str)
+    key = json.dumps({**{k: d[k] for k in ("env", "algo", "seed")}, "trainer_config": to_dict(cfg.trainer)},
+                     sort_keys=True, default=str)
     return Path(cfg.log.run_root) / "plan" / f"{Path(config).stem}-{hashlib.sha1(key.encode()).hexdigest()[:10]}.json"
 
 

@@ -41,6 +41,7 @@ from srljax.comm.codec import encode
 from srljax.comm.inference import InferenceClient, InferenceServer
 from srljax.comm.samples import SampleReceiver, SampleSender
 from srljax.config import Experiment, apply_overrides
+from srljax.layout import ACTOR, TRAINER
 from srljax.learning.acting import Acting, jit_act
 from srljax.learning.learner import Learner
 from srljax.learning.rollout import SegmentBuilder, concat_segments
@@ -208,7 +209,7 @@ def measure_ingest(cfg: Experiment, spec: Any, extras_spec: Any, seconds: float)
     def push() -> None:
         start = time.thread_time()
         while not stop.is_set():
-            if sender.send(segment, timeout_ms=20, version=0, meta={"actor": 0}):
+            if sender.send(segment, timeout_ms=20, version=0, meta={ACTOR: 0}):
                 sent[1] += 1
         sent[0] = time.thread_time() - start
 
@@ -256,7 +257,6 @@ def measure(cfg: Experiment, seconds: float = 1.0, env_counts: list[int] | None 
     from pathlib import Path
 
     from srljax.config.tree import to_dict
-    from srljax.layout import ACTOR, TRAINER
     from srljax.parallel.devices import process_env
 
     env_counts = sorted(set(env_counts or [1, 4, 16, 64]))
@@ -266,7 +266,7 @@ def measure(cfg: Experiment, seconds: float = 1.0, env_counts: list[int] | None 
     with tempfile.TemporaryDirectory(prefix="plan_measure_") as tmp:
         cfg_path = Path(tmp) / "config.json"
         cfg_path.write_text(json.dumps(to_dict(cfg)))
-        for part, role in (("actor", ACTOR), ("trainer", TRAINER)):
+        for part, role in ((ACTOR, ACTOR), (TRAINER, TRAINER)):
             environ = dict(os.environ)
             for key, value in process_env(cfg, role).items():
                 if value is None:
@@ -298,13 +298,13 @@ def measure_actor_units(cfg: Experiment, seconds: float, env_counts: list[int], 
     spec_env.close()
     algo = algos.make(cfg, spec)
     params = _policy_params(cfg, spec)
-    out: dict[str, Any] = {"device": jax.default_backend(), "env": {}, "actor": {}, "act": {}, "inference": {}}
+    out: dict[str, Any] = {"device": jax.default_backend(), "env": {}, ACTOR: {}, "act": {}, "inference": {}}
     reply_bytes = ReplyPacking(spec, algo.extras_spec).width  # a policy worker's packed reply row
     for n in env_counts:
         out["env"][str(n)] = measure_env(cfg, n, seconds)
-        out["actor"][str(n)] = measure_actor(cfg, n, params, seconds)
+        out[ACTOR][str(n)] = measure_actor(cfg, n, params, seconds)
         out["inference"][str(n)] = measure_inference(spec, reply_bytes, n, seconds / 2)
-        log(f"  {n:5d} envs: env step {_ms(out['env'][str(n)])}, actor step {_ms(out['actor'][str(n)])}, "
+        log(f"  {n:5d} envs: env step {_ms(out['env'][str(n)])}, actor step {_ms(out[ACTOR][str(n)])}, "
             f"inference round trip {out['inference'][str(n)]['rtt_s'] * 1e3:.2f} ms")
     for n in sorted(set(env_counts) | set(act_rows)):
         out["act"][str(n)] = measure_act(algo, spec, params, n, seconds / 2)
@@ -350,7 +350,7 @@ def main(argv: list[str]) -> int:
     part, cfg_path, out_path, seconds, counts, rows = argv
     cfg = from_dict(json.loads(Path(cfg_path).read_text()))
     log = lambda line: print(line, flush=True)  # noqa: E731
-    if part == "actor":
+    if part == ACTOR:
         out = measure_actor_units(cfg, float(seconds), [int(x) for x in counts.split(",")],
                                   [int(x) for x in rows.split(",")], log)
     else:

@@ -34,7 +34,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-COST_KEYS = ("num_steps", "env", "actor", "act", "update", "sample_bytes_per_step", "ingest")
+from srljax.layout import ACTOR, BUFFER, POLICY, TRAINER
+
+COST_KEYS = ("num_steps", "env", ACTOR, "act", "update", "sample_bytes_per_step", "ingest")
 REMEASURE = "run `python -m launch.plan CFG --measure` again (same overrides) to rewrite it"
 WORKER_CORES = 0.01
 """CPU a worker process spends whatever its rate (control thread, heartbeats, polls, params it follows), in cores:
@@ -93,7 +95,7 @@ class Costs:
         if len(update) < 1:
             raise ValueError(f"unit costs: update has no batch sizes: {REMEASURE}")
         ingest = d["ingest"]
-        return Costs(int(d["num_steps"]), units(d["env"], "env"), units(d["actor"], "actor"), units(d["act"], "act"),
+        return Costs(int(d["num_steps"]), units(d["env"], "env"), units(d[ACTOR], ACTOR), units(d["act"], "act"),
                      update, float(d["sample_bytes_per_step"]), float(ingest["recv_cpu_s_per_sample"]),
                      float(ingest["send_cpu_s_per_sample"]), float(ingest["samples_per_s"]),
                      {int(k): {n: float(x) for n, x in v.items()} for k, v in d.get("inference", {}).items()},
@@ -216,12 +218,12 @@ def role_cpu(costs: Costs, choice: Choice) -> dict[str, float]:
     """CPU seconds per env step of each role, summed over its workers."""
     e, n = choice.envs, choice.batch_envs * costs.num_steps
     rows = policy_rows(choice)
-    out = {"actor": actor_costs(costs, choice, rows)[1] / e,
-           "trainer": costs.update_cost(n).cpu_s / n + costs.ingest_recv_cpu_s}
+    out = {ACTOR: actor_costs(costs, choice, rows)[1] / e,
+           TRAINER: costs.update_cost(n).cpu_s / n + costs.ingest_recv_cpu_s}
     if choice.inference == "remote":
-        out["policy"] = costs.act_cost(rows).cpu_s / rows + costs.inference[e]["server_cpu_s"] / e
+        out[POLICY] = costs.act_cost(rows).cpu_s / rows + costs.inference[e]["server_cpu_s"] / e
     if choice.buffers:
-        out["buffer"] = costs.ingest_recv_cpu_s + costs.ingest_send_cpu_s
+        out[BUFFER] = costs.ingest_recv_cpu_s + costs.ingest_send_cpu_s
     return out
 
 
@@ -242,12 +244,12 @@ def placement(choice: Choice, costs: Costs, cluster: Cluster) -> list[NodeLoad]:
     cpu = role_cpu(costs, choice)
     out = []
     for i in range(cluster.nodes):
-        roles = {"actor": actors[i]} if actors[i] else {}
-        load = cpu["actor"] * actors[i] / choice.actors
+        roles = {ACTOR: actors[i]} if actors[i] else {}
+        load = cpu[ACTOR] * actors[i] / choice.actors
         if i == 0:
-            roles = {"trainer": 1, **({"policy": choice.policy_workers} if choice.inference == "remote" else {}),
-                     **({"buffer": choice.buffers} if choice.buffers else {}), **roles}
-            load += sum(v for k, v in cpu.items() if k != "actor")
+            roles = {TRAINER: 1, **({POLICY: choice.policy_workers} if choice.inference == "remote" else {}),
+                     **({BUFFER: choice.buffers} if choice.buffers else {}), **roles}
+            load += sum(v for k, v in cpu.items() if k != ACTOR)
         processes = sum(roles.values()) + (i == 0)  # node 0: the controller too
         out.append(NodeLoad(i, roles, load, cluster.gpus_per_node, processes * costs.worker_cores if roles else 0.0))
     return out
@@ -285,9 +287,9 @@ def predict(costs: Costs, choice: Choice, cluster: Cluster, max_policy_lag: int 
     tiers = {"actors": choice.actors * e / wall}
     if choice.inference == "remote":
         served = costs.act_cost(rows).wall_s + costs.inference[e]["server_cpu_s"] * rows / e
-        tiers["policy"] = choice.policy_workers * rows / served
+        tiers[POLICY] = choice.policy_workers * rows / served
     update = costs.update_cost(n)
-    tiers["trainer"] = n / (update.wall_s + n * costs.ingest_recv_cpu_s)
+    tiers[TRAINER] = n / (update.wall_s + n * costs.ingest_recv_cpu_s)
     if choice.buffers:
         tiers["buffers"] = choice.buffers / (costs.ingest_recv_cpu_s + costs.ingest_send_cpu_s)
     busiest = min(placement(choice, costs, cluster), key=lambda load: load.rate(cluster.cores_per_node))

@@ -2,12 +2,12 @@
 
 Floors (``docs/architecture.md``, "Folder map"), lowest first:
 
-0. ground: ``srljax.types``, ``srljax.objects``, ``srljax.sizing`` (the layout planner's arithmetic),
-   ``srljax.config.*`` and each algorithm's config beside it (``algos/*_config.py``): plain dataclasses, checks
-   and arithmetic, no JAX, no env, no disk.
+0. ground: ``srljax.types``, ``srljax.objects``, ``srljax.config.*`` and each algorithm's config beside it
+   (``algos/*_config.py``): plain dataclasses and checks, no JAX, no env, no disk.
 1. parts: ``algos.*`` (pure JAX functions) and ``envs.*`` (the env seam).
 2. machinery: the rooms of ``srljax`` the loops and workers share (``comm``, ``learning``, ``replay``, ``selfplay``,
-   ``population``, ``parallel``, ``telemetry``, ``storage``, ``evaluation``) and ``srljax.layout``.
+   ``population``, ``parallel``, ``telemetry``, ``storage``, ``evaluation``), ``srljax.layout`` and ``srljax.sizing``
+   (the layout planner's arithmetic, with the role names ``srljax.layout`` spells).
 3. loops: ``srljax.loops.*``, the single-process training loops.
 4. workers: ``srljax.system.*``.
 5. launchers: ``launch.*``.
@@ -32,12 +32,12 @@ from srljax.config.registry import BUILTIN_ALGOS, config_exports
 ROOT = Path(__file__).resolve().parents[1]
 TOP = ("srljax", "algos", "envs", "launch", "configs", "examples", "bench")
 MACHINERY = ("comm", "learning", "replay", "parallel", "telemetry", "storage", "evaluation", "selfplay", "population",
-             "layout", "prepare")
+             "layout", "prepare", "sizing")
 
 
 def floor(module: str) -> int | None:
     parts = module.split(".")
-    if module in ("srljax", "srljax.types", "srljax.objects", "srljax.sizing") or parts[:2] == ["srljax", "config"]:
+    if module in ("srljax", "srljax.types", "srljax.objects") or parts[:2] == ["srljax", "config"]:
         return 0
     if parts[0] == "algos" and len(parts) == 2 and parts[1].endswith("_config"):
         return 0

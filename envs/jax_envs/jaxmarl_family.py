@@ -215,4 +215,4 @@ def family(cfg: EnvConfig) -> Family:
         return rows(obs, inner, reward), inner, team, terminated, done & ~terminated
 
     won = None if kind.won is None else (lambda inner: kind.won(env, inner))
-    return Family(spec, reset, step, won)
+    return Family(spec, reset, step, won=won)

@@ -183,7 +183,7 @@ def train_psro(cfg: Experiment | Run, resume: bool = False) -> TrainResult:
         result.state = learner.state
         if cfg.checkpoint.final:  # the last best response's train state
             ckpt = Checkpointer(run_dir / "checkpoints", keep=cfg.checkpoint.keep)
-            ckpt.save(learner.version, learner.state, meta={"version": learner.version, "policy": len(tables) - 1})
+            ckpt.save(learner.version, learner.state, meta={"version": learner.version, "policy_index": len(tables) - 1})
             ckpt.close()
     finally:
         lines.close()
