@@ -110,7 +110,11 @@ def address(folder: Path, role: str, stream: str) -> str | None:
 def flood(addr: str, n: int = FLOOD, hold_s: float = 10.0) -> int:
     """Hold ``n`` idle TCP connections to ``addr`` for ``hold_s`` (a process with no keys); how many opened."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, n + 256)), hard))
+    want = n + 256
+    try:  # root (or CAP_SYS_RESOURCE) may raise the hard limit too; the flood must not be capped by our own
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, want), max(hard, want)))
+    except (ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, want)), hard))
     host, port = addr.removeprefix("tcp://").rsplit(":", 1)
     conns = []
     for _ in range(n):
@@ -143,7 +147,8 @@ def single(root: Path, trial: str, *extra: str) -> list[str]:
 # -- hostile neighbours -----------------------------------------------------------------------------------------
 def _flooded_processes(root: Path, floods: int) -> tuple[int, str, list[int], Path]:
     folder = root / "cartpole_ppo_distributed" / "flood"
-    proc = launch(dist(root, "flood", "total_env_steps=24576"), fd_limit=FD_LIMIT)
+    # 100 updates: on a quiet box the trial must outlive both floods (24 updates ended during the first one)
+    proc = launch(dist(root, "flood", "total_env_steps=102400"), fd_limit=FD_LIMIT)
     opened = []
     for _ in range(floods):
         target = wait_for(lambda: len(metrics(folder)) >= 2 + 2 * len(opened) and address(folder, "trainer",
@@ -237,7 +242,12 @@ print("sent", flush=True)
 
 
 def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+    """The process's resident memory in MiB; NaN once it has exited."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return float("nan")
+    for line in text.splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
@@ -255,7 +265,7 @@ def worker_pid(folder: Path, role: str) -> int | None:
      "back within 100 MB, rc 0")
 def big_message(root: Path) -> tuple[str, bool]:
     folder = root / "cartpole_ppo_distributed" / "big"
-    proc = launch(dist(root, "big", "total_env_steps=12288"))
+    proc = launch(dist(root, "big", "total_env_steps=61440"))  # outlives the three messages on a quiet box
     target = wait_for(lambda: len(metrics(folder)) >= 2 and address(folder, "trainer", "samples"), LIVE_S)
     pid = worker_pid(folder, "trainer") if target else None
     if not pid:
@@ -330,8 +340,11 @@ def two_launches_processes(root: Path) -> tuple[str, bool]:
     code, _ = finish(first)
     named = [("locked by pid" in out and "on host" in out) for _, out in (again, resumed)]
     ok = again[0] == 2 and resumed[0] == 2 and all(named) and code == 0 and continuous(metrics(folder))
+    unnamed = "; ".join(f"{which} said: {out.strip().splitlines()[-1][:200] if out.strip() else '(nothing)'}"
+                        for which, (_, out), ok_ in zip(("second launch", "--resume"), (again, resumed), named)
+                        if not ok_)
     return f"second launch rc {again[0]}, --resume rc {resumed[0]}, holder named {named}; first rc {code}, " \
-           f"continuous={continuous(metrics(folder))}", ok
+           f"continuous={continuous(metrics(folder))}" + (f"; {unnamed}" if unnamed else ""), ok
 
 
 THREADS_TWICE = """
@@ -481,20 +494,46 @@ def read_only(root: Path) -> tuple[str, bool]:
     return no_traceback_exit2(code, out, "read-only file system", "log.run_root")
 
 
-@row("full disk, local processes", "a 6 MB run root: the trial stops at the first failed save with one FAILED line, "
-     "no restart, status.json written, rc 1")
+@row("full disk, local processes", "the run root's disk filled to its last byte while the trial runs (a 32 MB tmpfs): "
+     "the trial stops at the first failed save: its FAILED message names the disk in a few lines (no traceback), no "
+     "restart, status.json written, rc 1")
 def full_disk(root: Path) -> tuple[str, bool]:
     mnt = root / "small"
-    if why := _mount(mnt, "size=6m"):
+    if why := _mount(mnt, "size=32m"):
         return f"skipped: {why}", True
+    folder = mnt / "cartpole_ppo_distributed" / "full"
     try:
-        code, out = run(dist(mnt, "full", "total_env_steps=40960", "checkpoint.every_updates=1"))
-        status = (mnt / "cartpole_ppo_distributed" / "full" / "status.json").is_file()
+        proc = launch(dist(mnt, "full", "total_env_steps=40960", "checkpoint.every_updates=1"))
+        filled = 0
+        if wait_for(lambda: len(metrics(folder)) >= 2, LIVE_S) and proc.poll() is None:
+            filled = _fill(mnt / "filler")  # another job's output takes what is left, as on a shared scratch disk
+        code, out = finish(proc)
+        status = (folder / "status.json").is_file()
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
-    failed = [line for line in out.splitlines() if line.startswith("FAILED")]
-    ok = code == 1 and len(failed) == 1 and "restarting worker" not in out and "Traceback" not in out
-    return f"rc {code}, FAILED lines {len(failed)}: {failed[0][:140] if failed else ''}; status.json={status}", ok
+    failed = [line for line in out.splitlines() if line.startswith("FAILED")]  # the message, then the summary
+    ok = bool(filled) and code == 1 and len(failed) == 2 and "No space left" in out and "restarting worker" not in out \
+        and "Traceback" not in out and status
+    return f"filled {filled >> 20} MiB; rc {code}, FAILED lines {len(failed)}: {failed[0][:140] if failed else ''}; " \
+           f"status.json={status}", ok
+
+
+def _fill(path: Path) -> int:
+    """Write ``path`` until the disk is full; the bytes written."""
+    written, chunk = 0, b"\0" * (1 << 16)
+    with open(path, "wb", buffering=0) as f:
+        while True:
+            try:
+                written += f.write(chunk)
+            except OSError:
+                break
+    with open(path, "ab", buffering=0) as f:  # the last partial blocks
+        for _ in range(64):
+            try:
+                written += f.write(b"\0" * 512)
+            except OSError:
+                break
+    return written
 
 
 # -- values ----------------------------------------------------------------------------------------------------

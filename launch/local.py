@@ -51,8 +51,13 @@ def main(cfg: Experiment, resume: bool | int = False) -> int:
             if isinstance(err, OSError) and err.errno not in DISK_ERRNOS:
                 raise
             where = cfg.run_dir / "checkpoints"
-            print(f"FAILED: {err if isinstance(err, CheckpointError) else f'{err}. {disk_fix(err, where)}'}",
-                  flush=True)
+            said = err if isinstance(err, CheckpointError) else f"{err}. {disk_fix(err, where)}"
+            for trial in trials:  # how it ended, in the room the run folder kept for it (a full disk)
+                try:
+                    _status(trial, 1, "error", str(said))
+                except OSError:
+                    pass
+            print(f"FAILED: {said}", flush=True)
             return 1
         except KeyboardInterrupt:
             message = (f"interrupted; the final checkpoint is in {trials[0].run_dir / 'checkpoints'}: continue with "

@@ -50,6 +50,7 @@ from srljax.storage.steps import damage, read_meta, steps
 
 SHOWN_ENTRIES = 4
 LOCK = ".lock"  # RUN_DIR/.lock: flock'd by the live launch of the trial; holds "pid N on host H since T"
+RESERVE, RESERVE_BYTES = ".status.reserve", 64 << 10  # held while the lock is: freed to write status.json on a full disk
 DAMAGED = "checkpoints.damaged"  # RUN_DIR/checkpoints.damaged/<step>: steps a resume could not use, kept
 LATER = "checkpoints.later"  # RUN_DIR/checkpoints.later/<step>: steps after the one ``--resume-from`` chose, kept
 LOCK_TRIES, LOCK_WAIT_S = 20, 0.05  # a probe (``holder``) holds the lock shared for microseconds: retry so long
@@ -146,12 +147,32 @@ def lock(cfg: Experiment) -> None:
     os.pwrite(fd, f"pid {os.getpid()} on host {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}"
               .encode(), 0)
     _HELD[key] = fd
+    _reserve(Path(cfg.run_dir))
+
+
+def _reserve(run_dir: Path) -> None:
+    """Set ``RESERVE_BYTES`` aside in the run folder: room for ``status.json`` once the disk is full."""
+    try:
+        with open(run_dir / RESERVE, "wb") as f:
+            f.write(b"\0" * RESERVE_BYTES)
+    except OSError:  # a disk already full: the run's first save will say so
+        (run_dir / RESERVE).unlink(missing_ok=True)
+
+
+def spare_room(run_dir: str | Path) -> bool:
+    """Free the run folder's reserve (a full disk: ``status.json`` must still be written); whether there was one."""
+    try:
+        (Path(run_dir) / RESERVE).unlink()
+        return True
+    except OSError:
+        return False
 
 
 def release(run_dir: str | Path) -> None:
     """Let go of the trial's lock if this process holds it (a run's end; death releases it too)."""
     fd = _HELD.pop(_lock_path(run_dir)[1], None)
     if fd is not None:
+        (Path(run_dir) / RESERVE).unlink(missing_ok=True)
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
 
@@ -320,7 +341,7 @@ def problems(cfg: Experiment, resume: bool | int = False) -> list[str]:
     if run_dir.exists() and not run_dir.is_dir():
         return [f"run folder {run_dir} is a file; pick another trial name with -f (trial=...) or move it away"]
     try:
-        entries = sorted(p.name for p in run_dir.iterdir() if p.name != LOCK)  # a lock left by an ended launch
+        entries = sorted(p.name for p in run_dir.iterdir() if p.name not in (LOCK, RESERVE))  # left by an ended launch
     except FileNotFoundError:
         return []
     if not entries:

@@ -17,6 +17,7 @@ the ROUTER/DEALER control channel, never on PUB. The lifecycle in full: ``docs/a
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import os
 import time
@@ -31,6 +32,7 @@ from srljax.comm import ControlMessage, ControlServer, NameResolver, worker_key
 from srljax.comm.security import KeyRing, WireContext
 from srljax.config import Experiment
 from srljax.layout import CONTROLLER, TRAINER, Layout, plan_of
+from srljax.storage import run_dir as run_folder
 from srljax.storage.steps import read_meta
 from srljax.system.shell.auth import worker_context
 from srljax.system.shell.common import bind_address, env_spec, spec_to_wire, trial_name
@@ -87,8 +89,15 @@ def write_status(run_dir: str | Path, result: TrialResult, restarts: dict[str, A
     tmp = path.with_name(f".status.{os.getpid()}.tmp")
     record = {"exit_code": result.exit_code, "reason": result.reason, "message": result.message,
               "time": round(time.time(), 3), **({"restarts": restarts} if restarts is not None else {})}
-    tmp.write_text(json.dumps(record, indent=2) + "\n")
-    os.replace(tmp, path)
+    for attempt in range(2):
+        try:
+            tmp.write_text(json.dumps(record, indent=2) + "\n")
+            os.replace(tmp, path)
+            return path
+        except OSError as err:  # a full disk: the run folder's reserve (srljax.storage.run_dir) makes the room
+            tmp.unlink(missing_ok=True)
+            if attempt or err.errno not in (errno.ENOSPC, errno.EDQUOT) or not run_folder.spare_room(run_dir):
+                raise
     return path
 
 
@@ -305,7 +314,8 @@ class Controller:
         """``key`` is lost: restart it if its role and budget allow (after ``start``), else end the trial."""
         name = self.expected[key]
         if error and (fault := environment_fault(why)):  # a restart would meet the same disk: stop, say why
-            raise TrialEnded(self._failed(key, f"{why.rstrip()}\nnot restarted: {fault}"))
+            # its error's last line: the traceback above it is in the worker's log where the disk still took it
+            raise TrialEnded(self._failed(key, f"{_last_line(why)}\nnot restarted: {fault}"))
         if not (self._start and self._kill and self.restarts.allowed(name)):  # start-up included
             raise TrialEnded(self._failed(key, why) if error else self._lost(key, why))
         short = f"failed: {_last_line(why)}" if error else why
