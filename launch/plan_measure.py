@@ -6,7 +6,9 @@ The actor's units (env, actor, act, inference) run in a process set up as an act
 programs dispatched inline), the trainer's (update, ingest) in one set up as a trainer's, each started with
 ``srljax.parallel.devices.process_env`` as ``launch.local`` starts them. Each unit is timed alone, as wall time and as CPU time (the process's, all threads: envpool's and
 XLA's included; the sockets' sides by thread), so the planner can tell a unit that waits (a slow
-remote env) from one that computes:
+remote env) from one that computes. A call's wall time leaves out what its thread spent runnable but waiting
+for a CPU (``/proc/thread-self/schedstat``): on a shared machine a sleeping unit woken late by a busy scheduler
+is timed as on a quiet one, and so is a computing unit another job preempted:
 
 * ``env``: one batch step of E envs with random actions (the config's env, ``batch_size=0``), per E;
 * ``actor``: one batch step of an inline actor's loop as ``ActorWorker`` runs it (``recv``, ``Acting.act``,
@@ -51,17 +53,37 @@ from srljax.system.shell.common import checked_trajectory
 TRIAL = "plan/measure"
 
 
+def _runqueue_s() -> float | None:
+    """Seconds this thread has spent runnable but waiting for a CPU (``/proc/thread-self/schedstat``'s second
+    field), or None where the kernel does not say."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) * 1e-9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _timed(fn, seconds: float, min_calls: int = 5) -> dict[str, float]:
-    """Per call of ``fn``, over at least ``seconds`` and ``min_calls`` calls: the median wall time (a call that
-    another job's process preempted is an outlier there, not the machine's speed) and the mean process-CPU
-    time (every thread; CPU time does not grow when the machine is shared)."""
-    walls, start, cpu0 = [], time.perf_counter(), time.process_time()
+    """Per call of ``fn``, over at least ``seconds`` and ``min_calls`` calls: the median wall time less the time
+    the calling thread waited for a CPU during the call (run-queue wait: another job's process held the core), and
+    the mean process-CPU time (every thread; CPU time does not grow when the machine is shared). A unit that
+    sleeps (a remote env, a socket round trip) keeps its sleep, which is the machine's speed; one that another job
+    kept from running does not keep that wait: a sleeper woken late on a loaded machine counts as woken on time
+    (the wait between its wake-up and its next turn on a core is run-queue wait)."""
+    walls, raw, waits, start, cpu0 = [], [], [], time.perf_counter(), time.process_time()
     while len(walls) < min_calls or time.perf_counter() - start < seconds:
+        q0 = _runqueue_s()
         t0 = time.perf_counter()
         fn()
-        walls.append(time.perf_counter() - t0)
+        t1 = time.perf_counter()
+        q1 = _runqueue_s()
+        waited = (q1 - q0) if q0 is not None and q1 is not None else 0.0
+        raw.append(t1 - t0)
+        waits.append(waited)
+        walls.append(max(t1 - t0 - waited, 0.0))
     return {"wall_s": statistics.median(walls), "cpu_s": (time.process_time() - cpu0) / len(walls),
-            "wall_mean_s": statistics.fmean(walls), "calls": len(walls)}
+            "wall_mean_s": statistics.fmean(walls), "wall_raw_s": statistics.median(raw),
+            "runqueue_mean_s": statistics.fmean(waits), "calls": len(walls)}
 
 
 def _random_actions(spec, n: int, rng: np.random.Generator) -> np.ndarray:
