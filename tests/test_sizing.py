@@ -171,3 +171,41 @@ def test_plan_command_line(tmp_path, capsys):
     assert math.isclose(plan["prediction"]["sps"], min(plan["prediction"]["tiers"].values()))
     assert plan_main(["configs/cartpole_ppo.py", "--nodes", "0", "--cores-per-node", "2", "--costs", str(path)]) == 2
     assert "--nodes 0" in capsys.readouterr().err
+
+
+def test_status_puts_the_plans_prediction_for_a_running_trial_beside_its_live_rate(tmp_path):
+    """A trial run from a written plan finds the unit costs it was planned from (the digest leaves out the settings
+    the plan sets) and ``launch.status`` prints the plan's env steps/s and bound beside the trainer's live rate."""
+    from launch import status
+    from launch.plan import costs_path, predicted_for_run
+    from srljax.config import write_json
+    from tests.test_status import trial
+
+    given = ["algo.num_steps=32", f"log.run_root={tmp_path}"]
+    measured_cfg = apply_overrides(load_file("configs/cartpole_ppo.py"), given)
+    path = costs_path(measured_cfg, "configs/cartpole_ppo.py")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(costs_dict(env_wall=0.010, env_cpu=0.0001)))
+    out_cfg, out_json = tmp_path / "plan.py", tmp_path / "plan.json"
+    assert plan_main(["configs/cartpole_ppo.py", *given, "--nodes", "1", "--cores-per-node", "2",
+                      "--write", str(out_cfg), "--json", str(out_json)]) == 0
+    plan = json.loads(out_json.read_text())
+    run_dir = tmp_path / "exp" / "t0"  # RUN_ROOT/experiment/trial, as the launchers lay it out
+    planned = load_file(out_cfg)
+    write_json(planned, run_dir / "config.json")
+    pred, found, cluster = predicted_for_run(planned, run_dir, cores=2)
+    assert found == path and cluster == Cluster(1, 2)
+    assert pred.sps == pytest.approx(plan["prediction"]["sps"]) and pred.bound == plan["prediction"]["bound"]
+    roles = trial({"wait/env": 0.8}, trainer_update=0.3)  # the trainer takes 800 env steps/s over the window
+    line = " ".join(status.predicted_vs_live(run_dir, roles, cores=2))
+    assert f"predicted {plan['prediction']['sps']:,.0f} env steps/s, bound by {plan['prediction']['bound']}" in line
+    assert f"live 800 env steps/s at the trainer = {800 / plan['prediction']['sps']:.2f} of predicted" in line
+    # another layout of the same settings is predicted for its own counts; other env settings have no costs
+    other = apply_overrides(planned, ["layout.num_actors=1", "env.num_envs=16", "trainer.batch_envs=16",
+                                      "layout.inference=inline"])
+    assert predicted_for_run(other, run_dir, cores=2)[0].sps == pytest.approx(
+        predict(Costs.from_dict(costs_dict(env_wall=0.010, env_cpu=0.0001)), Choice(1, 16), Cluster(1, 2),
+                other.trainer.max_policy_lag).sps)
+    write_json(apply_overrides(planned, ["env.options.max_episode_steps=100"]), run_dir / "config.json")
+    line = " ".join(status.predicted_vs_live(run_dir, roles, cores=2))
+    assert "live 800 env steps/s" in line and "no unit costs for these settings" in line and "--measure" in line
