@@ -43,7 +43,7 @@ CASES: dict[str, tuple[str, list[str], list[int]]] = {  # config, overrides, env
     "synthetic_1ms": ("configs/cartpole_ppo.py", [*SYNTHETIC, "env.options.step_ms=1"], [16, 64]),
     "synthetic_10ms": ("configs/cartpole_ppo.py", [*SYNTHETIC, "env.options.step_ms=10"], [16, 64]),
     "cartpole": ("configs/cartpole_ppo.py", [], [16, 64]),
-    "pong": ("configs/atari_ppo.py", [], [4, 8, 16]),
+    "pong": ("configs/atari_ppo.py", ["trainer.overlap_collection=false"], [4, 8, 16]),  # distributed: no overlap
 }
 
 

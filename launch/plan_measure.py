@@ -16,7 +16,8 @@ is timed as on a quiet one, and so is a computing unit another job preempted:
 * ``act``: the jitted act on n rows (the E above, and the larger batches a policy worker forms);
 * ``inference``: a request of E rows over a real ZeroMQ ``InferenceClient`` -> ``InferenceServer`` and its
   reply (round trip, each side's CPU), per E;
-* ``update``: one ``Learner.step`` on a random batch of the config's size and of twice that;
+* ``update``: one ``Learner.step`` on a random batch of the config's size, of 4x that and of the smallest batch a
+  plan weighs (one actor of the fewest ``env_counts`` envs);
 * ``sample_bytes_per_step``: a segment's bytes on the wire (``comm/codec.py``) per env step;
 * ``ingest``: (in the trainer's process) a ``SampleSender`` pushing segments of the config's ``env.num_envs`` columns as fast as it can
   over loopback TCP to a ``SampleReceiver`` that checks them and cuts batches as the trainer does:
@@ -342,14 +343,16 @@ def _policy_params(cfg: Experiment, spec: Any) -> Any:
         learner.close(final_checkpoint=False)
 
 
-def measure_trainer_units(cfg: Experiment, seconds: float, log=print) -> dict[str, Any]:
-    """The update at two batch sizes and the ingest over loopback TCP (run in a trainer-like process)."""
+def measure_trainer_units(cfg: Experiment, seconds: float, log=print, env_counts: list[int] | None = None) -> dict[str, Any]:
+    """The update at the config's batch, at 4x it and at the smallest batch a plan weighs (one actor of the fewest
+    envs: an update's cost is not proportional to its batch, so a line through larger batches is no guide below
+    them), and the ingest over loopback TCP (run in a trainer-like process)."""
     spec_env = envs.make(_env_cfg(cfg, cfg.env.num_envs), seed=cfg.seed)
     spec = spec_env.spec
     spec_env.close()
     algo = algos.make(cfg, spec)
     out: dict[str, Any] = {"update": []}
-    for columns in (cfg.batch_envs, 4 * cfg.batch_envs):
+    for columns in sorted({min(env_counts or [cfg.batch_envs]), cfg.batch_envs, 4 * cfg.batch_envs}):
         out["update"].append(measure_update(cfg, spec, columns))
         u = out["update"][-1]
         log(f"  update on {u['samples']:,} samples: {u['wall_s'] * 1e3:.1f} ms wall, {u['cpu_s'] * 1e3:.1f} ms CPU")
@@ -376,7 +379,7 @@ def main(argv: list[str]) -> int:
         out = measure_actor_units(cfg, float(seconds), [int(x) for x in counts.split(",")],
                                   [int(x) for x in rows.split(",")], log)
     else:
-        out = measure_trainer_units(cfg, float(seconds), log)
+        out = measure_trainer_units(cfg, float(seconds), log, [int(x) for x in counts.split(",")])
     Path(out_path).write_text(json.dumps(out))
     return 0
 

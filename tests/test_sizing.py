@@ -50,6 +50,17 @@ def test_update_cost_interpolates_and_extends_the_measured_line():
     assert costs.update_cost(16).wall_s == pytest.approx(0.002 + 16e-6)
 
 
+def test_below_the_smallest_measured_batch_an_update_costs_at_least_its_share_of_that_batch():
+    """Pong's update measured at 1,024 and 4,096 samples (3.7 s, 16.6 s): the line through them crosses zero at
+    ~290 samples, which would make a 512-sample update 1.55 s; it costs at least half of 1,024's."""
+    d = costs_dict()
+    d["update"] = [{"samples": 1024, "wall_s": 3.7, "cpu_s": 4.9}, {"samples": 4096, "wall_s": 16.6, "cpu_s": 23.5}]
+    costs = Costs.from_dict(d)
+    assert costs.update_cost(512).wall_s == pytest.approx(3.7 / 2)
+    assert costs.update_cost(512).cpu_s == pytest.approx(4.9 / 2)
+    assert costs.update_cost(2048).wall_s == pytest.approx(3.7 + 12.9 / 3)  # between the points: the line
+
+
 def test_actor_bound_layout_predicts_actors_times_envs_over_the_step():
     costs = Costs.from_dict(costs_dict(env_wall=0.010, env_cpu=0.0001))  # a slow env that barely uses the CPU
     choice = Choice(actors=3, envs=16)
