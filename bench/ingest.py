@@ -135,7 +135,7 @@ def child_trainer(a: dict[str, Any]) -> None:
     spec, extras = _spec(a["spec"]), _extras(a["extras"])
     receiver = SampleReceiver("tcp://127.0.0.1:*", TRIAL)
     _say(address=receiver.address)
-    pending, columns, batches, got, nbytes, window = [], 0, 0, 0, 0, None
+    pending, columns, batches, got, nbytes, taken, window = [], 0, 0, 0, 0, 0, None
     start, first = time.monotonic(), None
     while time.monotonic() - start < a["run_s"]:
         msg = receiver.recv(timeout_ms=100)
@@ -144,12 +144,13 @@ def child_trainer(a: dict[str, Any]) -> None:
         if first is None:
             first = time.monotonic()
         if window is None and time.monotonic() - first >= a["warmup_s"]:
-            window = (time.monotonic(), time.process_time(), got, nbytes, batches)
+            window = (time.monotonic(), time.process_time(), got, nbytes, batches, taken)
         traj = checked_trajectory(msg.tree, spec, a["t"], extras)
         got += 1
         nbytes += sum(x.nbytes for x in (*traj[:5], *traj.extras.values(), traj.policy_version))
         pending.append(traj)
         columns += traj.reward.shape[1]
+        taken += traj.reward.shape[1]
         if columns >= a["batch"]:
             batch, rest = split_segments(concat_segments(pending), a["batch"])
             pending, columns = ([rest] if rest.reward.shape[1] else []), columns - a["batch"]
@@ -161,8 +162,8 @@ def child_trainer(a: dict[str, Any]) -> None:
         _say(role="trainer", error="no window: too few segments arrived")
         return
     wall, cpu = time.monotonic() - window[0], time.process_time() - window[1]
-    _say(role="trainer", segments=got - window[2], bytes=nbytes - window[3], batches=batches - window[4],
-         wall_s=wall, cpu_s=cpu)
+    _say(role="trainer", messages=got - window[2], bytes=nbytes - window[3], batches=batches - window[4],
+         columns=taken - window[5], wall_s=wall, cpu_s=cpu)
     receiver.close()
 
 
@@ -223,11 +224,11 @@ def one_row(setup: dict[str, Any], actors: int, buffers: int, opts: argparse.Nam
                 p.kill()
     if "error" in got or not got:
         raise SystemExit(f"{actors} actors, {buffers} buffers: {got.get('error', 'the trainer said nothing')}")
-    steps = got["segments"] * setup["t"] * setup["b"]
+    steps = got["columns"] * setup["t"]
     row = {"actors": actors, "buffers": buffers, "trainer_gbps": got["bytes"] / got["wall_s"] / 1e9,
            "trainer_env_steps_per_s": steps / got["wall_s"], "trainer_cores": got["cpu_s"] / got["wall_s"],
            "trainer_gbps_per_core": got["bytes"] / max(got["cpu_s"], 1e-9) / 1e9, "batches": got["batches"],
-           "batch_columns": batch}
+           "batch_columns": batch, "trainer_messages_per_s": got["messages"] / got["wall_s"]}
     if buffer_rows:
         row["buffer_gbps"] = [b["bytes"] / b["wall_s"] / 1e9 for b in buffer_rows]
         row["buffer_gbps_per_core"] = [b["bytes"] / max(b["cpu_s"], 1e-9) / 1e9 for b in buffer_rows]
