@@ -220,3 +220,17 @@ def test_status_puts_the_plans_prediction_for_a_running_trial_beside_its_live_ra
     write_json(apply_overrides(planned, ["env.options.max_episode_steps=100"]), run_dir / "config.json")
     line = " ".join(status.predicted_vs_live(run_dir, roles, cores=2))
     assert "live 800 env steps/s" in line and "no unit costs for these settings" in line and "--measure" in line
+
+
+def test_a_sleeping_unit_is_timed_by_its_sleep_and_its_cpu_apart():
+    """``_timed`` (launch/plan_measure.py): a unit that sleeps 5 ms keeps its 5 ms of wall time (less only what its
+    thread waited for a CPU, never below the sleep) and almost none of it as CPU; a computing unit's CPU is counted."""
+    import time
+
+    from launch.plan_measure import _timed
+
+    slept = _timed(lambda: time.sleep(0.005), 0.1)
+    assert 0.005 <= slept["wall_s"] <= slept["wall_raw_s"] + 1e-9
+    assert slept["cpu_s"] < 0.2 * slept["wall_s"]
+    busy = _timed(lambda: sum(range(200_000)), 0.1)
+    assert busy["cpu_s"] > 0.5 * busy["wall_s"] > 0
