@@ -10,7 +10,9 @@ Reads ``RUN_DIR/prometheus_targets.json`` (every worker's endpoint, ``srljax/tel
 scrapes every endpoint twice ``--interval`` seconds apart and prints, per role: workers answering,
 busy fraction, throughput and queue depths, the share of wall time in each phase, and one sentence
 naming what bounds the run (env stepping, inference, the trainer's update, sample transport or
-params transport) with the figures that show it, and the settings that move it. A trial that has ended
+params transport) with the figures that show it, and the settings that move it; last, the layout planner's
+predicted env steps/s and bound for the trial's layout beside the live rate (``predicted_vs_live``: the unit costs
+``python -m launch.plan CFG --measure`` recorded under the trial's run root). A trial that has ended
 is reported from its ``status.json`` (exit 0; ``launch.local`` writes one for a single-process run too, and a
 folder without one whose metrics reached the trial's last update reads as finished) with its last metrics line (a distributed population's or
 league's: its members' ``members/<i>/metrics.jsonl`` together, as its launcher prints them). For a Slurm
