@@ -2,12 +2,16 @@
 
     python bench/plan_check.py                                  # synthetic 1 ms and 10 ms, CartPole
     python bench/plan_check.py --cases cartpole --updates 30
-    python bench/plan_check.py --cases pong --out rows.jsonl
+    python bench/plan_check.py --cases pong --out rows.jsonl --root /tmp/pong_plan    # keeps the unit costs there
+    bash tests/slurm/cluster.sh exec env SRLJAX_PRIORITY=1 /work/main/.venv/bin/python bench/plan_check.py \
+        --cases synthetic_10ms --slurm --nodes 3 --cores-per-node 1 --max-actors 8 slurm.actor.mem_gb_per_task=1
 
 Per case: ``python -m launch.plan CFG OVERRIDES --measure`` (unit costs), ``python -m launch.plan CFG OVERRIDES
 --nodes 1 --cores-per-node <this machine's cores> --write PLAN.py --json PLAN.json``, then ``python -m
 launch.local PLAN.py`` for ``--updates`` updates (each a subprocess, as a user runs them, under a temporary run
-root). Measured env steps/s are the trainer's, from ``metrics.jsonl`` between the update that ends the warm-up
+root, or ``--root``). With ``--slurm`` the plan is for ``--nodes`` x ``--cores-per-node`` and the planned run is
+``python -m launch.slurm PLAN.py`` (run it inside ``tests/slurm/cluster.sh exec`` for the throw-away cluster: its
+nodes share this machine's cores). Measured env steps/s are the trainer's, from ``metrics.jsonl`` between the update that ends the warm-up
 (``--warmup`` of the updates) and the last; the measured policy lag is ``lag/mean`` averaged over those lines.
 On a shared machine other jobs take cores from the planned run, so each row also gives the cores every
 other process used during the steady window (``/proc/stat`` less the run's own process tree, as
@@ -39,7 +43,7 @@ CASES: dict[str, tuple[str, list[str], list[int]]] = {  # config, overrides, env
     "synthetic_1ms": ("configs/cartpole_ppo.py", [*SYNTHETIC, "env.options.step_ms=1"], [16, 64]),
     "synthetic_10ms": ("configs/cartpole_ppo.py", [*SYNTHETIC, "env.options.step_ms=10"], [16, 64]),
     "cartpole": ("configs/cartpole_ppo.py", [], [16, 64]),
-    "pong": ("configs/atari_ppo.py", [], [4, 8, 16]),
+    "pong": ("configs/atari_ppo.py", ["trainer.overlap_collection=false"], [4, 8, 16]),  # distributed: no overlap
 }
 
 
@@ -64,16 +68,19 @@ def check(name: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     measured_s = time.monotonic() - start
     plan_py, plan_json = root / f"plan_{name}.py", root / f"plan_{name}.json"
     cores = args.cores or os.cpu_count()
-    out = run([*py, "--nodes", "1", "--cores-per-node", str(cores), "--write", str(plan_py), "--json", str(plan_json),
-               "--max-actors", str(args.max_actors)])
+    nodes, per_node = (args.nodes, args.cores_per_node or cores) if args.slurm else (1, cores)
+    out = run([*py, "--nodes", str(nodes), "--cores-per-node", str(per_node), "--write", str(plan_py), "--json",
+               str(plan_json), "--max-actors", str(args.max_actors)])
     print(out.stdout, flush=True)
     plan = json.loads(plan_json.read_text())
     per_update = plan["choice"]["actors"] * plan["choice"]["envs"] * plan["steps"]
     load = os.getloadavg()[0]
     trial = f"{name}-{time.monotonic_ns()}"
     run_dir = root / "plan_check" / trial
-    out, samples = launch_watched([sys.executable, "-m", "launch.local", str(plan_py), "-e", "plan_check", "-f", trial,
-                                   f"total_env_steps={per_update * args.updates}"], run_dir / "metrics.jsonl")
+    launcher = "launch.slurm" if args.slurm else "launch.local"
+    out, samples = launch_watched([sys.executable, "-m", launcher, str(plan_py), "-e", "plan_check", "-f", trial,
+                                   f"total_env_steps={per_update * args.updates}"], run_dir / "metrics.jsonl",
+                                  job_result=run_dir / "slurm" / "result.json" if args.slurm else None)
     metrics = read_jsonl(run_dir / "metrics.jsonl")
     first = max(1, int(args.updates * args.warmup))
     steady = [m for m in metrics if m["update"] >= first]
@@ -89,9 +96,10 @@ def check(name: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     choice = Choice(**plan["choice"])
     predicted = plan["prediction"]["sps"]
     # the same model at the cores this run's processes were left by the other jobs on the machine
+    # (on the throw-away Slurm cluster every node shares this machine's cores: the same one-node sum)
     got = predict(costs, choice, Cluster(1, max(cores - others, 0.05)), plan["max_policy_lag"])
     # at the measured rate: the CPU per env step of every role, and the workers' fixed cores spread over those steps
-    fixed = sum(load.fixed_cores for load in placement(choice, costs, Cluster(1, cores)))
+    fixed = sum(load.fixed_cores for load in placement(choice, costs, Cluster(nodes, per_node)))
     cpu_step = sum(role_cpu(costs, choice).values()) + fixed / sps
     return {"case": name, "layout": " ".join(plan["overrides"][1:8]), "predicted_sps": round(predicted),
             "measured_sps": round(sps), "ratio": round(sps / predicted, 3), "bound": plan["prediction"]["bound"],
@@ -101,7 +109,8 @@ def check(name: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
             "predicted_sps_at_cores_left": round(got.sps), "ratio_at_cores_left": round(sps / got.sps, 3),
             "bound_at_cores_left": got.bound, "predicted_cpu_ms_per_1k_steps": round(cpu_step * 1e6, 1),
             "measured_cpu_ms_per_1k_steps": round(ours / sps * 1e6, 1) if sps else None,
-            "workers_cores": workers, "measure_s": round(measured_s, 1), "cores": cores}
+            "workers_cores": workers, "measure_s": round(measured_s, 1), "cores": cores,
+            "cluster": f"{nodes} x {per_node}" + (" (Slurm)" if args.slurm else ""), "load_at_end": [round(x, 2) for x in os.getloadavg()]}
 
 
 def main() -> int:
@@ -114,10 +123,17 @@ def main() -> int:
     parser.add_argument("--cores", type=int, default=0, help="cores to plan for (default: this machine's)")
     parser.add_argument("--max-actors", type=int, default=0, help="plan at most this many actors (a shared machine)")
     parser.add_argument("--out", default="", help="append one JSON line per case here")
+    parser.add_argument("--root", default="", help="run root to keep (unit costs, plans, runs); default: a temporary one")
+    parser.add_argument("--slurm", action="store_true", help="plan for --nodes x --cores-per-node, run with launch.slurm")
+    parser.add_argument("--nodes", type=int, default=3, help="--slurm: nodes to plan for")
+    parser.add_argument("--cores-per-node", type=int, default=0, help="--slurm: cores per node (default: --cores)")
     parser.add_argument("extra", nargs="*", help="key=value overrides for every case")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="plan_check_") as tmp:
+        if args.root:
+            tmp = args.root
+            Path(tmp).mkdir(parents=True, exist_ok=True)
         for name in args.cases:
             rows.append(check(name, args, Path(tmp)))
             print(json.dumps(rows[-1]), flush=True)

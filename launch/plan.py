@@ -9,14 +9,17 @@
 step per env count, the inline actor's step, act per batch size, a request to a policy worker over real
 sockets, the trainer's update at two batch sizes, sample bytes per env step, a trainer's ingest over
 loopback TCP) and saves them as JSON in ``RUN_ROOT/plan/<config stem>-<digest>.json`` (``log.run_root``,
-default ``runs``; the digest covers the env, algo, trainer and seed settings, so other overrides get
-their own file; ``--costs PATH`` names another). ``--nodes/--cores-per-node/--gpus-per-node`` reads them
+default ``runs``; the digest covers the env, algo, trainer and seed settings less the ones a plan sets
+(``env.num_envs``, ``env.batch_size``, ``trainer.batch_envs``), so other overrides get their own file and a
+planned run finds the costs it was planned from; ``--costs PATH`` names another). ``--nodes/--cores-per-node/--gpus-per-node`` reads them
 back and prints the layout the model in ``srljax/sizing.py`` predicts fastest (counts per role, envs per
 actor, inline or remote inference, buffers, workers per node), its predicted env steps/s, the tier that
 bounds it and the policy lag; ``--top K`` prints the next K as well. ``--write PATH`` writes a config file
 that is the given config with the planned overrides (``python -m launch.local PATH`` or
 ``python -m launch.slurm PATH`` take it as any config); a planned layout that the config checks refuse
-(e.g. minibatches that do not divide the batch) is skipped for the next one, and said.
+(e.g. minibatches that do not divide the batch) is skipped for the next one, and said. ``python -m
+launch.status RUN_DIR`` of a running distributed trial puts the model's prediction for the trial's own layout
+(``predicted_for_run``, from the unit costs recorded under its run root) beside the live env steps/s.
 """
 
 from __future__ import annotations
@@ -31,17 +34,72 @@ from pathlib import Path
 
 from srljax.config import ConfigError, Experiment, apply_overrides, load_file
 from srljax.config.tree import to_dict
-from srljax.sizing import Cluster, Costs, Sized, overrides, placement, rank, trainer_cores
+from srljax.sizing import Choice, Cluster, Costs, Prediction, Sized, overrides, placement, predict, rank, trainer_cores
 
 PROG = "python -m launch.plan"
 
 
+LAYOUT_KEYS = {"env": ("num_envs", "batch_size"), "trainer_config": ("batch_envs",)}
+"""Settings the plan itself sets: left out of the unit costs' digest, so a planned run finds the costs it was
+planned from (``recorded_costs``)."""
+
+
+def costs_digest(cfg: Experiment) -> str:
+    """What the unit costs of ``cfg`` depend on: the env, algo, trainer and seed settings, less ``LAYOUT_KEYS``."""
+    d = to_dict(cfg)
+    key = {**{k: d[k] for k in ("env", "algo", "seed")}, "trainer_config": to_dict(cfg.trainer)}
+    key = {k: ({n: x for n, x in v.items() if n not in LAYOUT_KEYS.get(k, ())} if isinstance(v, dict) else v)
+           for k, v in key.items()}
+    return hashlib.sha1(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:10]
+
+
 def costs_path(cfg: Experiment, config: str) -> Path:
     """Where ``--measure`` saves the unit costs of ``cfg`` (and the plan reads them)."""
-    d = to_dict(cfg)
-    key = json.dumps({**{k: d[k] for k in ("env", "algo", "seed")}, "trainer_config": to_dict(cfg.trainer)},
-                     sort_keys=True, default=str)
-    return Path(cfg.log.run_root) / "plan" / f"{Path(config).stem}-{hashlib.sha1(key.encode()).hexdigest()[:10]}.json"
+    return Path(cfg.log.run_root) / "plan" / f"{Path(config).stem}-{costs_digest(cfg)}.json"
+
+
+def recorded_costs(cfg: Experiment, run_root: Path) -> Path | None:
+    """The newest unit costs measured for ``cfg``'s settings under ``run_root`` (whatever config file they were
+    measured from, and whatever layout ``cfg`` runs): None if there are none."""
+    found = sorted((run_root / "plan").glob(f"*-{costs_digest(cfg)}.json"), key=lambda p: p.stat().st_mtime)
+    return found[-1] if found else None
+
+
+def choice_of(cfg: Experiment) -> Choice:
+    """The layout ``cfg`` runs, as the model describes one (``layout.ring_size`` and ``env.batch_size`` aside)."""
+    remote = cfg.layout.inference == "remote"
+    return Choice(cfg.layout.num_actors, cfg.env.num_envs, cfg.layout.inference,
+                  cfg.layout.num_policy_workers if remote else 0, cfg.layout.num_buffer_workers)
+
+
+def cluster_of(cfg: Experiment, slurm: bool, cores: int) -> Cluster:
+    """The cluster a trial runs on, as the plan for it would have named it: this machine (``cores``) for a local
+    trial; for a Slurm trial the trainer's node and ``slurm.actor.nodes`` more of ``slurm.node_cpus`` cores."""
+    if not slurm:
+        return Cluster(1, cores)
+    return Cluster(1 + max(cfg.slurm.actor.nodes, 0), cfg.slurm.actor.node_cpus or cfg.slurm.node_cpus or cores)
+
+
+def predicted_for_run(cfg: Experiment, run_dir: Path, cores: int) -> tuple[Prediction, Path, Cluster] | str:
+    """The model's prediction for the trial in ``run_dir`` (its own layout, from the unit costs recorded under its
+    run root), or why there is none."""
+    if cfg.layout.mode != "distributed":
+        return "a single-process trial: the plan sizes distributed layouts"
+    run_root = run_dir.parent.parent
+    path = recorded_costs(cfg, run_root)
+    if path is None:
+        return (f"no unit costs for these settings under {run_root / 'plan'}: `{PROG} CONFIG [OVERRIDES] --measure "
+                f"log.run_root={run_root}` with the trial's env, algo and trainer settings records them")
+    try:
+        costs = Costs.from_dict(json.loads(path.read_text()))
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        return f"{path}: {err}"
+    cluster = cluster_of(cfg, (run_dir / "slurm" / "job.json").exists(), cores)
+    choice = choice_of(cfg)
+    if choice.envs not in costs.actor or (choice.inference == "remote" and choice.envs not in costs.inference):
+        return (f"{path} has no actor step measured at env.num_envs={choice.envs} (measured: "
+                f"{sorted(costs.actor)}): measure again with --env-counts {choice.envs}")
+    return predict(costs, choice, cluster, cfg.trainer.max_policy_lag), path, cluster
 
 
 def load_costs(path: Path) -> Costs:

@@ -6,7 +6,9 @@ The actor's units (env, actor, act, inference) run in a process set up as an act
 programs dispatched inline), the trainer's (update, ingest) in one set up as a trainer's, each started with
 ``srljax.parallel.devices.process_env`` as ``launch.local`` starts them. Each unit is timed alone, as wall time and as CPU time (the process's, all threads: envpool's and
 XLA's included; the sockets' sides by thread), so the planner can tell a unit that waits (a slow
-remote env) from one that computes:
+remote env) from one that computes. A call's wall time leaves out what its thread spent runnable but waiting
+for a CPU (``/proc/thread-self/schedstat``): on a shared machine a sleeping unit woken late by a busy scheduler
+is timed as on a quiet one, and so is a computing unit another job preempted:
 
 * ``env``: one batch step of E envs with random actions (the config's env, ``batch_size=0``), per E;
 * ``actor``: one batch step of an inline actor's loop as ``ActorWorker`` runs it (``recv``, ``Acting.act``,
@@ -14,7 +16,8 @@ remote env) from one that computes:
 * ``act``: the jitted act on n rows (the E above, and the larger batches a policy worker forms);
 * ``inference``: a request of E rows over a real ZeroMQ ``InferenceClient`` -> ``InferenceServer`` and its
   reply (round trip, each side's CPU), per E;
-* ``update``: one ``Learner.step`` on a random batch of the config's size and of twice that;
+* ``update``: one ``Learner.step`` on a random batch of the config's size, of 4x that and of the smallest batch a
+  plan weighs (one actor of the fewest ``env_counts`` envs);
 * ``sample_bytes_per_step``: a segment's bytes on the wire (``comm/codec.py``) per env step;
 * ``ingest``: (in the trainer's process) a ``SampleSender`` pushing segments of the config's ``env.num_envs`` columns as fast as it can
   over loopback TCP to a ``SampleReceiver`` that checks them and cuts batches as the trainer does:
@@ -51,17 +54,38 @@ from srljax.system.shell.common import checked_trajectory
 TRIAL = "plan/measure"
 
 
+def _runqueue_s() -> float | None:
+    """Seconds this thread has spent runnable but waiting for a CPU (``/proc/thread-self/schedstat``'s second
+    field), or None where the kernel does not say."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) * 1e-9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _timed(fn, seconds: float, min_calls: int = 5) -> dict[str, float]:
-    """Per call of ``fn``, over at least ``seconds`` and ``min_calls`` calls: the median wall time (a call that
-    another job's process preempted is an outlier there, not the machine's speed) and the mean process-CPU
-    time (every thread; CPU time does not grow when the machine is shared)."""
-    walls, start, cpu0 = [], time.perf_counter(), time.process_time()
+    """Per call of ``fn``, over at least ``seconds`` and ``min_calls`` calls: the median wall time less the time
+    the calling thread waited for a CPU during the call (run-queue wait: another job's process held the core), and
+    the mean process-CPU time (every thread; CPU time does not grow when the machine is shared). A unit that
+    sleeps (a remote env, a socket round trip) keeps its sleep, which is the machine's speed; one that another job
+    kept from running does not keep that wait: a sleeper woken late on a loaded machine counts as woken on time
+    (the wait between its wake-up and its next turn on a core is run-queue wait)."""
+    walls, raw, waits, start, cpu = [], [], [], time.perf_counter(), 0.0
     while len(walls) < min_calls or time.perf_counter() - start < seconds:
-        t0 = time.perf_counter()
+        q0 = _runqueue_s()  # (reading it costs ~16 us of CPU: outside the CPU bracket)
+        c0, t0 = time.process_time(), time.perf_counter()
         fn()
-        walls.append(time.perf_counter() - t0)
-    return {"wall_s": statistics.median(walls), "cpu_s": (time.process_time() - cpu0) / len(walls),
-            "wall_mean_s": statistics.fmean(walls), "calls": len(walls)}
+        t1, c1 = time.perf_counter(), time.process_time()
+        cpu += c1 - c0
+        q1 = _runqueue_s()
+        waited = (q1 - q0) if q0 is not None and q1 is not None else 0.0
+        raw.append(t1 - t0)
+        waits.append(waited)
+        walls.append(max(t1 - t0 - waited, 0.0))
+    return {"wall_s": statistics.median(walls), "cpu_s": cpu / len(walls),
+            "wall_mean_s": statistics.fmean(walls), "wall_raw_s": statistics.median(raw),
+            "runqueue_mean_s": statistics.fmean(waits), "calls": len(walls)}
 
 
 def _random_actions(spec, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -320,14 +344,16 @@ def _policy_params(cfg: Experiment, spec: Any) -> Any:
         learner.close(final_checkpoint=False)
 
 
-def measure_trainer_units(cfg: Experiment, seconds: float, log=print) -> dict[str, Any]:
-    """The update at two batch sizes and the ingest over loopback TCP (run in a trainer-like process)."""
+def measure_trainer_units(cfg: Experiment, seconds: float, log=print, env_counts: list[int] | None = None) -> dict[str, Any]:
+    """The update at the config's batch, at 4x it and at the smallest batch a plan weighs (one actor of the fewest
+    envs: an update's cost is not proportional to its batch, so a line through larger batches is no guide below
+    them), and the ingest over loopback TCP (run in a trainer-like process)."""
     spec_env = envs.make(_env_cfg(cfg, cfg.env.num_envs), seed=cfg.seed)
     spec = spec_env.spec
     spec_env.close()
     algo = algos.make(cfg, spec)
     out: dict[str, Any] = {"update": []}
-    for columns in (cfg.batch_envs, 4 * cfg.batch_envs):
+    for columns in sorted({min(env_counts or [cfg.batch_envs]), cfg.batch_envs, 4 * cfg.batch_envs}):
         out["update"].append(measure_update(cfg, spec, columns))
         u = out["update"][-1]
         log(f"  update on {u['samples']:,} samples: {u['wall_s'] * 1e3:.1f} ms wall, {u['cpu_s'] * 1e3:.1f} ms CPU")
@@ -354,7 +380,7 @@ def main(argv: list[str]) -> int:
         out = measure_actor_units(cfg, float(seconds), [int(x) for x in counts.split(",")],
                                   [int(x) for x in rows.split(",")], log)
     else:
-        out = measure_trainer_units(cfg, float(seconds), log)
+        out = measure_trainer_units(cfg, float(seconds), log, [int(x) for x in counts.split(",")])
     Path(out_path).write_text(json.dumps(out))
     return 0
 

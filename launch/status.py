@@ -10,7 +10,9 @@ Reads ``RUN_DIR/prometheus_targets.json`` (every worker's endpoint, ``srljax/tel
 scrapes every endpoint twice ``--interval`` seconds apart and prints, per role: workers answering,
 busy fraction, throughput and queue depths, the share of wall time in each phase, and one sentence
 naming what bounds the run (env stepping, inference, the trainer's update, sample transport or
-params transport) with the figures that show it, and the settings that move it. A trial that has ended
+params transport) with the figures that show it, and the settings that move it; last, the layout planner's
+predicted env steps/s and bound for the trial's layout beside the live rate (``predicted_vs_live``: the unit costs
+``python -m launch.plan CFG --measure`` recorded under the trial's run root). A trial that has ended
 is reported from its ``status.json`` (exit 0; ``launch.local`` writes one for a single-process run too, and a
 folder without one whose metrics reached the trial's last update reads as finished) with its last metrics line (a distributed population's or
 league's: its members' ``members/<i>/metrics.jsonl`` together, as its launcher prints them). For a Slurm
@@ -273,6 +275,39 @@ def cpu_picture(scrapes: list[tuple]) -> list[str]:
     return lines
 
 
+def live_sps(roles: Mapping[str, RoleFigures]) -> float | None:
+    """Env steps/s the trainer took over the window (the actors' where no trainer answered)."""
+    for role in (TRAINER, ACTOR):
+        if role in roles and "env_steps" in roles[role].throughput:
+            return roles[role].throughput["env_steps"]
+    return None
+
+
+def predicted_vs_live(run_dir: Path, roles: Mapping[str, RoleFigures], cores: int | None = None) -> list[str]:
+    """The sizing model's env steps/s and bound for the trial's layout (``launch.plan.predicted_for_run``: the
+    unit costs ``launch.plan --measure`` recorded under the trial's run root) beside the live rate."""
+    import os
+
+    from launch.plan import predicted_for_run
+    from srljax.config import from_dict
+
+    try:
+        cfg = from_dict(json.loads((run_dir / "config.json").read_text()))
+    except (OSError, ValueError, TypeError, KeyError):
+        return []
+    live = live_sps(roles)
+    live_text = f"live {live:,.0f} env steps/s at the {TRAINER if TRAINER in roles else ACTOR}" if live is not None \
+        else "no live env steps/s"
+    found = predicted_for_run(cfg, run_dir, cores or os.cpu_count() or 1)
+    if isinstance(found, str):
+        return [f"  predicted vs live: {live_text}; no prediction ({found})"]
+    pred, path, cluster = found
+    ratio = f" = {live / pred.sps:.2f} of predicted" if live is not None and pred.sps > 0 else ""
+    return [f"  predicted vs live: predicted {pred.sps:,.0f} env steps/s, bound by {pred.bound}, policy lag "
+            f"~{pred.lag:.1f} (the plan's model for this layout on {cluster.nodes} node(s) x {cluster.cores_per_node:g} "
+            f"cores, unit costs {path}); {live_text}{ratio}"]
+
+
 def last_record(run_dir: Path) -> dict:
     """The trial's last metrics line as its launcher reads it (``trial_record``: a distributed population's or
     league's members together); the folder's ``metrics.jsonl`` where its ``config.json`` cannot be read."""
@@ -404,7 +439,8 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     roles = summarise(scrapes)
-    print("\n".join(report(roles, diagnose(roles), args.interval) + cpu_picture(scrapes)), flush=True)
+    print("\n".join(report(roles, diagnose(roles), args.interval) + cpu_picture(scrapes)
+                    + predicted_vs_live(run_dir, roles)), flush=True)
     return 0
 
 

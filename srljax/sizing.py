@@ -111,12 +111,16 @@ class Costs:
 
 
 def _linear(points: list[tuple[int, float]], x: float) -> float:
-    """Piecewise-linear through ``points`` (sorted by x), extended along the end segments; never below 0."""
+    """Piecewise-linear through ``points`` (sorted by x), extended along the end segments; never below 0, and below
+    the smallest point never below that point's cost per unit times ``x`` (a smaller batch does not cost less per
+    sample: a line through larger batches that crosses zero above 0 would predict a free small update)."""
     if len(points) == 1:
         n, y = points[0]
         return max(0.0, y * x / n)
     if x <= points[0][0]:
         (x0, y0), (x1, y1) = points[0], points[1]
+        line = y0 + (y1 - y0) * (x - x0) / (x1 - x0) if x1 != x0 else y0
+        return max(line, y0 * x / x0 if x0 > 0 else 0.0, 0.0)
     elif x >= points[-1][0]:
         (x0, y0), (x1, y1) = points[-2], points[-1]
     else:

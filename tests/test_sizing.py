@@ -50,6 +50,17 @@ def test_update_cost_interpolates_and_extends_the_measured_line():
     assert costs.update_cost(16).wall_s == pytest.approx(0.002 + 16e-6)
 
 
+def test_below_the_smallest_measured_batch_an_update_costs_at_least_its_share_of_that_batch():
+    """Pong's update measured at 1,024 and 4,096 samples (3.7 s, 16.6 s): the line through them crosses zero at
+    ~290 samples, which would make a 512-sample update 1.55 s; it costs at least half of 1,024's."""
+    d = costs_dict()
+    d["update"] = [{"samples": 1024, "wall_s": 3.7, "cpu_s": 4.9}, {"samples": 4096, "wall_s": 16.6, "cpu_s": 23.5}]
+    costs = Costs.from_dict(d)
+    assert costs.update_cost(512).wall_s == pytest.approx(3.7 / 2)
+    assert costs.update_cost(512).cpu_s == pytest.approx(4.9 / 2)
+    assert costs.update_cost(2048).wall_s == pytest.approx(3.7 + 12.9 / 3)  # between the points: the line
+
+
 def test_actor_bound_layout_predicts_actors_times_envs_over_the_step():
     costs = Costs.from_dict(costs_dict(env_wall=0.010, env_cpu=0.0001))  # a slow env that barely uses the CPU
     choice = Choice(actors=3, envs=16)
@@ -171,3 +182,55 @@ def test_plan_command_line(tmp_path, capsys):
     assert math.isclose(plan["prediction"]["sps"], min(plan["prediction"]["tiers"].values()))
     assert plan_main(["configs/cartpole_ppo.py", "--nodes", "0", "--cores-per-node", "2", "--costs", str(path)]) == 2
     assert "--nodes 0" in capsys.readouterr().err
+
+
+def test_status_puts_the_plans_prediction_for_a_running_trial_beside_its_live_rate(tmp_path):
+    """A trial run from a written plan finds the unit costs it was planned from (the digest leaves out the settings
+    the plan sets) and ``launch.status`` prints the plan's env steps/s and bound beside the trainer's live rate."""
+    from launch import status
+    from launch.plan import costs_path, predicted_for_run
+    from srljax.config import write_json
+    from tests.test_status import trial
+
+    given = ["algo.num_steps=32", f"log.run_root={tmp_path}"]
+    measured_cfg = apply_overrides(load_file("configs/cartpole_ppo.py"), given)
+    path = costs_path(measured_cfg, "configs/cartpole_ppo.py")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(costs_dict(env_wall=0.010, env_cpu=0.0001)))
+    out_cfg, out_json = tmp_path / "plan.py", tmp_path / "plan.json"
+    assert plan_main(["configs/cartpole_ppo.py", *given, "--nodes", "1", "--cores-per-node", "2",
+                      "--write", str(out_cfg), "--json", str(out_json)]) == 0
+    plan = json.loads(out_json.read_text())
+    run_dir = tmp_path / "exp" / "t0"  # RUN_ROOT/experiment/trial, as the launchers lay it out
+    planned = load_file(out_cfg)
+    write_json(planned, run_dir / "config.json")
+    pred, found, cluster = predicted_for_run(planned, run_dir, cores=2)
+    assert found == path and cluster == Cluster(1, 2)
+    assert pred.sps == pytest.approx(plan["prediction"]["sps"]) and pred.bound == plan["prediction"]["bound"]
+    roles = trial({"wait/env": 0.8}, trainer_update=0.3)  # the trainer takes 800 env steps/s over the window
+    line = " ".join(status.predicted_vs_live(run_dir, roles, cores=2))
+    assert f"predicted {plan['prediction']['sps']:,.0f} env steps/s, bound by {plan['prediction']['bound']}" in line
+    assert f"live 800 env steps/s at the trainer = {800 / plan['prediction']['sps']:.2f} of predicted" in line
+    # another layout of the same settings is predicted for its own counts; other env settings have no costs
+    other = apply_overrides(planned, ["layout.num_actors=1", "env.num_envs=16", "trainer.batch_envs=16",
+                                      "layout.inference=inline"])
+    assert predicted_for_run(other, run_dir, cores=2)[0].sps == pytest.approx(
+        predict(Costs.from_dict(costs_dict(env_wall=0.010, env_cpu=0.0001)), Choice(1, 16), Cluster(1, 2),
+                other.trainer.max_policy_lag).sps)
+    write_json(apply_overrides(planned, ["env.options.max_episode_steps=100"]), run_dir / "config.json")
+    line = " ".join(status.predicted_vs_live(run_dir, roles, cores=2))
+    assert "live 800 env steps/s" in line and "no unit costs for these settings" in line and "--measure" in line
+
+
+def test_a_sleeping_unit_is_timed_by_its_sleep_and_its_cpu_apart():
+    """``_timed`` (launch/plan_measure.py): a unit that sleeps 5 ms keeps its 5 ms of wall time (less only what its
+    thread waited for a CPU, never below the sleep) and almost none of it as CPU; a computing unit's CPU is counted."""
+    import time
+
+    from launch.plan_measure import _timed
+
+    slept = _timed(lambda: time.sleep(0.005), 0.1)
+    assert 0.005 <= slept["wall_s"] <= slept["wall_raw_s"] + 1e-9
+    assert slept["cpu_s"] < 0.2 * slept["wall_s"]
+    busy = _timed(lambda: sum(range(200_000)), 0.1)
+    assert busy["cpu_s"] > 0.5 * busy["wall_s"] > 0
