@@ -121,6 +121,7 @@ def make_multi_policy(cfg: Experiment, spec: EnvSpec, names: tuple[str, ...] | N
     agents = {name: idx for name, idx in policy_agents(cfg).items() if names is None or name in names}
     served = served_agents(cfg, tuple(agents))
     positions = {name: [served.index(i) for i in idx] for name, idx in agents.items()}  # rows: where each policy's are
+    order = list(cfg.policies.names())
     subs = {name: make_policy_algorithm(policy_experiment(cfg, name), policy_spec(spec, idx))
             for name, idx in agents.items()}
     frozen = {p.name for p in cfg.policies.named if p.frozen}
@@ -137,8 +138,9 @@ def make_multi_policy(cfg: Experiment, spec: EnvSpec, names: tuple[str, ...] | N
     def acting(which: str) -> Any:
         def act(params: dict[str, Any], obs: Any, actor_state: Any, first: Any, rng: jax.Array) -> tuple[Any, dict, Any]:
             actions, extras = {}, {}
-            for i, (name, algo) in enumerate(subs.items()):
+            for name, algo in subs.items():
                 fn = getattr(algo, which)
+                i = order.index(name)  # a policy's key is its own whichever composite acts it (a subset too)
                 mine = obs[..., positions[name], :] if rows else policy_rows(spec, agents[name], obs)
                 a, ex, _ = fn(params[name]["net"], mine, (), first, jax.random.fold_in(rng, i))
                 actions[name] = a
