@@ -151,35 +151,54 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
 
 
-def test_local_processes_serve_one_policy_remotely_and_act_the_other_inline(tmp_path):
-    """``launch.local`` with 2 actors, one policy worker and two trainers: both policies train every update; the policy
-    worker follows and serves only ``attacker`` (envs x 1 agent rows); the actors act ``defender`` on every row."""
-    updates = 6
+def small_config(tmp_path: Path, updates: int) -> Path:
     config = tmp_path / "small_mixed.py"
     config.write_text(textwrap.dedent(SMALL_CONFIG).replace("UPDATES", str(updates)))
-    run = subprocess.run([sys.executable, "-m", "launch.local", str(config), "-f", "t", f"log.run_root={tmp_path}",
-                          "log.wandb=disabled", "log.progress=lines"], cwd=ROOT, capture_output=True, text=True,
-                         timeout=400)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    run_dir = tmp_path / "lbf_mixed_inference" / "t"
+    return config
+
+
+def check_mixed_run(run_dir: Path, updates: int, policy: dict, actors: list[dict]) -> None:
+    """Both policies trained every update; the policy worker served only attacker's agent (envs x 1 agent rows), the
+    actors acted defender's agent themselves on every row they recorded."""
     for name in ("attacker", "defender"):
         lines = read_jsonl(run_dir / "policies" / name / "metrics.jsonl")
         assert [x["update"] for x in lines] == list(range(1, updates + 1)), name
         assert all(np.isfinite(x["loss"]) and x["approx_kl"] > 0 for x in lines), (name, lines[-1])
         assert (run_dir / "policies" / name / "checkpoints").is_dir()
     assert read_jsonl(run_dir / "policies" / "defender" / "metrics.jsonl")[-1]["lr"] == pytest.approx(3e-4)
-
-    policy = read_jsonl(run_dir / "workers" / "policy-0.jsonl")[-1]
-    actors = [read_jsonl(run_dir / "workers" / f"actor-{i}.jsonl")[-1] for i in range(2)]
     stepped = sum(a["env_steps"] for a in actors)
     assert stepped >= 8 * 16 * updates
-    # one agent (attacker's) per env row served, and every row an actor recorded was served
-    assert policy["agent_rows"] == policy["rows"] >= stepped
-    # the actors acted the other agent (defender's) themselves on every row they recorded
+    assert policy["agent_rows"] == policy["rows"] >= stepped  # one agent per env row, every recorded row served
     assert all(a["inline_agent_rows"] == a["env_steps"] > 0 and a["requests"] > 0 for a in actors)
+    assert policy["params/received"] > 0 and actors[0]["params/received"] > 0
+
+
+def test_the_threads_backend_serves_one_policy_remotely_and_acts_the_other_inline(tmp_path):
+    from launch.threads import run_threads
+    from srljax.config import apply_overrides
+
+    updates = 3
+    cfg = apply_overrides(load_file(small_config(tmp_path, updates)),
+                          ["trial=th", f"log.run_root={tmp_path}", "log.wandb=disabled", "log.progress=lines"])
+    result = run_threads(cfg)
+    assert (result.exit_code, result.reason) == (0, "done"), result.message
+    check_mixed_run(Path(cfg.run_dir), updates, result.worker_metrics("policy", 0)[-1],
+                    [result.worker_metrics("actor", i)[-1] for i in range(2)])
+
+
+@pytest.mark.slow  # 138 s on the 2 shared cores at load 25 (5 worker processes, each importing jax and compiling)
+def test_local_processes_serve_one_policy_remotely_and_act_the_other_inline(tmp_path):
+    """``launch.local`` with 2 actors, one policy worker and two trainers (``check_mixed_run``), each worker's log
+    naming what it acts."""
+    updates = 6
+    run = subprocess.run([sys.executable, "-m", "launch.local", str(small_config(tmp_path, updates)), "-f", "t",
+                          f"log.run_root={tmp_path}", "log.wandb=disabled", "log.progress=lines"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=400)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    run_dir = tmp_path / "lbf_mixed_inference" / "t"
+    check_mixed_run(run_dir, updates, read_jsonl(run_dir / "workers" / "policy-0.jsonl")[-1],
+                    [read_jsonl(run_dir / "workers" / f"actor-{i}.jsonl")[-1] for i in range(2)])
     assert "policies attacker (agents [0])" in (run_dir / "logs" / "policy-0.log").read_text()
     assert "attacker remote, defender inline inference" in (run_dir / "logs" / "actor-0.log").read_text()
-    # the policy worker follows attacker's trainer, the actors defender's
-    assert policy["params/received"] > 0 and actors[0]["params/received"] > 0
     trainers = [read_jsonl(run_dir / "workers" / f"trainer-{i}.jsonl")[-1] for i in range(2)]
     assert all(t["updates"] == updates for t in trainers)
