@@ -194,7 +194,7 @@ class ActorWorker(Worker):
     def policy_versions(self) -> dict[str, int]:
         """Several policies: the newest params version of each training policy, as this actor knows it (an inline
         policy's from its params stream, a remote one's from the policy workers' replies)."""
-        inline = self.follower.versions() if self.follower is not None else {}
+        inline = self.follower.versions() if hasattr(self.follower, "versions") else {}  # a MultiFollower
         return {name: inline[name] if name in inline else self.inference.newest_version for name in self.plan.policies}
 
     def poll(self) -> None:
