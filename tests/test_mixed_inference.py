@@ -76,10 +76,7 @@ def test_served_rows_act_as_the_whole_composite_does_for_their_agents():
     """The policy worker's composite (remote policies only, on the rows the actor cuts) and the actor's inline
     composite give, merged, what the composite of every policy gives (actions, log-probs, values, versions: a
     policy's act key is its own whichever composite acts it). Agents 0 and 2 remote, agent 1 inline."""
-    cfg = dataclasses.replace(mixed(), algo=dataclasses.replace(mixed().algo, hidden_sizes=(8,)),
-                              policies=PoliciesConfig(named=(PolicyConfig("attacker", inference="remote"),
-                                                             PolicyConfig("defender", inference="inline")),
-                                                      agents=("attacker", "defender", "attacker")))
+    cfg = grid_policies()
     spec = GRID
     obs = np.random.default_rng(0).normal(size=(4, 3, 5)).astype(np.float32)
     obs[..., 3:] = 1.0  # every action legal
@@ -106,6 +103,56 @@ def test_served_rows_act_as_the_whole_composite_does_for_their_agents():
     assert (np.asarray(extras_r["attacker/version"]) == 4).all() and (np.asarray(extras_i["defender/version"]) == 7).all()
     # a request of the served rows fits the inference socket's bound (each row carries every agent's view)
     assert stream_limits(cfg, spec, full.extras_spec)["requests"] >= 2 * rows.nbytes
+
+
+def grid_policies():
+    return dataclasses.replace(mixed(), algo=dataclasses.replace(mixed().algo, hidden_sizes=(8,)),
+                               policies=PoliciesConfig(named=(PolicyConfig("attacker", inference="remote"),
+                                                              PolicyConfig("defender", inference="inline")),
+                                                       agents=("attacker", "defender", "attacker")))
+
+
+def test_a_part_staler_than_its_own_policys_lag_stays_at_the_actor():
+    """Staleness is per policy: a segment whose defender part (inline, acted at version 2, defender's newest 8) is
+    staler than ``trainer.max_policy_lag=4`` while its attacker part (remote, 10 against 12) is not: only the attacker
+    part is sent; the segment is dropped whole only when every part is stale."""
+    from types import SimpleNamespace
+
+    from srljax.system.acting.actor import ActorWorker
+    from srljax.system.acting.policy_streams import PolicySender
+    from srljax.types import Trajectory
+
+    cfg = grid_policies()
+    assert cfg.trainer.max_policy_lag == 4
+    full = make_multi_policy(cfg, GRID)
+    t, b = 3, 4
+    extras = {k: np.zeros((t, b, *shape), dtype) for k, (shape, dtype) in full.extras_spec.items()}
+    extras["attacker/version"][:], extras["defender/version"][:] = 10, 2
+    segment = Trajectory(obs=np.zeros((t, b, 3, 5), np.float32), action=np.zeros((t, b, 3), np.int32),
+                         reward=np.zeros((t, b), np.float32), terminated=np.zeros((t, b), bool),
+                         truncated=np.zeros((t, b), bool), extras=extras, policy_version=np.full(b, 2, np.int32))
+    actor = object.__new__(ActorWorker)  # only what the check reads: its plan, params follower and inference client
+    actor.cfg, actor.plan = cfg, plan_of(cfg)
+    actor.follower = SimpleNamespace(versions=lambda: {"defender": 8})
+    actor.inference = SimpleNamespace(newest_version=12)
+    assert actor.policy_versions() == {"attacker": 12, "defender": 8}
+    assert actor._stale_parts(segment) == {"defender"}
+    actor.inference.newest_version = 15
+    assert actor._stale_parts(segment) == {"attacker", "defender"}
+
+    class Recorder:
+        def __init__(self):
+            self.sent = []
+
+        def send(self, tree, timeout_ms=None, *, version=-1, meta=None):
+            self.sent.append((tree, version, meta))
+            return True
+
+    attacker, defender = Recorder(), Recorder()
+    sender = PolicySender(cfg, GRID, {"attacker": attacker, "defender": defender})
+    assert sender.send(segment, 0, meta={"actor": 0}, skip=frozenset({"defender"}))
+    assert [x[1:] for x in attacker.sent] == [(10, {"actor": 0, "policy_name": "attacker"})] and defender.sent == []
+    assert attacker.sent[0][0].obs.shape == (t, b, 2, 2 + 6 + 1 + 2)  # attacker's two agents' rows
 
 
 # -- refusals -------------------------------------------------------------------------------------------------------
