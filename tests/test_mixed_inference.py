@@ -233,7 +233,7 @@ def test_the_threads_backend_serves_one_policy_remotely_and_acts_the_other_inlin
                     [result.worker_metrics("actor", i)[-1] for i in range(2)])
 
 
-@pytest.mark.slow  # 138 s on the 2 shared cores at load 25 (5 worker processes, each importing jax and compiling)
+@pytest.mark.slow  # 66-138 s on the 2 shared cores at load 25-28 (5 worker processes, each importing jax and compiling)
 def test_local_processes_serve_one_policy_remotely_and_act_the_other_inline(tmp_path):
     """``launch.local`` with 2 actors, one policy worker and two trainers (``check_mixed_run``), each worker's log
     naming what it acts."""
