@@ -233,6 +233,25 @@ def test_the_threads_backend_serves_one_policy_remotely_and_acts_the_other_inlin
                     [result.worker_metrics("actor", i)[-1] for i in range(2)])
 
 
+def test_both_policies_remote_take_the_same_rows_path_in_threads(tmp_path):
+    """Both remote (the layout's default here): the policy worker serves both agents of each row (32 s at load 30)."""
+    from launch.threads import run_threads
+    from srljax.config import apply_overrides
+
+    updates = 3
+    cfg = apply_overrides(load_file(small_config(tmp_path, updates)),
+                          ["trial=both", f"log.run_root={tmp_path}", "log.wandb=disabled", "log.progress=lines"])
+    both = with_inference(cfg, "", "")
+    result = run_threads(both)
+    assert (result.exit_code, result.reason) == (0, "done"), result.message
+    policy = result.worker_metrics("policy", 0)[-1]
+    actors = [result.worker_metrics("actor", i)[-1] for i in range(2)]
+    assert policy["agent_rows"] == 2 * policy["rows"] >= 2 * sum(a["env_steps"] for a in actors) > 0
+    assert not any("inline_agent_rows" in a for a in actors)
+    for name in ("attacker", "defender"):
+        assert read_jsonl(Path(both.run_dir) / "policies" / name / "metrics.jsonl")[-1]["update"] == updates
+
+
 @pytest.mark.slow  # 66-138 s on the 2 shared cores at load 25-28 (5 worker processes, each importing jax and compiling)
 def test_local_processes_serve_one_policy_remotely_and_act_the_other_inline(tmp_path):
     """``launch.local`` with 2 actors, one policy worker and two trainers (``check_mixed_run``), each worker's log
