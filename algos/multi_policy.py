@@ -18,6 +18,11 @@ params that acted, so a segment split per policy carries each policy's own ``pol
 state (single process) is ``{name: that policy's TrainState}``, and its update splits the batch and updates
 every policy that is not ``frozen``; metrics come back as ``<name>/<metric>``. The distributed workers use
 the same composite for acting (actors, policy workers) and one plain per-policy algorithm per trainer.
+
+A composite may act a subset of the policies (``names``: inference chosen per policy, an actor's inline ones):
+``act`` then returns the env's action with only those policies' agents' columns set. With ``rows=True`` (a policy
+worker serving the remote policies) its ``obs`` are already the served agents' rows ``[B, N_s, F_p]``
+(``policy_rows(spec, served_agents(cfg, names), obs)``, cut by the actor), and its action is ``[B, N_s]``.
 """
 
 from __future__ import annotations
@@ -81,6 +86,16 @@ def split_trajectory(cfg: Experiment, spec: EnvSpec, traj: Trajectory) -> dict[s
     return out
 
 
+def served_agents(cfg: Experiment, names: tuple[str, ...]) -> tuple[int, ...]:
+    """The agents the policies ``names`` control, ascending (the rows a policy worker serving them gets)."""
+    return tuple(sorted(i for name in names for i in cfg.policies.agents_of(name)))
+
+
+def served_spec(cfg: Experiment, spec: EnvSpec, names: tuple[str, ...]) -> EnvSpec:
+    """The env as a policy worker serving ``names`` sees it: their agents' rows (``policy_spec``)."""
+    return policy_spec(spec, served_agents(cfg, names))
+
+
 def merge_actions(spec: EnvSpec, agents: dict[str, tuple[int, ...]], actions: dict[str, Any]) -> Any:
     """``{name: action [B, N_p]}`` -> the env's action ``[B, N]`` (every agent from its policy)."""
     first = next(iter(actions.values()))
@@ -96,12 +111,17 @@ def make_policy_algorithm(policy_cfg: Experiment, spec: EnvSpec) -> Algorithm:
     return make_mappo(policy_cfg, spec, min_agents=1)
 
 
-def make_multi_policy(cfg: Experiment, spec: EnvSpec) -> Algorithm:
-    """The composite algorithm of ``cfg.policies`` on the multi-agent ``spec`` (see the module docstring)."""
-    agents = policy_agents(cfg)
+def make_multi_policy(cfg: Experiment, spec: EnvSpec, names: tuple[str, ...] | None = None,
+                      rows: bool = False) -> Algorithm:
+    """The composite algorithm of ``cfg.policies`` on the multi-agent ``spec`` (see the module docstring); ``names``:
+    only those policies; ``rows``: ``obs`` are their agents' rows already (a policy worker's)."""
     if spec.num_agents != len(cfg.policies.agents):
         raise ValueError(f"policies.agents maps {len(cfg.policies.agents)} agents but {spec.id} has {spec.num_agents}; "
                          "give one policy name per agent")
+    agents = {name: idx for name, idx in policy_agents(cfg).items() if names is None or name in names}
+    served = served_agents(cfg, tuple(agents))
+    positions = {name: [served.index(i) for i in idx] for name, idx in agents.items()}  # rows: where each policy's are
+    order = list(cfg.policies.names())
     subs = {name: make_policy_algorithm(policy_experiment(cfg, name), policy_spec(spec, idx))
             for name, idx in agents.items()}
     frozen = {p.name for p in cfg.policies.named if p.frozen}
@@ -118,12 +138,20 @@ def make_multi_policy(cfg: Experiment, spec: EnvSpec) -> Algorithm:
     def acting(which: str) -> Any:
         def act(params: dict[str, Any], obs: Any, actor_state: Any, first: Any, rng: jax.Array) -> tuple[Any, dict, Any]:
             actions, extras = {}, {}
-            for i, (name, algo) in enumerate(subs.items()):
+            for name, algo in subs.items():
                 fn = getattr(algo, which)
-                a, ex, _ = fn(params[name]["net"], policy_rows(spec, agents[name], obs), (), first, jax.random.fold_in(rng, i))
+                i = order.index(name)  # a policy's key is its own whichever composite acts it (a subset too)
+                mine = obs[..., positions[name], :] if rows else policy_rows(spec, agents[name], obs)
+                a, ex, _ = fn(params[name]["net"], mine, (), first, jax.random.fold_in(rng, i))
                 actions[name] = a
                 extras |= {f"{name}/{k}": v for k, v in ex.items()}
                 extras[f"{name}/{VERSION}"] = jnp.broadcast_to(jnp.asarray(params[name][VERSION], jnp.int32), obs.shape[:1])
+            if rows:  # the served agents' actions, in their row order
+                first_action = next(iter(actions.values()))
+                out = jnp.zeros((*first_action.shape[:-1], len(served)), first_action.dtype)
+                for name, pos in positions.items():
+                    out = out.at[..., pos].set(actions[name])
+                return out, extras, actor_state
             return merge_actions(spec, agents, actions), extras, actor_state
         return act
 

@@ -24,6 +24,7 @@ import typing
 from typing import Any, Literal
 
 from srljax.config import ConfigError, Experiment, apply_overrides, consumes, load_file, load_promise
+from srljax.config.policies import inference_of
 from srljax.layout import ACTOR, build_layout, describe_batch, segments_ahead
 from srljax.prepare import problems
 from srljax.storage import run_dir
@@ -154,6 +155,10 @@ def derived_lines(cfg: Experiment) -> list[str]:
             f"{g.role} x{g.count} ({g.cpus:g} CPU{f', {g.gpus:g} device(s)' if g.gpus else ''}, {g.mem_gb:g} GB each)"
             for g in groups) + " and the controller")
         out.append("  streams: " + ", ".join(f"{s.kind} {s.src} -> {s.dst}" for s in layout.streams))
+        if cfg.policies.enabled:
+            out.append("  inference per policy: " + ", ".join(
+                f"{name} {how} (" + ("served by the policy workers" if how == "remote" else "acted in the actors")
+                + f", agents {list(cfg.policies.agents_of(name))})" for name, how in inference_of(cfg).items()))
         if layout.count(ACTOR):
             out.append(f"  each actor: {cfg.env.num_envs} envs, may push {segments_ahead(cfg)} segment(s) ahead of "
                        "its share of the batches trained")

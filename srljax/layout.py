@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from srljax.config import Experiment, consumes
 from srljax.config.pbt import member_count
-from srljax.config.policies import trainer_count
+from srljax.config.policies import any_remote, inference_of, trainer_count
 from srljax.config.selfplay import league_members
 from srljax.objects import load_object
 
@@ -66,7 +66,7 @@ ROLES: dict[str, RoleSpec] = {  # in configure order: servers before their clien
     BUFFER: RoleSpec(BUFFER, "srljax.system.staging.buffer:BufferWorker", (SAMPLES,), "cpu", BUFFER,
                      count=lambda cfg: cfg.layout.num_buffer_workers, mem_gb=4.0),
     POLICY: RoleSpec(POLICY, "srljax.system.acting.policy:PolicyWorker", (INFERENCE,), POLICY, POLICY,
-                     count=lambda cfg: cfg.layout.num_policy_workers if cfg.layout.inference == "remote" else 0),
+                     count=lambda cfg: cfg.layout.num_policy_workers if any_remote(cfg) else 0),
     LEAGUE: RoleSpec(LEAGUE, "srljax.system.managers.league_manager:LeagueManager", (RESULTS,), "cpu", EVAL,
                      count=lambda cfg: 1 if cfg.layout.mode == "distributed" and league_members(cfg) else 0),
     ACTOR: RoleSpec(ACTOR, "srljax.system.acting.actor:ActorWorker", (), ACTOR, ACTOR,
@@ -188,7 +188,9 @@ class Layout:
 def build_layout(cfg: Experiment) -> Layout:
     """The worker graph ``cfg`` describes (groups with a zero count are kept, so checks can name them)."""
     groups = tuple(WorkerGroup(r.name, r.count(cfg), r.cpus(cfg), r.gpus(cfg), r.mem_gb) for r in all_roles(cfg).values())
-    remote = cfg.layout.inference == "remote"
+    per = inference_of(cfg)  # several policies: each its own inference, both kinds in one run
+    remote = any_remote(cfg)
+    inline = "inline" in per.values() if per else not remote
     sink = BUFFER if cfg.layout.num_buffer_workers > 0 else TRAINER
     streams = [Stream(SAMPLES, ACTOR, sink)]
     if sink == BUFFER:
@@ -197,7 +199,7 @@ def build_layout(cfg: Experiment) -> Layout:
         streams.append(Stream(PRIORITIES, TRAINER, BUFFER))
     if remote:
         streams += [Stream(INFERENCE, ACTOR, POLICY), Stream(PARAMS, TRAINER, POLICY)]
-    else:
+    if inline:  # actors that act a policy themselves follow its params
         streams.append(Stream(PARAMS, TRAINER, ACTOR))
     if cfg.eval.every_updates > 0:
         streams.append(Stream(PARAMS, TRAINER, EVAL))
@@ -236,7 +238,11 @@ class Plan:
     selfplay: bool
     """the env's opponent is drawn from snapshots of the learner (``selfplay``; a league too)."""
     remote: bool
-    """inference at policy workers (``layout.inference=remote``) rather than inline in the actors."""
+    """inference at policy workers (``layout.inference=remote``, or any policy's ``inference=remote``) rather than
+    inline in the actors (only)."""
+    inference: dict[str, str]
+    """several policies: each policy's inference, ``inline`` (the actors act it) or ``remote`` (the policy workers
+    serve it); both kinds may mix in one run. {} for one policy."""
     layout: Layout
     """every role with its count and the streams between them (distributed runs)."""
     workers: dict[str, str]
@@ -245,6 +251,10 @@ class Plan:
     @property
     def replay(self) -> bool:
         return self.consumes == "replay"
+
+    def served(self, how: str) -> tuple[str, ...]:
+        """The policies (several) whose inference is ``how`` (``inline`` or ``remote``), in ``named`` order."""
+        return tuple(name for name, h in self.inference.items() if h == how)
 
 
 def plan_of(cfg: Experiment) -> Plan:
@@ -265,7 +275,7 @@ def plan_of(cfg: Experiment) -> Plan:
     layout = build_layout(cfg)
     return Plan(mode=cfg.layout.mode, consumes=kind, loop=loop, members=members, pbt=cfg.pbt.enabled, league=league,
                 policies=cfg.policies.training() if cfg.policies.enabled else (), selfplay=cfg.selfplay.enabled,
-                remote=cfg.layout.inference == "remote", layout=layout,
+                remote=any_remote(cfg), inference=inference_of(cfg) if cfg.policies.enabled else {}, layout=layout,
                 workers={g.role: worker_path(cfg, g.role) for g in layout.groups})
 
 
@@ -292,7 +302,7 @@ def graph_problems(layout: Layout) -> list[str]:
 
 def _fix(role: str) -> str:
     return {
-        POLICY: "; set layout.num_policy_workers>=1 or layout.inference=inline",
+        POLICY: "; set layout.num_policy_workers>=1 or layout.inference=inline (and no policy's inference=remote)",
         ACTOR: "; set layout.num_actors>=1",
         BUFFER: "; set layout.num_buffer_workers>=1 or 0 to send samples straight to the trainer",
     }.get(role, "")

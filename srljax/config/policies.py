@@ -13,6 +13,11 @@ A policy's name keys everything it owns (``srljax/learning/policies.py``): its t
 trainer per training policy, in ``named`` order), its params and samples streams, its run folder
 ``RUN_DIR/policies/<name>/`` (``metrics.jsonl``, ``checkpoints/``). A ``frozen`` policy trains nowhere: its
 params come from the checkpoint ``load`` names, and stay fixed (a fixed opponent).
+
+Inference is chosen per policy (distributed layouts): ``PolicyConfig("attacker", inference="remote")`` is served by
+the policy workers while ``PolicyConfig("defender", inference="inline")`` is acted by the actors themselves
+(default: ``layout.inference``). ``inference_of(cfg)`` gives each policy's; policy workers exist when any policy is
+remote (``any_remote``).
 """
 
 from __future__ import annotations
@@ -43,6 +48,9 @@ class PolicyConfig:
     """start from this policy checkpoint: a folder of orbax steps (``RUN_DIR/policies/<name>/checkpoints``, or
     a single-process multi-policy run's ``RUN_DIR/checkpoints``, whose state holds every policy by name); the
     newest step. Required when ``frozen``."""
+    inference: str = ""
+    """distributed: ``inline`` (acted in the actors, with the params they follow) or ``remote`` (served by the
+    policy workers, which then serve only the remote policies' agents' rows); "": ``layout.inference``."""
 
     def __post_init__(self) -> None:  # from JSON (workers get the config as a dict): rebuild the typed fields
         for f in dataclasses.fields(self):  # the dict-valued ones: algo, and the trainer settings
@@ -85,6 +93,19 @@ class PoliciesConfig:
     def training(self) -> tuple[str, ...]:
         """Names of the policies that train (one trainer each), in ``named`` order."""
         return tuple(p.name for p in self.named if not p.frozen)
+
+
+def inference_of(cfg: Any) -> dict[str, str]:
+    """``{policy: "inline" | "remote"}`` in ``named`` order: each policy's ``inference``, else ``layout.inference``;
+    {} for one shared policy."""
+    return {p.name: p.inference or cfg.layout.inference for p in cfg.policies.named}
+
+
+def any_remote(cfg: Any) -> bool:
+    """Whether policy workers serve inference: ``layout.inference=remote`` for one shared policy, or any remote
+    policy among several."""
+    per = inference_of(cfg)
+    return "remote" in per.values() if per else cfg.layout.inference == "remote"
 
 
 def policy_experiment(cfg: Any, name: str) -> Any:
@@ -143,6 +164,14 @@ def policies_problems(cfg: Any) -> list[str]:
         if p.frozen and not p.load:
             out.append(f"policy {p.name!r} is frozen but has no checkpoint to act with: set its load= to a policy "
                        "checkpoint folder (RUN_DIR/policies/<name>/checkpoints)")
+    for p in pol.named:
+        if p.inference not in ("", "inline", "remote"):
+            out.append(f"policy {p.name!r}: inference={p.inference!r} must be 'inline', 'remote' or '' "
+                       f"(layout.inference={cfg.layout.inference})")
+    remote = [name for name, how in inference_of(cfg).items() if how == "remote"]
+    if cfg.layout.mode == "single" and remote and cfg.layout.inference == "inline":
+        out.append(f"policies {remote}: inference=remote needs policy workers, which layout.mode=single does not "
+                   "have (one process acts inline); set layout.mode=distributed or drop inference=remote")
     # whether each load= folder holds a finished step: srljax.storage.run_dir.load_problems (a disk check)
     if not pol.training():
         out.append("every policy is frozen: nothing would train; set frozen=False on at least one")

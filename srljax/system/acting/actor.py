@@ -10,8 +10,11 @@ recurrent policy's carries live there, ``srljax/system/acting/carries.py``). Row
 a full segment ``[T+1, env.num_envs]`` is pushed to the sample sinks round robin. It waits only where
 waiting saves work: back-pressure (``MAX_QUEUED``), the lag throttle (its share of a batch per params
 version, ``segments_ahead(cfg)``), with a starvation escape (``srljax/system/acting/escape.py``); a segment
-already staler than ``trainer.max_policy_lag`` is dropped here. With ``layout.deterministic`` it acts in
-lockstep, segment k with version ``v0 + k``. The rules and why: ``docs/architecture.md``, "Data flow" and
+already staler than ``trainer.max_policy_lag`` is dropped here (several policies: each policy's part against
+that policy's newest params). With ``layout.deterministic`` it acts in lockstep, segment k with version ``v0 + k``.
+Several policies may mix the two (``PolicyConfig.inference``): each batch's remote policies' agents' rows go to the
+policy workers and, as the reply comes back, the actor acts its inline policies on the same batch with the params
+it follows and merges the two into one action per agent. The rules and why: ``docs/architecture.md``, "Data flow" and
 "Liveness".
 """
 
@@ -87,6 +90,8 @@ class ActorWorker(Worker):
         self.inference: PolicyClient | None = None  # remote inference
         self.stepping = 0
         self.acting: Acting | None = None  # inline inference
+        self.mixed = False  # several policies, some inline (acted here) and some remote (policy workers)
+        self.remote_agents: list[int] = []  # mixed: the agents the policy workers act, in their reply's order
         self.follower: Any = None  # a ParamsFollower or a MultiFollower (several policies)
         self.league: Any = None  # a LeagueSide (league_actor.py)
         self.lockstep = False
@@ -124,6 +129,8 @@ class ActorWorker(Worker):
         self.escape = StarvationEscape()
         self.blocked = ""  # why the last poll did not step ("" when it did)
         codec = ParamsCodec(self.algo)
+        inline, remote = self.plan.served("inline"), self.plan.served("remote")  # several policies' inference
+        self.mixed = bool(inline and remote)
         if self.remote:
             client = InferenceClient(None, self.trial, ctx=self.ctx)
             servers = sorted(i for i, streams in self.peers.get(POLICY, {}).items() if INFERENCE in streams)
@@ -132,14 +139,29 @@ class ActorWorker(Worker):
                 servers = [servers[self.index % len(servers)]]
             self.connect_peers(client, POLICY, INFERENCE, servers)
             tags = RowTags(self.spec.num_envs, actor=self.index) if recurrent else None
-            self.inference = PolicyClient(client, self.spec, self.algo.extras_spec, self.stats, tags=tags)
+            if remote:  # several policies: the policy workers serve the remote ones, on their agents' rows
+                from algos.multi_policy import make_multi_policy, policy_rows, served_agents, served_spec
+
+                agents = served_agents(cfg, remote)
+                served = make_multi_policy(cfg, self.spec, remote, rows=True)
+                self.remote_agents = list(agents)
+                self.inference = PolicyClient(client, served_spec(cfg, self.spec, remote), served.extras_spec, self.stats,
+                                              rows=lambda obs: policy_rows(self.spec, agents, obs))
+            else:
+                self.inference = PolicyClient(client, self.spec, self.algo.extras_spec, self.stats, tags=tags)
             self.stepping = cfg.layout.ring_size  # batches inside envpool
-        else:
+        if not self.remote or self.mixed:
+            algo = self.algo
+            if self.mixed:  # the inline policies only: their agents' columns of the action
+                from algos.multi_policy import make_multi_policy
+
+                algo = make_multi_policy(cfg, self.spec, inline)
+                codec = ParamsCodec(algo)
             key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 1000 + self.index)
-            self.acting = Acting(self.algo, self.spec.num_envs, key, packing=ReplyPacking(self.spec, self.algo.extras_spec))
+            self.acting = Acting(algo, self.spec.num_envs, key, packing=ReplyPacking(self.spec, algo.extras_spec))
             self.acting.warm_up(codec.zeros(), self.spec)
             self.follower = (member_follower(self, codec, member_of_actor(cfg, self.index)) if self.plan.members
-                             else make_follower(self, codec))  # follows a restarted trainer; one stream per policy
+                             else make_follower(self, codec, inline if self.mixed else None))  # one stream per policy
         self.league = None
         if self.plan.league:  # a league member's actor: its opponents and their results (league_actor.py)
             from srljax.system.acting.league_actor import LeagueSide
@@ -151,8 +173,13 @@ class ActorWorker(Worker):
         self.reacting = None  # lockstep: a row acted again once the next version is here
         self.env.async_reset()
         self.log(f"{self.spec.num_envs} envs {self.spec.id}, {self.spec.batch_size} per recv, "
-                 f"{'remote' if self.remote else 'inline'} inference, {len(sinks)} sample sink(s), "
+                 f"{self._inference_words()} inference, {len(sinks)} sample sink(s), "
                  f"{self.share:g} columns per params version plus {self.ahead_columns} ahead")
+
+    def _inference_words(self) -> str:
+        if self.plan.inference:
+            return ", ".join(f"{name} {how}" for name, how in self.plan.inference.items())
+        return "remote" if self.remote else "inline"
 
     def peers_changed(self, role: str, index: int) -> None:
         if role == POLICY and self.remote:  # the lost policy worker will never answer what it held
@@ -160,7 +187,15 @@ class ActorWorker(Worker):
 
     @property
     def newest_version(self) -> int:
+        if self.mixed:  # the slower of the two (the lag throttle's: each trainer takes its share per version)
+            return min(self.inference.newest_version, self.follower.version)
         return self.inference.newest_version if self.remote else self.follower.version
+
+    def policy_versions(self) -> dict[str, int]:
+        """Several policies: the newest params version of each training policy, as this actor knows it (an inline
+        policy's from its params stream, a remote one's from the policy workers' replies)."""
+        inline = self.follower.versions() if hasattr(self.follower, "versions") else {}  # a MultiFollower
+        return {name: inline[name] if name in inline else self.inference.newest_version for name in self.plan.policies}
 
     def poll(self) -> None:
         if self.league is not None:
@@ -212,6 +247,8 @@ class ActorWorker(Worker):
             elif not self.remote:
                 self.follower.poll(timeout_ms=PUSH_WAIT_MS)
             else:
+                if self.mixed:
+                    self.follower.poll(timeout_ms=0)
                 if not self.inference.in_flight:  # nothing coming back that would tell us the version
                     self.inference.probe()
                 for reply in self.inference.replies(timeout_ms=PUSH_WAIT_MS):
@@ -264,6 +301,11 @@ class ActorWorker(Worker):
 
     # -- remote ----------------------------------------------------------------------------------
     def _poll_remote(self) -> None:
+        if self.mixed:  # the inline policies' params: needed before a reply can be merged
+            self.follower.poll(timeout_ms=0 if self.follower.params is not None else 50)
+            if self.follower.params is None:
+                self.blocked = "params: none received yet for the inline policies"
+                return
         for reply in self.inference.replies(timeout_ms=0):
             self._apply(*reply)
         if self.stepping > 0:
@@ -292,6 +334,13 @@ class ActorWorker(Worker):
         return True
 
     def _apply(self, ts: TimeStep, action: np.ndarray, extras: dict[str, np.ndarray], version: int) -> None:
+        if self.mixed:  # the remote policies' agents came back; the inline ones are acted here, on the same rows
+            with self.stats.time("compute/act"):
+                own, own_extras = self.acting.act(self.follower.params, ts)
+            own = np.array(own)
+            own[..., self.remote_agents] = action
+            action, extras, version = own, {**own_extras, **extras}, min(version, self.follower.version)
+            self.stats.add("inline_agent_rows", len(ts.env_id) * (self.spec.num_agents - len(self.remote_agents)))
         self.env.send(action, ts.env_id)
         self.stepping += 1
         self._record(ts, action, extras, version)
@@ -317,7 +366,9 @@ class ActorWorker(Worker):
             newest = self.newest_version
             segment, meta = self.outgoing[0]
             version = int(segment.policy_version.min())
-            if newest - version > self.cfg.trainer.max_policy_lag:
+            stale = self._stale_parts(segment) if self.plan.policies else set()
+            if (newest - version > self.cfg.trainer.max_policy_lag if not self.plan.policies
+                    else stale == set(self.plan.policies)):
                 self.outgoing.popleft()  # the trainer would drop it; its episodes still count
                 self.stats.add("dropped_stale_columns", segment.reward.shape[1])
                 if self.outgoing:
@@ -328,12 +379,25 @@ class ActorWorker(Worker):
                 continue
             if self._throttled():
                 return
-            if not self.sender.send(segment, timeout_ms=timeout_ms, version=version, meta={**meta, ACTOR: self.index}):
+            skip = {"skip": frozenset(stale)} if stale else {}  # several policies: stale parts stay here
+            if not self.sender.send(segment, timeout_ms=timeout_ms, version=version, meta={**meta, ACTOR: self.index},
+                                    **skip):
                 return
+            for name in stale:
+                self.stats.add(f"dropped_stale_columns/{name}", segment.reward.shape[1])
             self.outgoing.popleft()
             self.pushed_columns += segment.reward.shape[1]
             self.stats.add("segments")
             self.stats.count_value("lag/pushed", max(0, newest - version))
+
+    def _stale_parts(self, segment: Any) -> set[str]:
+        """Several policies: the training policies whose part of ``segment`` is staler than
+        ``trainer.max_policy_lag`` against that policy's newest params (its trainer would drop it)."""
+        from algos.multi_policy import VERSION
+
+        lag = self.cfg.trainer.max_policy_lag
+        return {name for name, newest in self.policy_versions().items()
+                if newest - int(np.min(segment.extras[f"{name}/{VERSION}"])) > lag}
 
     def progress(self) -> int:
         return int(self.stats.counters["env_steps"])

@@ -16,6 +16,11 @@ live here, one per ``(actor, env)`` row (``CarryStore``, ``srljax/system/acting/
 sends all its requests to one policy worker, tagged per row with env id, episode start and a
 sequence number; the rows' carries are gathered before ``act`` (which resets them at episode
 starts) and stored back after it.
+
+Several policies: a policy worker serves only the remote ones (inference is chosen per policy, ``PolicyConfig.
+inference``): it follows their params streams only, and its requests are their agents' rows ``[B, N_s, F_p]``
+(``algos/multi_policy.py``, ``served_spec``), which the actor cuts from the env's and merges back with the
+actions of the policies it acts inline. ``agent_rows`` counts the agents' rows served (env rows x N_s).
 """
 
 from __future__ import annotations
@@ -77,13 +82,23 @@ class PolicyWorker(Worker):
         self.pending: list[tuple[Request, np.ndarray]] = []
         self.pending_rows = 0
         self.oldest = 0.0
+        self.served: tuple[str, ...] = ()  # several policies: the remote ones, which this worker serves
+        self.rows_spec: Any = None  # what one request row is: the env's, or the served agents' rows
 
     def setup(self) -> None:
         cfg = self.cfg
         if self.spec is None:
             raise RuntimeError("the configure message carried no env spec")
-        self.algo = algos.make(cfg, self.spec)
-        self.packing = ReplyPacking(self.spec, self.algo.extras_spec)
+        if self.plan.inference:  # several policies: only the remote ones, on their agents' rows
+            from algos.multi_policy import make_multi_policy, served_spec
+
+            self.served = self.plan.served("remote")
+            self.algo = make_multi_policy(cfg, self.spec, self.served, rows=True)
+            self.rows_spec = served_spec(cfg, self.spec, self.served)
+        else:
+            self.algo = algos.make(cfg, self.spec)
+            self.rows_spec = self.spec
+        self.packing = ReplyPacking(self.rows_spec, self.algo.extras_spec)
         self.act = jit_act(self.algo, self.packing)
         self.key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 2000 + self.index)
         self.max_rows = cfg.layout.num_actors * cfg.env.num_envs
@@ -91,14 +106,22 @@ class PolicyWorker(Worker):
         self.server = InferenceServer(bind_address(cfg), self.trial, ctx=self.ctx)
         self.register(INFERENCE, self.server.address)
         codec = ParamsCodec(self.algo)
-        warm_up(self.act, self.algo, codec.zeros(), self.spec, self.buckets)
-        self.follower = make_follower(self, codec)  # follows a restarted trainer; one stream per policy
+        warm_up(self.act, self.algo, codec.zeros(), self.rows_spec, self.buckets)
+        # follows a restarted trainer; one stream per (remote) policy
+        self.follower = make_follower(self, codec, self.served if self.plan.inference else None)
         self.recurrent = bool(jax.tree.leaves(self.algo.initial_actor_state(1)))
         self.carries = CarryStore(self.algo.initial_actor_state, cfg.env.num_envs, cfg.layout.num_actors) if self.recurrent else None
         self.pending = []
         self.pending_rows = 0
         self.oldest = 0.0
-        self.log(f"serving {self.server.address}; buckets {self.buckets}")
+        served = (f"; policies {', '.join(self.served)} (agents {list(self.rows_spec_agents())})"
+                  if self.plan.inference else "")
+        self.log(f"serving {self.server.address}; buckets {self.buckets}{served}")
+
+    def rows_spec_agents(self) -> tuple[int, ...]:
+        from algos.multi_policy import served_agents
+
+        return served_agents(self.cfg, self.served)
 
     def poll(self) -> None:
         with self.stats.time("wait/params"):
@@ -114,7 +137,7 @@ class PolicyWorker(Worker):
         for request in requests:
             obs = request.tree.get("obs") if isinstance(request.tree, dict) else None
             try:
-                obs = checked_obs(obs, self.spec, self.max_rows)
+                obs = checked_obs(obs, self.rows_spec, self.max_rows)
                 if self.recurrent and len(obs):
                     checked_tags(request.tree, len(obs), self.spec.num_envs, self.cfg.layout.num_actors)
             except ValueError:
@@ -171,7 +194,7 @@ class PolicyWorker(Worker):
         self.stats.add("batches")
         self.stats.add("requests", len(batch))
         self.stats.add("rows", rows)
-        self.stats.sample("batch/rows", rows)
+        self.stats.add("agent_rows", rows * self.rows_spec.num_agents)  # envs x the served agents        self.stats.sample("batch/rows", rows)
         self.stats.sample("batch/fill", rows / size)
 
     def progress(self) -> int:

@@ -17,6 +17,9 @@ the env ring) and the late duplicate is counted and ignored. When a policy worke
 A recurrent policy's carries live in the policy worker (``srljax/system/acting/carries.py``): with ``tags``
 every request also says, per row, the env id, whether the row starts an episode and its sequence
 number (so a resend does not step a carry twice), and the actor's index.
+
+``rows``: what of a batch's observations a request carries (several policies: the remote policies' agents' rows,
+``algos/multi_policy.py``); ``spec`` then describes those rows.
 """
 
 from __future__ import annotations
@@ -40,8 +43,8 @@ PROBE_EVERY_S = 0.01  # while waiting for newer params: a lag of 10 ms costs not
 
 class PolicyClient:
     def __init__(self, client: InferenceClient, spec: EnvSpec, extras_spec: dict[str, Any], stats: WorkerStats,
-                 tags: RowTags | None = None):
-        self.client, self.spec, self.stats, self.tags = client, spec, stats, tags
+                 tags: RowTags | None = None, rows: Any = None):
+        self.client, self.spec, self.stats, self.tags, self.rows = client, spec, stats, tags, rows
         self.trees: dict[int, dict[str, np.ndarray]] = {}  # id -> the request as sent (resends send it again)
         self.packing = ReplyPacking(spec, extras_spec)
         self.in_flight: dict[int, tuple[TimeStep, float, float]] = {}  # id -> (batch, sent at, retry at)
@@ -58,7 +61,8 @@ class PolicyClient:
     def request(self, ts: TimeStep) -> None:
         rid = self._new_id()
         self.in_flight[rid] = (ts, 0.0, 0.0)
-        self.trees[rid] = {"obs": ts.obs, **(self.tags.tag(ts) if self.tags is not None else {})}
+        obs = ts.obs if self.rows is None else np.ascontiguousarray(self.rows(ts.obs))
+        self.trees[rid] = {"obs": obs, **(self.tags.tag(ts) if self.tags is not None else {})}
         self._send(rid)
 
     def probe(self) -> None:

@@ -1,6 +1,7 @@
 """The workers' side of several policies: one params stream and one samples stream per policy.
 
     follower = make_follower(worker, codec)       # actor / policy worker: one params stream per policy
+    follower = make_follower(worker, codec, names=("defender",))  # only the policies this worker acts
     sender, sinks = connect_policy_senders(worker, hwm)  # actor: each policy's samples to its trainer
 
 The policy id (its name) keys every stream: trainer ``i`` of the layout trains the ``i``-th training policy
@@ -8,7 +9,8 @@ The policy id (its name) keys every stream: trainer ``i`` of the layout trains t
 follower subscribes to each policy's trainer by index and an actor's ``PolicySender`` pushes each policy's
 part of a segment to that policy's trainer, the part's ``meta`` naming the policy (``POLICY_KEY``), which the
 trainer checks. Frozen policies have no trainer: their params come from ``load_policy_state``
-(``srljax/learning/policies.py``), once, at version 0.
+(``srljax/learning/policies.py``), once, at version 0. With inference chosen per policy an actor follows only its
+inline policies' streams and a policy worker only the remote ones' (``names``).
 """
 
 from __future__ import annotations
@@ -29,9 +31,10 @@ class MultiFollower:
     as the composite algorithm's params ``{name: {"net": params, "version": v}}``.
 
     ``version`` is the oldest version among the training policies (what an actor's lag throttle and staleness
-    check compare with; each segment part still carries its own policy's versions)."""
+    check compare with; each segment part still carries its own policy's versions). ``names``: only those
+    policies (the ones this worker acts), in ``named`` order; None: every policy."""
 
-    def __init__(self, worker: Any, codec: Any):
+    def __init__(self, worker: Any, codec: Any, names: tuple[str, ...] | None = None):
         from algos.multi_policy import VERSION, make_policy_algorithm, policy_spec
         from srljax.layout import PARAMS, TRAINER
         from srljax.system.training.params import ParamsCodec, ParamsFollower
@@ -39,25 +42,31 @@ class MultiFollower:
         cfg, spec = worker.cfg, worker.spec
         self.followers: dict[str, Any] = {}
         self.fixed: dict[str, Any] = {}
-        for i, name in enumerate(cfg.policies.training()):
+        for i, name in enumerate(cfg.policies.training()):  # trainer i trains the i-th training policy
+            if names is not None and name not in names:
+                continue
             sub = make_policy_algorithm(policy_experiment(cfg, name), policy_spec(spec, cfg.policies.agents_of(name)))
             addresses = [worker.peers[TRAINER][i][PARAMS]] if PARAMS in worker.peers.get(TRAINER, {}).get(i, {}) else []
             follower = ParamsFollower(worker.trial, addresses, ParamsCodec(sub), worker.stats, worker.ctx)
             worker.follow_peers(follower.sub, TRAINER, PARAMS, [i])  # a restarted trainer publishes elsewhere
             self.followers[name] = follower
         for p in cfg.policies.named:
-            if p.frozen:
+            if p.frozen and (names is None or p.name in names):
                 sub = make_policy_algorithm(policy_experiment(cfg, p.name), policy_spec(spec, cfg.policies.agents_of(p.name)))
                 state = load_policy_state(cfg, p.name, spec)
                 self.fixed[p.name] = {"net": jax.device_get(sub.policy_params(state)), VERSION: np.int32(0)}
         self.version_key = VERSION
-        self.order = cfg.policies.names()
+        self.order = tuple(n for n in cfg.policies.names() if names is None or n in names)
         self.params: Any = None
         self.sub = _Subscribers(list(f.sub for f in self.followers.values()))
 
     @property
     def version(self) -> int:
-        return min(f.version for f in self.followers.values())
+        return min((f.version for f in self.followers.values()), default=0)  # only frozen ones: their version 0
+
+    def versions(self) -> dict[str, int]:
+        """The newest params version of each followed training policy."""
+        return {name: f.version for name, f in self.followers.items()}
 
     def poll(self, timeout_ms: int = 0) -> bool:
         changed = False
@@ -91,14 +100,14 @@ class _Subscribers:
         return out
 
 
-def make_follower(worker: Any, codec: Any) -> Any:
+def make_follower(worker: Any, codec: Any, names: tuple[str, ...] | None = None) -> Any:
     """The params follower of an actor or policy worker: a ``ParamsFollower`` of the trainer (one shared policy)
-    or a ``MultiFollower`` (several policies)."""
+    or a ``MultiFollower`` (several policies; ``names``: only those)."""
     from srljax.layout import PARAMS, TRAINER
     from srljax.system.training.params import ParamsFollower
 
     if worker.plan.policies:
-        return MultiFollower(worker, codec)
+        return MultiFollower(worker, codec, names)
     follower = ParamsFollower(worker.trial, worker.peers_of(TRAINER, PARAMS), codec, worker.stats, worker.ctx)
     worker.follow_peers(follower.sub, TRAINER, PARAMS)  # a restarted trainer publishes elsewhere
     return follower
@@ -108,19 +117,20 @@ class PolicySender:
     """``SampleSender``'s interface over one sender per training policy: ``send`` splits a composite segment
     ``[T+1, B]`` by policy (``split_trajectory``) and pushes each part to its policy's trainer, ``meta`` naming
     the policy. A part that does not fit waits; ``send`` returns True once every part of the segment is out,
-    and a later ``send`` of the same segment sends only the parts still waiting."""
+    and a later ``send`` of the same segment sends only the parts still waiting. ``skip``: policies whose part
+    is not sent (already staler than ``trainer.max_policy_lag`` against that policy's newest params)."""
 
     def __init__(self, cfg: Experiment, spec: EnvSpec, senders: dict[str, Any]):
         self.cfg, self.spec, self.senders = cfg, spec, senders
         self._waiting: tuple[Trajectory, dict[str, Trajectory]] | None = None  # (the segment, parts not sent yet)
 
     def send(self, segment: Trajectory, timeout_ms: int | None = None, *, version: int = -1,
-             meta: dict[str, Any] | None = None) -> bool:
+             meta: dict[str, Any] | None = None, skip: frozenset[str] = frozenset()) -> bool:
         if self._waiting is None or self._waiting[0] is not segment:  # a new segment (the last one was sent or dropped)
             from algos.multi_policy import split_trajectory
 
             parts = split_trajectory(self.cfg, self.spec, segment)
-            self._waiting = (segment, {name: parts[name] for name in self.senders})
+            self._waiting = (segment, {name: parts[name] for name in self.senders if name not in skip})
         parts = self._waiting[1]
         for name in list(parts):
             part = parts[name]

@@ -60,10 +60,23 @@ def stream_limits(cfg: Experiment, spec: EnvSpec,
     extras = [_row_bytes(shape, dtype) for shape, dtype in extras_spec.values()]
     rows, columns, envs = cfg.algo.num_steps + 1, max(cfg.env.num_envs, cfg.batch_envs), cfg.env.num_envs
     segment = rows * columns * max(leaves + extras + [EPISODE_META_BYTES])
-    request = envs * max(leaves)
+    request = envs * max(leaves + [_served_row(cfg, spec)])
     reply = envs * (sum(leaves[1:]) + sum(extras))
     return {"samples": FLOOR + HEADROOM * segment, "requests": FLOOR + HEADROOM * request,
             "replies": FLOOR + HEADROOM * reply}
+
+
+def _served_row(cfg: Experiment, spec: EnvSpec) -> int:
+    """Several policies with remote ones: a request row is those policies' agents' rows (``served_spec``), which
+    may outgrow the env's own row (each carries the whole env's state); 0 otherwise."""
+    if not cfg.policies.enabled or spec.num_agents != len(cfg.policies.agents):
+        return 0
+    from algos.multi_policy import served_spec
+    from srljax.config.policies import inference_of
+
+    remote = tuple(name for name, how in inference_of(cfg).items() if how == "remote")
+    rows = served_spec(cfg, spec, remote) if remote else None
+    return _row_bytes(rows.obs_shape, rows.obs_dtype) if rows is not None else 0
 
 
 def _segment_row(spec: EnvSpec, extras_spec: Mapping[str, tuple[tuple[int, ...], str]]) -> int:
@@ -79,7 +92,7 @@ def largest_messages(cfg: Experiment, spec: EnvSpec,
     extras = sum(_row_bytes(shape, dtype) for shape, dtype in extras_spec.values())
     rows, columns, envs = cfg.algo.num_steps + 1, max(cfg.env.num_envs, cfg.batch_envs), cfg.env.num_envs
     return {"samples": rows * columns * _segment_row(spec, extras_spec) + 8 * columns,
-            "requests": envs * sum(leaves), "replies": envs * (sum(leaves[1:]) + extras)}
+            "requests": envs * (sum(leaves) + _served_row(cfg, spec)), "replies": envs * (sum(leaves[1:]) + extras)}
 
 
 def stream_message_limits(cfg: Experiment, spec: EnvSpec,
