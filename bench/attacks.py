@@ -514,7 +514,7 @@ def full_disk(root: Path) -> tuple[str, bool]:
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
     failed = [line for line in out.splitlines() if line.startswith("FAILED")]  # the message, then the summary
-    ok = bool(filled) and code == 1 and len(failed) == 2 and "No space left" in out and "restarting worker" not in out \
+    ok = bool(filled) and code == 1 and len(failed) == 2 and ("No space left" in out or "is full" in out) and "restarting worker" not in out \
         and "Traceback" not in out and status
     return f"filled {filled >> 20} MiB; rc {code}, FAILED lines {len(failed)}: {failed[0][:140] if failed else ''}; " \
            f"status.json={status}", ok

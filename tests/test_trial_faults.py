@@ -425,3 +425,15 @@ def test_a_launcher_that_inherits_sigint_ignored_takes_ctrl_c_back(tmp_path: Pat
     finally:
         signal.signal(signal.SIGINT, previous)
     assert code == 0 and seen == [signal.default_int_handler]
+
+
+def test_a_worker_lost_on_a_full_disk_is_not_restarted_even_without_its_error(tmp_path: Path, monkeypatch) -> None:
+    """A worker that died writing its own error to a full disk leaves only an exit code: the disk is looked at."""
+    from srljax.system.shell import controller
+
+    assert controller.environment_fault("its process exited with code 1", tmp_path) is None  # room left: restart
+    assert "the disk is full" in controller.environment_fault("OSError: [Errno 28] No space left on device", tmp_path)
+    full = os.statvfs_result((4096, 4096, 1000, 0, 0, 100, 0, 0, 0, 255))
+    monkeypatch.setattr(controller.os, "statvfs", lambda path: full)
+    fault = controller.environment_fault("its process exited with code 1", tmp_path)
+    assert fault is not None and f"the disk under {tmp_path} is full (0 KiB free)" in fault and "--resume" in fault

@@ -70,10 +70,24 @@ DISK_FAULTS = {"No space left on device": "the disk is full: free space there, t
                "Read-only file system": "the run folder's disk is read-only: fix that, then continue with --resume"}
 
 
-def environment_fault(error: str) -> str | None:
-    """What is wrong with the machine (not the worker) in a worker's error, with the fix; None if nothing is.
-    Such a worker is not restarted: its successor would meet the same disk, and the restarts would be spent."""
-    return next((fix for text, fix in DISK_FAULTS.items() if text in error), None)
+DISK_FULL_BYTES = 1 << 20  # a run folder's disk with less free is full: a lost worker's successor would die on it
+
+
+def environment_fault(error: str, run_dir: str | Path | None = None) -> str | None:
+    """What is wrong with the machine (not the worker) in a worker's error, or on the run folder's disk, with the
+    fix; None if nothing is. Such a worker is not restarted: its successor would meet the same disk, and the
+    restarts would be spent. The disk is looked at too: a worker that died writing its own error to a full disk
+    leaves only an exit code."""
+    if fix := next((fix for text, fix in DISK_FAULTS.items() if text in error), None):
+        return fix
+    try:
+        fs = os.statvfs(run_dir) if run_dir is not None else None
+    except OSError:
+        return None
+    if fs is not None and fs.f_bavail * fs.f_frsize < DISK_FULL_BYTES:
+        return f"the disk under {run_dir} is full ({fs.f_bavail * fs.f_frsize >> 10} KiB free): free space there, " \
+               "then continue with --resume"
+    return None
 
 
 class TrialEnded(Exception):
@@ -313,7 +327,7 @@ class Controller:
     def _lose(self, key: str, why: str, error: bool = False) -> None:
         """``key`` is lost: restart it if its role and budget allow (after ``start``), else end the trial."""
         name = self.expected[key]
-        if error and (fault := environment_fault(why)):  # a restart would meet the same disk: stop, say why
+        if fault := environment_fault(why if error else "", self.cfg.run_dir):  # a restart would meet the same disk
             # its error's last line: the traceback above it is in the worker's log where the disk still took it
             raise TrialEnded(self._failed(key, f"{_last_line(why)}\nnot restarted: {fault}"))
         if not (self._start and self._kill and self.restarts.allowed(name)):  # start-up included
