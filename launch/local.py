@@ -45,6 +45,8 @@ def main(cfg: Experiment, resume: bool | int = False) -> int:
                 raise
             print(f"FAILED: {err}. {disk_fix(err, cfg.run_dir)}", flush=True)
             return 1
+        if cfg.trainer.num_hosts > 1:  # a JAX env over several processes (srljax/prepare.py refused the rest)
+            return run_hosts(run)
         try:
             result = train(run)
         except (CheckpointError, OSError) as err:  # the disk: full, read-only, gone; named once, no traceback
@@ -78,6 +80,68 @@ def main(cfg: Experiment, resume: bool | int = False) -> int:
     from launch.processes import run_distributed
 
     return run_distributed(cfg, resume=resume, checked=True)
+
+
+def run_hosts(run, poll_s: float = 0.2) -> int:
+    """An Anakin run over ``trainer.num_hosts`` processes of this machine (``launch/hosts.py``), this one holding the
+    trial's folder: Ctrl-C or SIGTERM becomes a SIGTERM to each (JAX's preemption notice: all stop at one call,
+    checkpointed); one that fails ends the others (SIGKILL: they would wait in a collective). Returns the exit code:
+    process 0's, else the first failure's."""
+    import os
+    import subprocess
+    import time
+
+    from launch.processes import worker_env
+    from srljax.layout import TRAINER
+    from srljax.parallel.multihost import _free_port
+
+    cfg = run.cfg
+    coordinator = f"127.0.0.1:{_free_port('127.0.0.1')}"
+    hosts = cfg.trainer.num_hosts
+    print(f"{hosts} processes in one jax.distributed group (coordinator {coordinator}), {cfg.trainer.devices} "
+          f"device(s) each; process 0 writes the lines", flush=True)
+    stops: list[int] = []
+
+    def on_stop(signum: int, frame: object) -> None:
+        stops.append(signum)
+
+    previous = {s: signal.signal(s, on_stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    procs = []
+    try:
+        for rank in range(hosts):
+            env = worker_env(cfg, TRAINER, rank)  # trainer i's GPUs where there are some; CPU otherwise
+            cmd = [sys.executable, "-m", "launch.hosts", str(run.run_dir), str(rank), "--coordinator", coordinator]
+            procs.append(subprocess.Popen(cmd + (["--resume"] if run.resume else []), env=env,
+                                          cwd=os.getcwd(), start_new_session=True))  # Ctrl-C reaches only this one
+        told = False
+        while any(p.poll() is None for p in procs):
+            if stops and not told:
+                print("stopping: every process checkpoints at the same call (SIGTERM to each)", flush=True)
+                for p in procs:
+                    if p.poll() is None:
+                        p.send_signal(signal.SIGTERM)
+                told = True
+            failed = [p for p in procs if p.poll() not in (None, 0, 1, 130)]
+            if failed:
+                for p in procs:
+                    if p.poll() is None:
+                        p.kill()
+                break
+            time.sleep(poll_s)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    codes = [p.returncode for p in procs]
+    bad = next((c for c in codes if c not in (0, 1, 130)), None)
+    if bad is not None:
+        print(f"FAILED: a process of the group exited with code {bad} (codes {codes}); its traceback is above",
+              flush=True)
+        return 1
+    return codes[0]
 
 
 def _status(cfg: Experiment, exit_code: int, reason: str, message: str) -> None:

@@ -201,12 +201,20 @@ def anakin_problems(cfg: Experiment) -> list[str]:
     if t.batch_envs and t.batch_envs != e.num_envs:
         out.append(f"trainer.batch_envs={t.batch_envs}: on a JAX env every update trains on all env.num_envs="
                    f"{e.num_envs} envs; leave trainer.batch_envs=0")
-    if e.num_envs % t.devices:
-        out.append(f"env.num_envs={e.num_envs} does not split over trainer.devices={t.devices}: on a JAX env the envs "
-                   f"are sharded over the devices; make env.num_envs a multiple of {t.devices}")
-    if t.num_hosts > 1:
-        out.append(f"trainer.num_hosts={t.num_hosts}: the Anakin loop runs in one process; use trainer.devices for "
-                   "several devices of one host")
+    shards = t.devices * max(1, t.num_hosts)
+    if t.devices >= 1 and e.num_envs % shards:
+        over = f"trainer.devices={t.devices}" + (f" x trainer.num_hosts={t.num_hosts}" if t.num_hosts > 1 else "")
+        out.append(f"env.num_envs={e.num_envs} does not split over {over}: on a JAX env the envs are sharded over "
+                   f"every device of every host; make env.num_envs a multiple of {shards}")
+    if t.num_hosts > 1:  # one process per host in a jax.distributed group (launch/hosts.py)
+        algo = getattr(cfg.algo, "name", "")
+        if consumes(cfg.algo) != "segments":
+            out.append(f"trainer.num_hosts={t.num_hosts} with algo={algo}: the Anakin loop over several hosts runs "
+                       "segment algorithms (ppo, impala, appo, a user's); use trainer.num_hosts=1 (trainer.devices for "
+                       "several devices of one host)")
+        if cfg.seeds:
+            out.append(f"seeds={list(cfg.seeds)} with trainer.num_hosts={t.num_hosts}: a pack of seeds runs on one "
+                       "host; run each seed as its own trial over the hosts (seed=N), or drop trainer.num_hosts")
     if t.overlap_collection:
         out.append("trainer.overlap_collection=true: on a JAX env rollout and update are one compiled program; drop it")
     if cfg.policies.enabled or cfg.selfplay.enabled:
