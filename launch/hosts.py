@@ -13,7 +13,9 @@ on CPU) with its own devices (``trainer.devices`` each) and runs ``srljax.loops.
 mesh, the envs and the batch split over every process's devices, the gradients all-reduced inside the program.
 Process 0 writes the metrics lines and ``status.json`` (on Slurm also ``slurm/result.json``); every process writes
 its part of each checkpoint. Ctrl-C (``launch.local`` forwards it) and Slurm's stops arrive as SIGTERM, which JAX
-takes as a preemption notice: every process stops at the same call, after the final checkpoint (exit 130). A
+takes as a preemption notice: every process stops at the same call, after the final checkpoint (exit 130; on Slurm
+the code and reason the Slurm controller gives the signal the batch script caught, ``RUN_DIR/slurm/stop``: 0
+``stopped`` for ``launch.slurm stop``, 3 ``time_limit``, 4 ``cancelled``). A
 process that fails ends at once (exit 3) and its launcher ends the others (SIGKILL: they would wait in a collective).
 On Slurm the trial resumes from the newest checkpoint when there is one (a requeue, ``--resume``).
 """
@@ -100,7 +102,8 @@ def _slurm_start(cfg, run_dir: Path, rank: int) -> bool:
         from srljax.storage import run_dir as run_folder
 
         run_folder.lock(dataclasses.replace(cfg, log=dataclasses.replace(cfg.log, run_root=str(run_dir.parent.parent))))
-        (run_dir / "slurm" / "result.json").unlink(missing_ok=True)  # an earlier start's
+        for earlier in ("slurm/result.json", STOP_FILE):  # an earlier start's
+            (run_dir / earlier).unlink(missing_ok=True)
         record_start(run_dir)
     return found
 
@@ -113,17 +116,38 @@ def _train(cfg, run_dir: Path, resume: bool, rank: int, slurm: bool) -> int:
 
     compile_cache.enable(cfg.compile_cache)
     result = train_anakin(Run(cfg, plan_of(cfg), run_dir, resume))
-    code = EXIT.get(result.stopped_by, 1)
+    code, reason = EXIT.get(result.stopped_by, 1), result.stopped_by
+    why = _slurm_stop(run_dir) if slurm and reason == "interrupted" else None
+    if why is not None:  # as the Slurm controller ends a trial on that signal (every process exits with it)
+        code, reason, _ = why
     if rank == 0:
         last = result.metrics[-1] if result.metrics else {}
         ret = last.get("episode_return", float("nan"))
         message = (f"{result.env_steps:,} env steps over {cfg.trainer.num_hosts} hosts; recent mean episode return "
                    f"{ret:.1f}; metrics in {run_dir / 'metrics.jsonl'}")
+        if why is not None:
+            message = f"{why[2]}; {message}"
         if result.stopped_by == "interrupted":
             message += f"; the final checkpoint is in {run_dir / 'checkpoints'}: continue with -f {cfg.trial} --resume"
-        _write(cfg, run_dir, code, result.stopped_by, message, slurm)
+        _write(cfg, run_dir, code, reason, message, slurm)
         print(f"finished ({result.stopped_by}): {message}", flush=True)
     return code
+
+
+STOP_FILE = "slurm/stop"  # the signal the batch script caught (USR1, INT, TERM), written before it stops the tasks
+
+
+def _slurm_stop(run_dir: Path) -> tuple[int, str, str] | None:
+    """The Slurm controller's (exit code, reason, message) for the signal that stopped this job, if one did."""
+    import signal as signals
+
+    from launch.slurm.controller import REASONS
+
+    try:
+        name = (run_dir / STOP_FILE).read_text().strip()
+    except OSError:
+        return None
+    return REASONS.get(getattr(signals, f"SIG{name}", None))
 
 
 def _write(cfg, run_dir: Path, code: int, reason: str, message: str, slurm: bool) -> None:

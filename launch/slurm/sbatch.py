@@ -105,9 +105,11 @@ def render(cfg: Experiment) -> str:
 def _render_anakin(cfg: Experiment, comp: Component) -> str:
     """An Anakin run's script: one ``srun`` step of ``trainer.num_hosts`` tasks, one per node, each a
     ``launch/hosts.py`` process of one ``jax.distributed`` group (joined through Slurm's environment); no controller.
-    The time-limit warning (USR1), ``launch.slurm stop`` (INT) and ``scancel`` (TERM) reach the tasks as SIGTERM,
-    JAX's preemption notice: every process stops at the same call, checkpointed. The job exits with process 0's code
-    (130 for such a stop); with ``slurm.requeue`` a time-limit stop requeues the job, which resumes."""
+    The time-limit warning (USR1), ``launch.slurm stop`` (INT) and ``scancel`` (TERM) reach the tasks as SIGTERM
+    (``scancel --signal=TERM JOB.0``: srun cancels its step on a SIGTERM of its own),
+    JAX's preemption notice: every process stops at the same call, checkpointed. The job exits with the processes'
+    code, for such a stop the Slurm controller's (``launch/hosts.py``); with ``slurm.requeue`` a time-limit stop
+    requeues the job, which resumes."""
     (g,) = comp.groups
     run_dir, q = Path(cfg.run_dir), shlex.quote
     srun = ["srun", "--label", *g.step_options(), *_container(cfg)]
@@ -122,16 +124,18 @@ def _render_anakin(cfg: Experiment, comp: Component) -> str:
              'command -v "$PY" >/dev/null || { echo "python $PY not found on $(hostname): set slurm.python or slurm.setup"; exit 1; }',
              "",
              "# USR1: the time limit is near; INT: launch.slurm stop; TERM: scancel or preemption. Each reaches the",
-             "# processes as SIGTERM (srun forwards it), which JAX turns into one stop of the group, checkpointed.",
+             "# processes as SIGTERM (scancel --signal: a SIGTERM to srun itself would cancel the step), which JAX",
+             "# turns into one stop of the group, checkpointed.",
              'step="" caught=""',
-             *[f"trap 'caught={s}; [ -n \"$step\" ] && kill -TERM \"$step\"' {s}" for s in ("USR1", "INT", "TERM")],
+             'stop() { caught=$1; echo "$1" > "$RUN/slurm/stop"; [ -n "$step" ] && scancel --signal=TERM "$SLURM_JOB_ID.0"; }',
+             *[f"trap 'stop {s}' {s}" for s in ("USR1", "INT", "TERM")],
              f"{' '.join(srun)} \\\n    \"$PY\" -m launch.hosts \"$RUN\" --slurm &",
              'step=$!',
-             '[ -n "$caught" ] && kill -TERM "$step"',
+             '[ -n "$caught" ] && stop "$caught"',
              'while kill -0 "$step" 2>/dev/null; do wait "$step"; done',
              'wait "$step"; code=$?',
              'echo "the processes exited with code $code"',
-             *(['if [ "$caught" = USR1 ] && [ "$code" = 130 ]; then  # slurm.requeue: continue in a new start',
+             *([f'if [ "$caught" = USR1 ] && [ "$code" = {TIME_LIMIT_EXIT_CODE} ]; then  # slurm.requeue: a new start',
                 '  echo "requeueing job $SLURM_JOB_ID: the next start resumes from the newest checkpoint"',
                 '  scontrol requeue "$SLURM_JOB_ID"', "fi"] if cfg.slurm.requeue else []),
              'exit "$code"', ""]

@@ -57,3 +57,42 @@ def test_anakin_run_over_two_nodes_learns(tmp_path: Path) -> None:
     print(f"\nanakin over two nodes {nodes}: job {job}, wall {wall:.0f} s, return {first:.1f} at update 1 -> "
           f"{sum(last) / len(last):.1f} (mean of the last 10 lines) at {lines[-1]['env_steps']:,} env steps")
     assert sum(last) / len(last) >= max(100.0, 3 * first), (first, last)  # CartPole learns: ~20 at random
+
+
+def test_anakin_run_over_two_nodes_stops_and_resumes(tmp_path: Path) -> None:
+    """``launch.slurm stop``: the batch script turns it into SIGTERM for both processes, which stop at the same call
+    with their checkpoint (``stopped``, exit 0 as the controller ends a requested stop); ``--resume`` submits it
+    again and the trial finishes with one line per update, none missing, none repeated."""
+    pytest.importorskip("gymnax")
+    run_dir = tmp_path / EXPERIMENT / "stop"
+    metrics = run_dir / "metrics.jsonl"
+
+    def updates() -> list[int]:
+        return [json.loads(x)["update"] for x in metrics.read_text().splitlines()] if metrics.exists() else []
+
+    job = submit(tmp_path, "stop", *HOSTS, "checkpoint.every_updates=5", config=CONFIG)
+    try:
+        wait_for(lambda: len(updates()) >= 3, 600, "the first lines", run_dir / "logs")
+        r = launch("stop", "-e", EXPERIMENT, "-f", "stop", "--run-root", str(tmp_path), timeout=400)
+        assert r.returncode == 0, r.stdout + r.stderr
+    finally:
+        if in_queue(job):
+            sx("scancel", job)
+    log = (run_dir / "logs" / f"job-{job}.log").read_text()
+    assert (result(run_dir)["exit_code"], result(run_dir)["reason"]) == (0, "stopped"), (result(run_dir), log[-3000:])
+    stopped = updates()
+    steps = sorted(int(p.name) for p in (run_dir / "checkpoints").iterdir() if p.name.isdigit())
+    assert 0 < len(stopped) < UPDATES and steps[-1] == stopped[-1], (stopped, steps, log[-3000:])
+
+    r = launch(CONFIG, "-f", "stop", f"log.run_root={tmp_path}", "--resume")
+    assert r.returncode == 0, r.stdout + r.stderr
+    job = re.search(r"submitted job (\d+)", r.stdout).group(1)
+    try:
+        wait_for(lambda: not in_queue(job), 900, f"job {job} finishing", run_dir / "logs")
+    finally:
+        if in_queue(job):
+            sx("scancel", job)
+    log = (run_dir / "logs" / f"job-{job}.log").read_text()
+    assert (result(run_dir)["exit_code"], result(run_dir)["reason"]) == (0, "done"), (result(run_dir), log[-3000:])
+    assert f"resumed from the checkpoint of update {steps[-1]}" in log, log[-3000:]
+    assert updates() == list(range(1, UPDATES + 1))
