@@ -115,3 +115,29 @@ def test_bad_combinations_are_refused() -> None:
         "env.id=CartPole-v1", "trainer.num_hosts=2")
     with pytest.raises(ConfigError):
         apply_overrides(base, ["trainer.num_hosts=two"])
+
+
+def test_slurm_renders_one_job_of_one_process_per_node(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``launch.slurm`` takes the same config: one plain job (no het job, no controller) whose one ``srun`` step runs a
+    ``launch/hosts.py`` process per node, stops reaching them as ``scancel --signal=TERM``; its resources checked."""
+    pytest.importorskip("gymnax")
+    import dataclasses
+
+    from launch.slurm.plan import plan, slurm_problems
+    from launch.slurm.sbatch import render, resolved
+    from srljax.config import apply_overrides, load_file
+
+    monkeypatch.chdir(ROOT)
+    cfg = apply_overrides(load_file(str(ROOT / CONFIG)), ["trainer.num_hosts=2", "slurm.trainer.cpus_per_task=2"])
+    cfg = resolved(dataclasses.replace(cfg, trial="t0"))
+    assert slurm_problems(cfg) == []
+    (comp,) = plan(cfg)
+    assert comp.nodes == 2 and [g.role for g in comp.groups] == ["trainer"], comp
+    script = render(cfg)
+    assert "#SBATCH --nodes=2" in script and "#SBATCH --ntasks-per-node=1" in script and "hetjob" not in script
+    assert '"$PY" -m launch.hosts "$RUN" --slurm' in script and "launch.slurm.controller" not in script
+    assert 'scancel --signal=TERM "$SLURM_JOB_ID.0"' in script and "--cpus-per-task=2" in script
+    bad = apply_overrides(cfg, ["slurm.trainer.nodes=3", "slurm.trainer.gpus_per_task=1", "trainer.devices=2"])
+    found = "\n".join(slurm_problems(bad))
+    assert "slurm.trainer.nodes=3 but trainer.num_hosts=2" in found, found
+    assert "trainer.devices=2 but slurm.trainer.gpus_per_task=1" in found, found
