@@ -109,13 +109,10 @@ def _slurm_start(cfg, run_dir: Path, rank: int) -> bool:
 
 
 def _train(cfg, run_dir: Path, resume: bool, rank: int, slurm: bool) -> int:
-    from srljax.layout import plan_of
     from srljax.loops.anakin import train_anakin
-    from srljax.parallel import compile_cache
-    from srljax.prepare import Run
+    from srljax.prepare import joined
 
-    compile_cache.enable(cfg.compile_cache)
-    result = train_anakin(Run(cfg, plan_of(cfg), run_dir, resume))
+    result = train_anakin(joined(cfg, run_dir, resume))
     code, reason = EXIT.get(result.stopped_by, 1), result.stopped_by
     why = _slurm_stop(run_dir) if slurm and reason == "interrupted" else None
     if why is not None:  # as the Slurm controller ends a trial on that signal (every process exits with it)

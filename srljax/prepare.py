@@ -3,6 +3,7 @@ compile cache, done once.
 
     run = prepare(cfg, resume=False, backend="single")   # ConfigError (every problem at once) or RunFolderInUse
     run.cfg, run.plan, run.run_dir                        # the plan: srljax.layout.plan_of
+    run = joined(cfg, run_dir, resume)                    # a process of a group of hosts: the launcher prepared it
     plan = check(cfg, resume, backend)                    # the checks only; creates nothing (--show, sweeps, Slurm)
 
 Each owner's checks are registered once (``register``, at the end of this file): the config tree
@@ -119,6 +120,15 @@ def prepare(cfg: Experiment, resume: bool | int = False, backend: str | None = N
 
         compile_cache.enable(cfg.compile_cache)
     return Run(cfg, plan, run_dir, run_folder.resuming(resume))
+
+
+def joined(cfg: Experiment, run_dir: Path, resume: bool = False) -> Run:
+    """The ``Run`` of one process of a group of hosts (``launch/hosts.py``): its folder was claimed and ``config.json``
+    written by the launcher (``launch.local``'s ``prepare``, ``launch.slurm``'s submission); only the compile cache."""
+    from srljax.parallel import compile_cache
+
+    compile_cache.enable(cfg.compile_cache)
+    return Run(cfg, plan_of(cfg), Path(run_dir), resume)
 
 
 def prepared(cfg: Experiment | Run, resume: bool = False) -> Run:
