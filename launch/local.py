@@ -35,6 +35,14 @@ def main(cfg: Experiment, resume: bool | int = False) -> int:
         from srljax.storage.checkpoint import CheckpointError, disk_fix
 
         signal.signal(signal.SIGTERM, _interrupt)  # a scheduler's stop: end as Ctrl-C does, checkpoint kept
+        if cfg.trainer.num_hosts > 1:  # a JAX env over several processes: their devices, before the folder is claimed
+            from srljax.parallel.devices import PlacementError
+
+            try:
+                envs = host_envs(cfg)
+            except PlacementError as err:
+                print(f"python -m launch.local: {err}", file=sys.stderr, flush=True)
+                return 2
         try:
             run = prepare(cfg, resume, "single", checked=True)  # launch.cli ran the checks; the folder is locked
         except ConfigError as err:  # e.g. another launch took the trial since the checks: one line, exit 2
@@ -46,7 +54,7 @@ def main(cfg: Experiment, resume: bool | int = False) -> int:
             print(f"FAILED: {err}. {disk_fix(err, cfg.run_dir)}", flush=True)
             return 1
         if cfg.trainer.num_hosts > 1:  # a JAX env over several processes (srljax/prepare.py refused the rest)
-            return run_hosts(run)
+            return run_hosts(run, envs)
         try:
             result = train(run)
         except (CheckpointError, OSError) as err:  # the disk: full, read-only, gone; named once, no traceback
@@ -82,7 +90,16 @@ def main(cfg: Experiment, resume: bool | int = False) -> int:
     return run_distributed(cfg, resume=resume, checked=True)
 
 
-def run_hosts(run, poll_s: float = 0.2) -> int:
+def host_envs(cfg: Experiment) -> list[dict[str, str]]:
+    """Each process's environment: trainer i's GPUs where there are some (consecutive blocks of ``trainer.devices``),
+    CPU otherwise; ``PlacementError`` when this machine has too few."""
+    from launch.processes import worker_env
+    from srljax.layout import TRAINER
+
+    return [worker_env(cfg, TRAINER, rank) for rank in range(cfg.trainer.num_hosts)]
+
+
+def run_hosts(run, envs: list[dict[str, str]], poll_s: float = 0.2) -> int:
     """An Anakin run over ``trainer.num_hosts`` processes of this machine (``launch/hosts.py``), this one holding the
     trial's folder: Ctrl-C or SIGTERM becomes a SIGTERM to each (JAX's preemption notice: all stop at one call,
     checkpointed); one that fails ends the others (SIGKILL: they would wait in a collective). Returns the exit code:
@@ -91,8 +108,6 @@ def run_hosts(run, poll_s: float = 0.2) -> int:
     import subprocess
     import time
 
-    from launch.processes import worker_env
-    from srljax.layout import TRAINER
     from srljax.parallel.multihost import _free_port
 
     cfg = run.cfg
@@ -109,7 +124,7 @@ def run_hosts(run, poll_s: float = 0.2) -> int:
     procs = []
     try:
         for rank in range(hosts):
-            env = worker_env(cfg, TRAINER, rank)  # trainer i's GPUs where there are some; CPU otherwise
+            env = envs[rank]
             cmd = [sys.executable, "-m", "launch.hosts", str(run.run_dir), str(rank), "--coordinator", coordinator]
             procs.append(subprocess.Popen(cmd + (["--resume"] if run.resume else []), env=env,
                                           cwd=os.getcwd(), start_new_session=True))  # Ctrl-C reaches only this one

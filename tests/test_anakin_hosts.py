@@ -141,3 +141,21 @@ def test_slurm_renders_one_job_of_one_process_per_node(monkeypatch: pytest.Monke
     found = "\n".join(slurm_problems(bad))
     assert "slurm.trainer.nodes=3 but trainer.num_hosts=2" in found, found
     assert "trainer.devices=2 but slurm.trainer.gpus_per_task=1" in found, found
+
+
+def test_too_few_gpus_for_the_processes_is_refused_before_the_folder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """On one machine each process takes its own ``trainer.devices`` GPUs: two processes on one GPU are refused with
+    one line (exit 2) before the trial's folder exists."""
+    pytest.importorskip("gymnax")
+    import dataclasses
+
+    from launch.local import main
+    from srljax.config import apply_overrides, load_file
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    monkeypatch.delenv("JAX_PLATFORMS", raising=False)
+    cfg = apply_overrides(load_file(str(ROOT / CONFIG)), ["trainer.num_hosts=2", f"log.run_root={tmp_path}"])
+    assert main(dataclasses.replace(cfg, trial="gpus")) == 2
+    assert "trainer 1 on this node needs GPUs 1..1 (trainer.devices=1) but the node has 1: 0" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
