@@ -35,6 +35,14 @@ def main(cfg: Experiment, resume: bool | int = False) -> int:
         from srljax.storage.checkpoint import CheckpointError, disk_fix
 
         signal.signal(signal.SIGTERM, _interrupt)  # a scheduler's stop: end as Ctrl-C does, checkpoint kept
+        if cfg.trainer.num_hosts > 1:  # a JAX env over several processes: their devices, before the folder is claimed
+            from srljax.parallel.devices import PlacementError
+
+            try:
+                envs = host_envs(cfg)
+            except PlacementError as err:
+                print(f"python -m launch.local: {err}", file=sys.stderr, flush=True)
+                return 2
         try:
             run = prepare(cfg, resume, "single", checked=True)  # launch.cli ran the checks; the folder is locked
         except ConfigError as err:  # e.g. another launch took the trial since the checks: one line, exit 2
@@ -45,6 +53,8 @@ def main(cfg: Experiment, resume: bool | int = False) -> int:
                 raise
             print(f"FAILED: {err}. {disk_fix(err, cfg.run_dir)}", flush=True)
             return 1
+        if cfg.trainer.num_hosts > 1:  # a JAX env over several processes (srljax/prepare.py refused the rest)
+            return run_hosts(run, envs)
         try:
             result = train(run)
         except (CheckpointError, OSError) as err:  # the disk: full, read-only, gone; named once, no traceback
@@ -83,6 +93,75 @@ def main(cfg: Experiment, resume: bool | int = False) -> int:
     from launch.processes import run_distributed
 
     return run_distributed(cfg, resume=resume, checked=True)
+
+
+def host_envs(cfg: Experiment) -> list[dict[str, str]]:
+    """Each process's environment: trainer i's GPUs where there are some (consecutive blocks of ``trainer.devices``),
+    CPU otherwise; ``PlacementError`` when this machine has too few."""
+    from launch.processes import worker_env
+    from srljax.layout import TRAINER
+
+    return [worker_env(cfg, TRAINER, rank) for rank in range(cfg.trainer.num_hosts)]
+
+
+def run_hosts(run, envs: list[dict[str, str]], poll_s: float = 0.2) -> int:
+    """An Anakin run over ``trainer.num_hosts`` processes of this machine (``launch/hosts.py``), this one holding the
+    trial's folder: Ctrl-C or SIGTERM becomes a SIGTERM to each (JAX's preemption notice: all stop at one call,
+    checkpointed); one that fails ends the others (SIGKILL: they would wait in a collective). Returns the exit code:
+    process 0's, else the first failure's."""
+    import os
+    import subprocess
+    import time
+
+    from srljax.parallel.multihost import _free_port
+
+    cfg = run.cfg
+    coordinator = f"127.0.0.1:{_free_port('127.0.0.1')}"
+    hosts = cfg.trainer.num_hosts
+    print(f"{hosts} processes in one jax.distributed group (coordinator {coordinator}), {cfg.trainer.devices} "
+          f"device(s) each; process 0 writes the lines", flush=True)
+    stops: list[int] = []
+
+    def on_stop(signum: int, frame: object) -> None:
+        stops.append(signum)
+
+    previous = {s: signal.signal(s, on_stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    procs = []
+    try:
+        for rank in range(hosts):
+            env = envs[rank]
+            cmd = [sys.executable, "-m", "launch.hosts", str(run.run_dir), str(rank), "--coordinator", coordinator]
+            procs.append(subprocess.Popen(cmd + (["--resume"] if run.resume else []), env=env,
+                                          cwd=os.getcwd(), start_new_session=True))  # Ctrl-C reaches only this one
+        told = False
+        while any(p.poll() is None for p in procs):
+            if stops and not told:
+                print("stopping: every process checkpoints at the same call (SIGTERM to each)", flush=True)
+                for p in procs:
+                    if p.poll() is None:
+                        p.send_signal(signal.SIGTERM)
+                told = True
+            failed = [p for p in procs if p.poll() not in (None, 0, 1, 130)]
+            if failed:
+                for p in procs:
+                    if p.poll() is None:
+                        p.kill()
+                break
+            time.sleep(poll_s)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    codes = [p.returncode for p in procs]
+    bad = next((c for c in codes if c not in (0, 1, 130)), None)
+    if bad is not None:
+        print(f"FAILED: a process of the group exited with code {bad} (codes {codes}); its traceback is above",
+              flush=True)
+        return 1
+    return codes[0]
 
 
 def _status(cfg: Experiment, exit_code: int, reason: str, message: str) -> None:

@@ -334,7 +334,10 @@ def describe_batch(cfg: Experiment) -> str:
         return cfg.algo.describe_batch(cfg)
     batch = f"batch {cfg.batch_envs} env columns x {cfg.algo.num_steps} steps = {cfg.env_steps_per_update:,} samples per update"
     if cfg.layout.mode != "distributed":
-        return f"{batch} ({cfg.env.num_envs} envs in this process), {cfg.num_updates:,} updates"
+        hosts = cfg.trainer.num_hosts  # an Anakin run over several processes (launch/hosts.py)
+        where = (f"{cfg.env.num_envs} envs over {hosts} processes, {cfg.env.num_envs // hosts} each" if hosts > 1
+                 else f"{cfg.env.num_envs} envs in this process")
+        return f"{batch} ({where}), {cfg.num_updates:,} updates"
     members = member_count(cfg)
     if members:  # a population or a league: every member trains such batches
         return (f"{batch} per member; {members} members, each with its own trainer and "

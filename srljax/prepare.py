@@ -3,6 +3,7 @@ compile cache, done once.
 
     run = prepare(cfg, resume=False, backend="single")   # ConfigError (every problem at once) or RunFolderInUse
     run.cfg, run.plan, run.run_dir                        # the plan: srljax.layout.plan_of
+    run = joined(cfg, run_dir, resume)                    # a process of a group of hosts: the launcher prepared it
     plan = check(cfg, resume, backend)                    # the checks only; creates nothing (--show, sweeps, Slurm)
 
 Each owner's checks are registered once (``register``, at the end of this file): the config tree
@@ -121,6 +122,15 @@ def prepare(cfg: Experiment, resume: bool | int = False, backend: str | None = N
     return Run(cfg, plan, run_dir, run_folder.resuming(resume))
 
 
+def joined(cfg: Experiment, run_dir: Path, resume: bool = False) -> Run:
+    """The ``Run`` of one process of a group of hosts (``launch/hosts.py``): its folder was claimed and ``config.json``
+    written by the launcher (``launch.local``'s ``prepare``, ``launch.slurm``'s submission); only the compile cache."""
+    from srljax.parallel import compile_cache
+
+    compile_cache.enable(cfg.compile_cache)
+    return Run(cfg, plan_of(cfg), Path(run_dir), resume)
+
+
 def prepared(cfg: Experiment | Run, resume: bool = False) -> Run:
     """A loop's entry: the ``Run`` a launcher prepared, or ``cfg`` prepared here (a notebook's ``train(cfg)``)."""
     return cfg if isinstance(cfg, Run) else prepare(cfg, resume, "single")
@@ -201,12 +211,20 @@ def anakin_problems(cfg: Experiment) -> list[str]:
     if t.batch_envs and t.batch_envs != e.num_envs:
         out.append(f"trainer.batch_envs={t.batch_envs}: on a JAX env every update trains on all env.num_envs="
                    f"{e.num_envs} envs; leave trainer.batch_envs=0")
-    if e.num_envs % t.devices:
-        out.append(f"env.num_envs={e.num_envs} does not split over trainer.devices={t.devices}: on a JAX env the envs "
-                   f"are sharded over the devices; make env.num_envs a multiple of {t.devices}")
-    if t.num_hosts > 1:
-        out.append(f"trainer.num_hosts={t.num_hosts}: the Anakin loop runs in one process; use trainer.devices for "
-                   "several devices of one host")
+    shards = t.devices * max(1, t.num_hosts)
+    if t.devices >= 1 and e.num_envs % shards:
+        over = f"trainer.devices={t.devices}" + (f" x trainer.num_hosts={t.num_hosts}" if t.num_hosts > 1 else "")
+        out.append(f"env.num_envs={e.num_envs} does not split over {over}: on a JAX env the envs are sharded over "
+                   f"every device of every host; make env.num_envs a multiple of {shards}")
+    if t.num_hosts > 1:  # one process per host in a jax.distributed group (launch/hosts.py)
+        algo = getattr(cfg.algo, "name", "")
+        if consumes(cfg.algo) != "segments":
+            out.append(f"trainer.num_hosts={t.num_hosts} with algo={algo}: the Anakin loop over several hosts runs "
+                       "segment algorithms (ppo, impala, appo, a user's); use trainer.num_hosts=1 (trainer.devices for "
+                       "several devices of one host)")
+        if cfg.seeds:
+            out.append(f"seeds={list(cfg.seeds)} with trainer.num_hosts={t.num_hosts}: a pack of seeds runs on one "
+                       "host; run each seed as its own trial over the hosts (seed=N), or drop trainer.num_hosts")
     if t.overlap_collection:
         out.append("trainer.overlap_collection=true: on a JAX env rollout and update are one compiled program; drop it")
     if cfg.policies.enabled or cfg.selfplay.enabled:

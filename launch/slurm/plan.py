@@ -14,7 +14,8 @@ takes its own share. A multi-host trainer (``trainer.num_hosts`` = N > 1) is a c
 nodes with one task each (``--nodes=N --ntasks=N --ntasks-per-node=1``) and takes no other group:
 one component asks the same resources of every node, so a group riding on its first node would
 reserve its share on all N. Component 0 holds the trainer; the batch script, and with it the
-controller, runs on its first node.
+controller, runs on its first node. An Anakin run (a JAX env, ``layout.mode=single``; ``anakin``) is one plain
+job: its ``trainer.num_hosts`` processes, one per node, with ``slurm.trainer``'s resources.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 
 from srljax.config import Experiment, SlurmGroup
 from srljax.config.pbt import member_count
-from srljax.layout import ACTOR, CUSTOM_SLURM_GROUP, POLICY, ROLES, TRAINER, Layout, build_layout
+from srljax.layout import ACTOR, CUSTOM_SLURM_GROUP, POLICY, ROLES, TRAINER, Layout, build_layout, plan_of
 from srljax.prepare import register
 
 # Slurm --time formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S
@@ -103,9 +104,20 @@ def node_size(cfg: Experiment, role: str) -> tuple[int, int, float]:
     return (g.node_cpus or s.node_cpus, g.node_gpus if g.node_gpus >= 0 else s.node_gpus, g.node_mem_gb or s.node_mem_gb)
 
 
+def anakin(cfg: Experiment) -> bool:
+    """An Anakin run (a JAX env in ``layout.mode=single``, ``srljax/loops/anakin.py``): one job of ``trainer.num_hosts``
+    tasks, one per node, each a ``launch/hosts.py`` process of one ``jax.distributed`` group; no controller."""
+    return cfg.layout.mode == "single" and plan_of(cfg).loop == "anakin"
+
+
 def group_plans(cfg: Experiment, layout: Layout | None = None) -> list[GroupPlan]:
     """Every non-empty group, in configure order, with its per-task resources resolved (config over
-    the layout's estimate)."""
+    the layout's estimate). An Anakin run: its one group, the trainer's ``trainer.num_hosts`` processes."""
+    if anakin(cfg):
+        sg, hosts = slurm_group(cfg, TRAINER), cfg.trainer.num_hosts
+        mem_gb = sg.mem_gb_per_task or ROLES[TRAINER].mem_gb
+        return [GroupPlan(TRAINER, hosts, sg.cpus_per_task or 1, sg.gpus_per_task, math.ceil(mem_gb * 1024), 0,
+                          hosts > 1)]
     out = []
     for group in (layout or build_layout(cfg)).groups:
         if group.count < 1:
@@ -185,15 +197,18 @@ def time_limit_seconds(text: str) -> int | None:
 
 def slurm_problems(cfg: Experiment) -> list[str]:
     """Everything ``launch.slurm`` cannot submit, each naming the key, the numbers and the fix."""
-    if cfg.layout.mode != "distributed":
+    if cfg.layout.mode != "distributed" and not anakin(cfg):
         return [("layout.mode=single trains in one process: run it with python -m launch.local, "
-                 "or set layout.mode=distributed to launch the worker graph on Slurm")]
+                 "or set layout.mode=distributed to launch the worker graph on Slurm (a JAX env's Anakin run goes "
+                 "to Slurm as it is, over trainer.num_hosts nodes)")]
     try:
         layout = build_layout(cfg)
     except ValueError as error:  # a custom role that does not import
         return [str(error)]
     out: list[str] = []
-    if cfg.layout.transport != "tcp":
+    if anakin(cfg):
+        layout = Layout(groups=tuple(g for g in layout.groups if g.role == TRAINER), streams=())
+    elif cfg.layout.transport != "tcp":
         out.append("layout.transport=ipc only reaches workers on one node; launch.slurm needs layout.transport=tcp")
     limit, signal_s = time_limit(cfg), cfg.slurm.signal_seconds
     seconds = time_limit_seconds(limit)

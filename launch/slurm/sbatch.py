@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 from launch.slurm.node import TIME_LIMIT_EXIT_CODE
-from launch.slurm.plan import Component, GroupPlan, plan, time_limit
+from launch.slurm.plan import Component, GroupPlan, anakin, plan, time_limit
 from srljax.config import Experiment
 from srljax.system.shell.restarts import Restarts
 
@@ -58,6 +58,8 @@ def render(cfg: Experiment) -> str:
     run_dir, workdir, python = Path(cfg.run_dir), cfg.slurm.workdir, cfg.slurm.python
     if not (run_dir.is_absolute() and os.path.isabs(workdir) and python):
         raise ValueError("render() needs a resolved config: call launch.slurm.sbatch.resolved(cfg) first")
+    if anakin(cfg):
+        return _render_anakin(cfg, comps[0])
     lines = ["#!/bin/bash",
              f"# srljax trial {job_name(cfg)}, written by `python -m launch.slurm`: resubmit with it rather than edit this.",
              *_sbatch(["--job-name=" + job_name(cfg), f"--output={run_dir}/logs/job-%j.log", f"--time={time_limit(cfg)}",
@@ -97,6 +99,46 @@ def render(cfg: Experiment) -> str:
                  '  echo "requeueing job $SLURM_JOB_ID: the next start resumes from the newest checkpoint"',
                  '  scontrol requeue "$SLURM_JOB_ID"', "fi"] if cfg.slurm.requeue else []),
               'exit "$code"', ""]
+    return "\n".join(lines)
+
+
+def _render_anakin(cfg: Experiment, comp: Component) -> str:
+    """An Anakin run's script: one ``srun`` step of ``trainer.num_hosts`` tasks, one per node, each a
+    ``launch/hosts.py`` process of one ``jax.distributed`` group (joined through Slurm's environment); no controller.
+    The time-limit warning (USR1), ``launch.slurm stop`` (INT) and ``scancel`` (TERM) reach the tasks as SIGTERM
+    (``scancel --signal=TERM JOB.0``: srun cancels its step on a SIGTERM of its own),
+    JAX's preemption notice: every process stops at the same call, checkpointed. The job exits with the processes'
+    code, for such a stop the Slurm controller's (``launch/hosts.py``); with ``slurm.requeue`` a time-limit stop
+    requeues the job, which resumes."""
+    (g,) = comp.groups
+    run_dir, q = Path(cfg.run_dir), shlex.quote
+    srun = ["srun", "--label", *g.step_options(), *_container(cfg)]
+    lines = ["#!/bin/bash",
+             f"# srljax trial {job_name(cfg)}, written by `python -m launch.slurm`: resubmit with it rather than edit this.",
+             f"# an Anakin run over {g.count} host(s): one process per node, one jax.distributed group (launch/hosts.py)",
+             *_sbatch(["--job-name=" + job_name(cfg), f"--output={run_dir}/logs/job-%j.log", f"--time={time_limit(cfg)}",
+                       f"--signal=B:USR1@{cfg.slurm.signal_seconds}",
+                       "--requeue" if cfg.slurm.requeue else "--no-requeue", *cfg.slurm.sbatch, *comp.options]),
+             "", "cd " + q(cfg.slurm.workdir) + " || exit 1", *cfg.slurm.setup,
+             f"RUN={q(str(run_dir))}", f"PY={q(cfg.slurm.python)}", "export PYTHONUNBUFFERED=1",
+             'command -v "$PY" >/dev/null || { echo "python $PY not found on $(hostname): set slurm.python or slurm.setup"; exit 1; }',
+             "",
+             "# USR1: the time limit is near; INT: launch.slurm stop; TERM: scancel or preemption. Each reaches the",
+             "# processes as SIGTERM (scancel --signal: a SIGTERM to srun itself would cancel the step), which JAX",
+             "# turns into one stop of the group, checkpointed.",
+             'step="" caught=""',
+             'stop() { caught=$1; echo "$1" > "$RUN/slurm/stop"; [ -n "$step" ] && scancel --signal=TERM "$SLURM_JOB_ID.0"; }',
+             *[f"trap 'stop {s}' {s}" for s in ("USR1", "INT", "TERM")],
+             f"{' '.join(srun)} \\\n    \"$PY\" -m launch.hosts \"$RUN\" --slurm &",
+             'step=$!',
+             '[ -n "$caught" ] && stop "$caught"',
+             'while kill -0 "$step" 2>/dev/null; do wait "$step"; done',
+             'wait "$step"; code=$?',
+             'echo "the processes exited with code $code"',
+             *([f'if [ "$caught" = USR1 ] && [ "$code" = {TIME_LIMIT_EXIT_CODE} ]; then  # slurm.requeue: a new start',
+                '  echo "requeueing job $SLURM_JOB_ID: the next start resumes from the newest checkpoint"',
+                '  scontrol requeue "$SLURM_JOB_ID"', "fi"] if cfg.slurm.requeue else []),
+             'exit "$code"', ""]
     return "\n".join(lines)
 
 

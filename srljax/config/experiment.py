@@ -307,7 +307,7 @@ def problems(cfg: Experiment) -> list[str]:
         out.append(f"env.obs_mask={e.obs_mask} must list distinct indices >= 0 of the flat observation")
     if t.max_policy_lag < 0:
         out.append(f"trainer.max_policy_lag={t.max_policy_lag} must be >= 0")
-    if lay.mode == "single" and t.num_hosts != 1:
+    if lay.mode == "single" and t.num_hosts != 1 and not e.is_jax:  # a JAX env: the Anakin loop over hosts
         out.append(f"trainer.num_hosts={t.num_hosts} needs a trainer group: set layout.mode=distributed")
     if lay.mode == "single" and (lay.num_actors != 1 or lay.inference != "inline"):
         out.append("layout.mode=single runs one inline actor: set layout.mode=distributed for more actors or remote inference")

@@ -15,6 +15,12 @@ prompt); the host then writes each update's metrics line, feeds the episode wind
 holds the whole carry (every env's state and key, the acting key, the last row, a replay's contents), so
 ``--resume`` continues exactly where the run stopped.
 
+``trainer.num_hosts=N`` (``launch.local`` starts N processes, ``launch.slurm`` one per node; ``launch/hosts.py``): the
+same program over every device of N processes joined by ``jax.distributed`` (a global mesh, the envs split over all
+of them, the gradients all-reduced); process 0 decides each call's length and the timeout (broadcast to all), writes
+the metrics lines and evaluates; all of them write each checkpoint together (orbax, the env state gathered). A
+SIGTERM to any of them is JAX's preemption notice: every process stops at the same call, checkpointed.
+
 ``seeds=[...]``: each seed is its own trial ``<trial>__seed=<s>`` (folder, config.json, metrics, checkpoints, as if it
 ran alone with ``seed=s``), the trials' states stacked and the program mapped over them: one after another inside
 the program by default (each seed bit for bit as run alone), ``seeds_batch`` at a time ``vmap``-ed.
@@ -22,6 +28,7 @@ the program by default (each seed bit for bit as run alone), ``seeds_batch`` at 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from typing import Any
@@ -80,6 +87,69 @@ class _Schedule:
         return self.algo.exploration(env_steps, None, 1) if self.replay else {}
 
 
+class _Quiet:
+    """The metrics logger of a process other than 0 in a group of hosts: process 0 writes the lines."""
+
+    wandb_log = None
+
+    def __init__(self, elapsed: float, wandb_id: str | None):
+        self._start, self.wandb_id = time.time() - elapsed, wandb_id
+
+    @property
+    def elapsed(self) -> float:
+        return time.time() - self._start
+
+    def write(self, record: dict[str, Any]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _hosts() -> int:
+    return jax.process_count()
+
+
+def _gathered(x: Any) -> np.ndarray:
+    """The whole value of ``x`` on this process (a collective over the group when ``x`` spans several processes)."""
+    if isinstance(x, jax.Array) and not x.is_fully_addressable:
+        from jax.experimental import multihost_utils
+
+        return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+    return np.asarray(jax.device_get(x))
+
+
+def _placed(tree: Any, shardings: Any) -> Any:
+    """``tree`` (numpy, local or global arrays; the same values on every process) laid out as ``shardings``: with
+    several processes through a compiled identity, which every process runs (``device_put`` only reshards here)."""
+    if _hosts() == 1:
+        return jax.device_put(tree, shardings)
+    if all(isinstance(x, jax.Array) and x.sharding.is_equivalent_to(s, x.ndim)
+           for x, s in zip(jax.tree.leaves(tree), jax.tree.leaves(shardings))):
+        return tree  # already so (a replicated state after each call)
+    return jax.jit(lambda x: x, out_shardings=shardings)(tree)
+
+
+def _agreed(limit: int, timed_out: bool) -> tuple[int, bool]:
+    """Process 0's call length and timeout decision, on every process (each measures its own time)."""
+    if _hosts() == 1:
+        return limit, timed_out
+    from jax.experimental import multihost_utils
+
+    got = multihost_utils.broadcast_one_to_all(np.asarray([limit, int(timed_out)], np.int32))
+    return int(got[0]), bool(got[1])
+
+
+def _preempted(call: int) -> bool:
+    """A group of hosts: whether a SIGTERM (JAX's preemption notice, on any process) has every process stop at this
+    call; they all answer the same at the same call."""
+    if _hosts() == 1:
+        return False
+    from jax.experimental import multihost_utils
+
+    return multihost_utils.reached_preemption_sync_point(call)
+
+
 class _Trial:
     """One seed's learner (checkpoints), metrics and episode window."""
 
@@ -95,9 +165,13 @@ class _Trial:
         self.carry: Any = None
 
     def open(self) -> None:
-        self.logger = MetricsLogger(self.cfg, total=self.cfg.total_env_steps,
-                                    elapsed=float(self.meta.get("elapsed_s", 0.0)), wandb_id=self.meta.get("wandb_id"))
+        elapsed, wandb_id = float(self.meta.get("elapsed_s", 0.0)), self.meta.get("wandb_id")
         self.records = UpdateRecords(env_steps=self.env_steps)
+        if not self.learner.is_primary:  # process 0 of a group of hosts writes the lines and evaluates
+            self.logger = _Quiet(elapsed, wandb_id)
+            self.learner.run_state = self.run_state
+            return
+        self.logger = MetricsLogger(self.cfg, total=self.cfg.total_env_steps, elapsed=elapsed, wandb_id=wandb_id)
         algo = self.learner.algo
         bots = algo.consumes == "search" and self.env.spec.players > 1  # a single-player search agent: ``eval``
         self.evals = (SearchBotEval.make(self.cfg, algo, self.env) if bots
@@ -105,28 +179,31 @@ class _Trial:
         self.learner.run_state = self.run_state
 
     def run_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        leaves = jax.device_get(jax.tree.leaves(self.carry))
-        shell = {f"carry/{i}": np.asarray(x) for i, x in enumerate(leaves)}
+        shell = {f"carry/{i}": _gathered(x) for i, x in enumerate(jax.tree.leaves(self.carry))}
         meta = {"env_steps": self.env_steps, "episodes": self.window.state(), "elapsed_s": round(self.logger.elapsed, 3),
                 "wandb_id": self.logger.wandb_id}
         return shell, meta
 
     def restore(self, like: Any) -> None:
-        like_shell = {f"carry/{i}": np.asarray(x) for i, x in enumerate(jax.device_get(jax.tree.leaves(like)))}
+        like_shell = {f"carry/{i}": _gathered(x) for i, x in enumerate(jax.tree.leaves(like))}
         shell, self.meta = self.learner.restore(like_shell)
         if not shell:
             raise RuntimeError(f"{self.cfg.run_dir}: its newest checkpoint holds no env state (not an Anakin run's?); "
                                "start a new trial")
-        leaves = [jnp.asarray(shell[f"carry/{i}"]) for i in range(len(like_shell))]
+        leaves = [np.asarray(shell[f"carry/{i}"]) for i in range(len(like_shell))]  # placed with the envs' layout
         self.carry = jax.tree.unflatten(jax.tree.structure(like), leaves)
         self.env_steps = int(self.meta.get("env_steps", 0))
         self.window.load_state(self.meta.get("episodes", {}))
-        print(f"[{self.cfg.name}/{self.cfg.trial}] resumed from the checkpoint of update {self.learner.version} "
-              f"({self.env_steps:,} env steps, every env's state with it)", flush=True)
+        if self.learner.is_primary:
+            print(f"[{self.cfg.name}/{self.cfg.trial}] resumed from the checkpoint of update {self.learner.version} "
+                  f"({self.env_steps:,} env steps, every env's state with it)", flush=True)
 
 
 def _stack(trees: list[Any]) -> Any:
-    return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
+    """The trials' trees stacked on a new first axis; numpy leaves (a restored carry) stay numpy, so a group of
+    hosts places them from host values, as every process holds them."""
+    return jax.tree.map(lambda *xs: np.stack(xs) if all(isinstance(x, np.ndarray) for x in xs) else jnp.stack(xs),
+                        *trees)
 
 
 def _unstack(tree: Any, i: int) -> Any:
@@ -174,13 +251,13 @@ def train_anakin(cfg: Experiment | Run, resume: bool = False) -> TrainResult:
     version, env_steps = trials[0].learner.version, trials[0].env_steps
     mesh = trials[0].learner.mesh
     with jax.set_mesh(mesh):
-        state, carry = _stack([t.learner.state for t in trials]), _stack([t.carry for t in trials])
         replicated = sharding.replicated(mesh)
         # the envs (and everything with an env axis) split over trainer.devices, the train state replicated: XLA
         # partitions rollout and update, the gradients' all-reduce included (axis + 1: the seeds' axis comes first)
         on_envs = jax.tree.map(lambda axis: replicated if axis is None else sharding.batch_axis_sharding(mesh, axis + 1),
                                program.env_axes(trials[0].carry), is_leaf=lambda x: x is None)
-        state, carry = jax.device_put(state, replicated), jax.device_put(carry, on_envs)
+        state = _placed(_stack([t.learner.state for t in trials]), replicated)
+        carry = _placed(_stack([t.carry for t in trials]), on_envs)
         # the trials' axis: ``lax.map`` runs each seed with exactly the program one seed runs, ``seeds_batch`` of
         # them vmapped at a time (``Experiment.seeds_batch``)
         batch = min(cfg.seeds_batch, len(trials))
@@ -196,13 +273,19 @@ def train_anakin(cfg: Experiment | Run, resume: bool = False) -> TrainResult:
     per_iteration: float | None = None  # seconds, measured from the second call on (the first one compiles)
     total = schedule.iterations * schedule.env_steps_per_iteration
     finished = False
+    calls = 0
     try:
         while env_steps < total:
-            if time.time() > deadline:
-                result.stopped_by = "timeout"
-                break
             # the iterations of this call: up to a checkpoint or evaluation falling due, the end, ~CALL_SECONDS
             limit = 1 if per_iteration is None else min(MAX_ITERATIONS, max(1, int(CALL_SECONDS / max(per_iteration, 1e-9))))
+            limit, timed_out = _agreed(limit, time.time() > deadline)  # process 0's, in a group of hosts
+            if timed_out:
+                result.stopped_by = "timeout"
+                break
+            if _preempted(calls):  # every process of the group at this same call: the final checkpoint follows
+                result.stopped_by = "interrupted"
+                break
+            calls += 1
             owed, explore, steps, v = [], [], env_steps, version
             while len(owed) < limit and steps < total:
                 explore.append(schedule.explore(steps))
@@ -216,7 +299,9 @@ def train_anakin(cfg: Experiment | Run, resume: bool = False) -> TrainResult:
             plan = {"updates": jnp.asarray(owed + [0] * pad, jnp.int32),
                     "explore": {k: jnp.asarray([e[k] for e in explore] + [0.0] * pad, jnp.float32)
                                 for k in (explore[0] if explore else {})}}
-            with held():  # a stop waits for the call's lines and checkpoint (``srljax.loops.signals``)
+            # a stop waits for the call's lines and checkpoint (``srljax.loops.signals``); a group of hosts leaves
+            # SIGTERM to JAX (its preemption notice, ``_preempted``) and its launcher turns Ctrl-C into that
+            with held() if _hosts() == 1 else contextlib.nullcontext():
                 t0 = time.perf_counter()
                 with jax.set_mesh(mesh):
                     state, carry, outputs = step(state, carry, jnp.int32(n), plan if schedule.replay else None)
@@ -240,7 +325,7 @@ def train_anakin(cfg: Experiment | Run, resume: bool = False) -> TrainResult:
                                 if i == 0:
                                     result.metrics.append(record)
                         self_version += owed[k]
-                    t.learner.state = jax.device_put(_unstack(state, i), replicated)
+                    t.learner.state = _placed(_unstack(state, i), replicated)
                     t.carry = _unstack(carry, i)
                     t.learner.version = self_version
                     t.learner.maybe_save(since=version)

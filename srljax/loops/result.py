@@ -19,7 +19,7 @@ class TrainResult:
     metrics: list[dict[str, Any]] = field(default_factory=list)
     state: Any = None
     env_steps: int = 0
-    stopped_by: str = "done"  # "done" | "timeout"
+    stopped_by: str = "done"  # "done" | "timeout" | "interrupted" (a group of hosts stopped by SIGTERM, checkpointed)
 
     @property
     def run_dir(self):
