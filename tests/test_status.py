@@ -183,3 +183,21 @@ def test_a_distributed_population_is_listed_by_its_members_metrics(tmp_path, cap
     total = sum(1000 * (i + 1) for i in range(cfg.pbt.population))
     out = capsys.readouterr().out
     assert f"pop: ended, finished (done, exit code 0): done; last metrics line: 10 updates, {total:,} env steps" in out, out
+
+
+def test_several_policies_end_with_their_own_metrics_not_zero_steps(tmp_path):
+    """A distributed run of several policies writes RUN_DIR/policies/<name>/metrics.jsonl, not RUN_DIR's own."""
+    import json
+
+    from srljax.config import load_file
+    from srljax.config.tree import apply_overrides
+    from srljax.telemetry.progress import trial_record
+
+    cfg = apply_overrides(load_file("configs/lbf_mixed_inference.py"), [f"log.run_root={tmp_path}"])
+    assert cfg.layout.mode == "distributed" and len(cfg.policies.training()) == 2
+    for name, update, ret in zip(cfg.policies.training(), (7, 6), (0.5, 0.25)):
+        folder = cfg.run_dir / "policies" / name
+        folder.mkdir(parents=True)
+        (folder / "metrics.jsonl").write_text(json.dumps({"update": update, "env_steps": 1000 * update,
+                                                          "episode_return": ret}) + "\n")
+    assert trial_record(cfg) == {"env_steps": 7000, "update": 6, "episode_return": 0.375}

@@ -40,12 +40,21 @@ def last_json_line(path: Path) -> dict[str, Any]:
 
 def trial_record(cfg: Experiment, run_dir: Path | None = None) -> dict[str, Any]:
     """The trial's last metrics line; for a distributed population or league (whose members each write
-    ``RUN_DIR/members/<i>/metrics.jsonl``): the members' env steps summed, the fewest updates and the mean return.
+    ``RUN_DIR/members/<i>/metrics.jsonl``): the members' env steps summed, the fewest updates and the mean return;
+    for several training policies (``RUN_DIR/policies/<name>/metrics.jsonl``, the same env steps each): the most
+    env steps, the fewest updates and the policies' mean return.
     ``run_dir``: where the trial's folder is now (default: ``cfg.run_dir``, as launched)."""
     from srljax.config.pbt import member_count, member_dir
 
     run_dir = Path(cfg.run_dir) if run_dir is None else Path(run_dir)
     members = member_count(cfg) if cfg.layout.mode == "distributed" else 0
+    trained = cfg.policies.training() if cfg.layout.mode == "distributed" and cfg.policies.enabled else ()
+    if trained:  # several policies: each trainer writes RUN_DIR/policies/<name>/metrics.jsonl over the same steps
+        lines = [x for name in trained if (x := last_json_line(run_dir / "policies" / name / "metrics.jsonl"))]
+        returns = [r for x in lines if (r := _number(x.get("episode_return"))) is not None]
+        return {"env_steps": max(int(x.get("env_steps", 0)) for x in lines),
+                "update": min(x.get("update", 0) for x in lines),
+                **({"episode_return": sum(returns) / len(returns)} if returns else {})} if lines else {}
     if not members:
         return last_json_line(run_dir / "metrics.jsonl")
     lines = [last_json_line(member_dir(cfg, i, run_dir) / "metrics.jsonl") for i in range(members)]
