@@ -54,9 +54,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=64)
     parser.add_argument("--slots", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--max-episode-steps", type=int, default=0, help="a time limit (more envs done per step)")
     args = parser.parse_args()
-    env = jax_envs.make(EnvConfig(id=args.env_id, num_envs=args.envs))
-    print(f"{args.env_id}, {args.envs} envs x {args.steps} steps, random actions; make() picks reset_slots="
+    env = jax_envs.make(EnvConfig(id=args.env_id, num_envs=args.envs, max_episode_steps=args.max_episode_steps))
+    limit = f", time limit {args.max_episode_steps}" if args.max_episode_steps else ""
+    print(f"{args.env_id}, {args.envs} envs x {args.steps} steps{limit}, random actions; make() picks reset_slots="
           f"{env.reset_slots}")
     print("| reset_slots | env steps/s | compile s | envs done per step | same envs as the first mode |")
     print("| --- | --- | --- | --- | --- |")

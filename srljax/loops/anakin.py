@@ -211,7 +211,7 @@ def train_anakin(cfg: Experiment | Run, resume: bool = False) -> TrainResult:
         per_iteration = 0.0 if per_iteration is None else took / call.n  # after compiling: the next call measures
         sps = call.n * schedule.env_steps_per_iteration / max(took, 1e-9)
         for i, t in enumerate(trials):
-            self_version = version
+            self_version, lines = version, []
             for k in range(call.n):
                 t.window.add(ep_return[i, k].ravel(), ep_length[i, k].ravel(), ep_won[i, k].ravel())
                 t.env_steps += schedule.env_steps_per_iteration
@@ -222,10 +222,12 @@ def train_anakin(cfg: Experiment | Run, resume: bool = False) -> TrainResult:
                         values |= {name: e for name, e in call.explore[k].items()}
                         record = t.records.record(update, t.env_steps, t.window.summary(), values)
                         record["sps"] = sps
-                        t.logger.write(record)
-                        if i == 0:
-                            result.metrics.append(record)
+                        lines.append(record)
                 self_version += call.owed[k]
+            for j, record in enumerate(lines):  # the Prometheus gauges (latest values) from the call's last line
+                t.logger.write(record, gauges=j == len(lines) - 1)
+            if i == 0:
+                result.metrics.extend(lines)
         version, env_steps = version + sum(call.owed), trials[0].env_steps
         result.env_steps = env_steps
 
