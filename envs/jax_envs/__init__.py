@@ -78,7 +78,8 @@ class JaxEnv:
     """0: every step computes a fresh start for every env and keeps it where the env was done (a ``select``: the
     cheapest form when a reset costs about a step, gymnax). K > 0: fresh starts only for the envs that are done, K at a
     time in a ``while_loop`` until each has its own (none computed on a step where no env is done). Both give every
-    env the start its own key draws, so the two are the same envs step for step (tested); ``make`` picks K for a
+    env the start its own key draws, so the two are the same envs step for step (tested on gymnax, bit for bit; on
+    craftax one bench case differed, cause not found: bench/RESULTS.md, issue 39); ``make`` picks K for a
     family with ``costly_reset`` (``reset_slots_for``)."""
 
     def reset(self, key: jax.Array) -> tuple[EnvState, TimeStep]:
