@@ -318,6 +318,7 @@ def _drain(pending: _Call | None, write: Any, sync: Any, version: int, synced: b
         if pending is not None or not synced:
             sync(since=version)
         return True
-    except Exception as error:  # the device call failed: the states are not those of the lines written
-        print(f"the last compiled call failed ({type(error).__name__}: {error}); no final checkpoint", flush=True)
+    except Exception as error:  # a call or the state's copy failed: the states may not be those of the lines written
+        print(f"the last call's state could not be taken ({type(error).__name__}: {error}); no final checkpoint",
+              flush=True)
         return False
