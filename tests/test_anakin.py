@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import time
+from types import SimpleNamespace
 
 import jax
 import jax.numpy as jnp
@@ -50,6 +52,49 @@ def test_lazy_autoreset_and_episode_stats_as_envpool():
     expected = np.sum([r.reward for r in rows[:5]], axis=0)
     np.testing.assert_allclose(rows[4].episode_return, expected, rtol=1e-6)
     assert (rows[4].episode_length == 5).all() and (rows[10].episode_length == 5).all()
+
+
+def _random_rollout(env: jax_envs.JaxEnv, key: jax.Array, steps: int) -> tuple:
+    def body(state, k):
+        state, ts = env.step(state, jax.random.randint(k, (env.spec.num_envs,), 0, env.spec.num_actions))
+        return state, (ts.obs, ts.terminated | ts.truncated)
+
+    state, _ = env.reset(key)
+    return jax.jit(lambda s: jax.lax.scan(body, s, jax.random.split(key, steps)))(state)
+
+
+@pytest.mark.parametrize("slots", [1, 3, 16])
+def test_resets_for_the_done_envs_only_give_the_same_envs(slots):
+    """A costly reset (craftax) is computed only for the done envs, ``slots`` per pass: every env still gets the
+    start its own key draws, so the envs are those of the reset-by-select form step for step, envs that finish
+    together get distinct starts, and a seed reproduces its envs."""
+    env = jax_envs.make(EnvConfig(id="gymnax/CartPole-v1", num_envs=16, max_episode_steps=7))
+    assert env.reset_slots == 0  # gymnax's reset is cheap: by select
+    slotted = dataclasses.replace(env, reset_slots=slots)
+    key = jax.random.PRNGKey(5)
+    (end, (obs, done)), (end_s, (obs_s, done_s)) = _random_rollout(env, key, 40), _random_rollout(slotted, key, 40)
+    np.testing.assert_array_equal(obs_s, obs)  # bit for bit, resets included
+    np.testing.assert_array_equal(done_s, done)
+    for a, b in zip(jax.tree.leaves(end_s), jax.tree.leaves(end)):
+        np.testing.assert_array_equal(a, b)
+    done = np.asarray(done)
+    assert done[6].all()  # the clock: all 16 end together, more than one pass of slots when slots < 16
+    starts = np.asarray(obs_s)[7]
+    assert len({tuple(row) for row in starts.round(6)}) == 16  # fresh, distinct starts
+    assert not np.allclose(starts, np.asarray(obs_s)[6])
+    (_, (again, _)), (_, (other, _)) = _random_rollout(slotted, key, 40), _random_rollout(slotted, jax.random.PRNGKey(6), 40)
+    np.testing.assert_array_equal(again, obs_s)
+    assert not np.allclose(other[7], starts)
+
+
+def test_craftax_resets_only_its_done_envs():
+    pytest.importorskip("craftax")
+    from envs.jax_envs import craftax_family
+
+    fam = craftax_family.family(EnvConfig(id="craftax/Craftax-Classic-Symbolic-v1"))
+    assert fam.costly_reset
+    assert jax_envs.reset_slots_for(fam, 64) == 2 and jax_envs.reset_slots_for(fam, 8) == 1
+    assert jax_envs.reset_slots_for(fam._replace(costly_reset=False), 64) == 0
 
 
 def test_host_face_is_a_vecenv_for_eval_and_actors():
@@ -119,6 +164,29 @@ def test_resume_continues_exactly_with_the_env_state(tmp_path):
         for key in ("policy_loss", "value_loss", "entropy"):
             np.testing.assert_allclose(x[key], y[key], rtol=1e-4, atol=1e-5)
         assert x.get("episode_return") == pytest.approx(y.get("episode_return"), rel=1e-5)
+
+
+def test_a_stop_with_a_call_in_flight_checkpoints_what_its_lines_say(tmp_path, monkeypatch):
+    """Each call is sent before the previous call's lines are written; a stop (here the timeout) with a call in
+    flight waits for it: its lines are written and the final checkpoint holds its state, so a resume continues as
+    the uninterrupted run."""
+    import srljax.loops.anakin as loop
+
+    no_anneal = TrainerConfig(num_minibatches=4, update_epochs=4, anneal_lr=False)
+    train(_cfg(tmp_path, trial="full", total_env_steps=512 * 8, trainer=no_anneal))
+    monkeypatch.setattr(loop, "CALL_SECONDS", 1e-9)  # one iteration per call: calls overlap the lines before them
+    ticks = iter(range(10**6))  # the loop's clock: the deadline passes at its 5th look, 4 calls sent
+    monkeypatch.setattr(loop, "time", SimpleNamespace(time=lambda: float(next(ticks)), perf_counter=time.perf_counter))
+    cut = _cfg(tmp_path, trial="cut", total_env_steps=512 * 8, trainer=no_anneal, timeout_seconds=4)
+    assert train(cut).stopped_by == "timeout"
+    assert [r["update"] for r in _metrics(tmp_path / "anakin" / "cut")] == [1, 2, 3, 4]
+    monkeypatch.undo()
+    train(dataclasses.replace(cut, timeout_seconds=3600), resume=True)
+    a, b = _metrics(tmp_path / "anakin" / "full"), _metrics(tmp_path / "anakin" / "cut")
+    assert [r["update"] for r in b] == list(range(1, 9))
+    for x, y in zip(a, b):
+        for key in ("policy_loss", "value_loss", "entropy"):
+            np.testing.assert_allclose(x[key], y[key], rtol=1e-4, atol=1e-5)
 
 
 def test_dqn_learns_cartpole_with_the_replay_on_the_device(tmp_path):

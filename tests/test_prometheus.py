@@ -129,6 +129,11 @@ def test_the_single_process_loop_lists_its_endpoint_and_minus_one_turns_it_off(t
         logger.write({"env_steps": 64, "episode_return": 12.5, "sps": 100.0})
         families = scrape(target.address)
         assert _value(families, "srljax_train_episode_return") == 12.5
+        # a loop writing many lines at once (the Anakin loop) sets the gauges from its last line only
+        logger.write({"env_steps": 128, "episode_return": 20.0, "sps": 100.0}, gauges=False)
+        assert _value(scrape(target.address), "srljax_train_episode_return") == 12.5
+        logger.write({"env_steps": 192, "episode_return": 30.0, "sps": 100.0})
+        assert _value(scrape(target.address), "srljax_train_episode_return") == 30.0
     finally:
         logger.close()
     off = apply_overrides(base, ["trial=off", "log.prometheus_port=-1"])

@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 
 from srljax.config import EnvConfig
 from srljax.config.env import JAX_FAMILIES, jax_family
@@ -52,6 +53,9 @@ class Family(NamedTuple):
     won: Callable[[Any], jax.Array] | None = None
     """inner state after the step that ended an episode -> whether it was won (games with an outcome: SMAX);
     None: the family reports none."""
+    costly_reset: bool = False
+    """its ``reset`` costs more than a step (craftax generates a world): ``JaxEnv.step`` then resets only the envs
+    that are done (``JaxEnv.reset_slots`` at a time) instead of every env at every step."""
 
 
 class EnvState(NamedTuple):
@@ -70,6 +74,13 @@ class JaxEnv:
 
     spec: EnvSpec
     family: Family
+    reset_slots: int = 0
+    """0: every step computes a fresh start for every env and keeps it where the env was done (a ``select``: the
+    cheapest form when a reset costs about a step, gymnax). K > 0: fresh starts only for the envs that are done, K at a
+    time in a ``while_loop`` until each has its own (none computed on a step where no env is done). Both give every
+    env the start its own key draws, so the two are the same envs step for step (tested on gymnax, bit for bit; on
+    craftax one bench case differed, cause not found: bench/RESULTS.md, issue 39); ``make`` picks K for a
+    family with ``costly_reset`` (``reset_slots_for``)."""
 
     def reset(self, key: jax.Array) -> tuple[EnvState, TimeStep]:
         n = self.spec.num_envs
@@ -89,20 +100,45 @@ class JaxEnv:
         def one(inner: Any, done: jax.Array, key: jax.Array, a: jax.Array) -> Any:
             key, k_step, k_reset = jax.random.split(key, 3)
             obs_s, inner_s, reward, terminated, truncated = fam.step(k_step, inner, a)
+            if self.reset_slots:  # the done envs' starts come after the vmap (``_reset_done``)
+                return obs_s, inner_s, reward, terminated, truncated, key, k_reset
             obs_r, inner_r = fam.reset(k_reset)
             pick = lambda r, s: jnp.where(done, r, s)  # noqa: E731 - the reset row after a done
-            return (jax.tree.map(pick, obs_r, obs_s), jax.tree.map(pick, inner_r, inner_s),
-                    jnp.where(done, 0.0, reward).astype(jnp.float32), ~done & terminated,
-                    ~done & truncated & ~terminated, key)
+            return (jax.tree.map(pick, obs_r, obs_s), jax.tree.map(pick, inner_r, inner_s), reward, terminated,
+                    truncated, key, k_reset)
 
-        obs, inner, reward, terminated, truncated, key = jax.vmap(one)(state.inner, state.done, state.key, action)
-        ret = jnp.where(state.done, 0.0, state.episode_return + reward)
-        length = jnp.where(state.done, 0, state.episode_length + 1)
+        obs, inner, reward, terminated, truncated, key, k_reset = jax.vmap(one)(state.inner, state.done, state.key,
+                                                                                action)
+        if self.reset_slots:
+            obs, inner = self._reset_done(state.done, k_reset, obs, inner)
+        done = state.done
+        reward = jnp.where(done, 0.0, reward).astype(jnp.float32)
+        terminated, truncated = ~done & terminated, ~done & truncated & ~terminated
+        ret = jnp.where(done, 0.0, state.episode_return + reward)
+        length = jnp.where(done, 0, state.episode_length + 1)
         ended = terminated | truncated
         ts = TimeStep(obs=self._obs(obs), reward=reward, terminated=terminated, truncated=truncated,
                       env_id=jnp.arange(self.spec.num_envs, dtype=jnp.int32),
                       episode_return=jnp.where(ended, ret, jnp.nan), episode_length=jnp.where(ended, length, 0))
         return EnvState(inner, ended, ret, length, key), ts
+
+    def _reset_done(self, done: jax.Array, keys: jax.Array, obs: Any, inner: Any) -> tuple[Any, Any]:
+        """Write a fresh start (from that env's own reset key) over each done env's stepped ``obs`` / ``inner``,
+        ``reset_slots`` envs per pass of a ``while_loop`` that runs ``ceil(done envs / K)`` passes (none when no env
+        is done)."""
+        n, k = self.spec.num_envs, self.reset_slots
+        count = jnp.sum(done, dtype=jnp.int32)
+        order = jnp.nonzero(done, size=n + k, fill_value=n)[0]  # the done envs' indices first, then n (dropped)
+
+        def body(c: tuple[jax.Array, Any, Any]) -> tuple[jax.Array, Any, Any]:
+            i, obs, inner = c
+            idx = lax.dynamic_slice(order, (i * k,), (k,))
+            obs_r, inner_r = jax.vmap(self.family.reset)(keys[jnp.minimum(idx, n - 1)])
+            put = lambda a, r: a.at[idx].set(r.astype(a.dtype), mode="drop")  # noqa: E731 - index n: dropped
+            return i + 1, jax.tree.map(put, obs, obs_r), jax.tree.map(put, inner, inner_r)
+
+        _, obs, inner = lax.while_loop(lambda c: c[0] * k < count, body, (jnp.int32(0), obs, inner))
+        return obs, inner
 
     def episode_won(self, state: EnvState) -> jax.Array:
         """[B] float32 after a ``step``: 1.0 / 0.0 where that step ended an episode the family calls won / not won,
@@ -128,7 +164,13 @@ def make(cfg: EnvConfig) -> JaxEnv:
     """The JAX env ``cfg`` names (``family/name``), batched ``cfg.num_envs`` wide."""
     family = _family_module(cfg.id).family(cfg)
     spec = dataclasses.replace(family.spec, num_envs=cfg.num_envs, batch_size=cfg.num_envs)
-    return JaxEnv(spec, family)
+    return JaxEnv(spec, family, reset_slots_for(family, cfg.num_envs))
+
+
+def reset_slots_for(family: Family, num_envs: int) -> int:
+    """``JaxEnv.reset_slots`` for ``num_envs`` of ``family``: 0 (reset by select) unless its reset is costly, then
+    one slot per 32 envs (a pass resets that many; bench/RESULTS.md, issue 39, has the measurement)."""
+    return max(1, num_envs // 32) if family.costly_reset else 0
 
 
 def players(cfg: EnvConfig) -> int:

@@ -76,4 +76,4 @@ def family(cfg: EnvConfig) -> Family:
         truncated = state.timestep >= params.max_timesteps
         return jnp.asarray(obs, jnp.float32), state, jnp.asarray(reward, jnp.float32), terminated, truncated
 
-    return Family(spec, reset, step)
+    return Family(spec, reset, step, costly_reset=True)  # a world generated per reset

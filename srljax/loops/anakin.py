@@ -11,7 +11,9 @@ searched with the env as the model, one update on the searched rows; evaluated a
 ``srljax.selfplay.search_bots``), MuZero ``srljax.learning.anakin_muzero``'s (searched over its learned model, a
 trajectory replay on the device, unrolled windows). Each call runs up to ``MAX_ITERATIONS`` iterations on the device, as many as fit
 before the next checkpoint, evaluation or the end, and about ``CALL_SECONDS`` of work (lines and stops stay
-prompt); the host then writes each update's metrics line, feeds the episode window, checkpoints. A checkpoint
+prompt). The host sends call k+1 before writing call k's metrics lines and feeding its
+episode window, so that host work runs beside the device's; it waits for a call (and takes every trial's state from
+it) only where a checkpoint or evaluation falls due, at the end and at a stop. A checkpoint
 holds the whole carry (every env's state and key, the acting key, the last row, a replay's contents), so
 ``--resume`` continues exactly where the run stopped.
 
@@ -31,7 +33,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -272,10 +274,55 @@ def train_anakin(cfg: Experiment | Run, resume: bool = False) -> TrainResult:
     deadline = time.time() + cfg.timeout_seconds
     per_iteration: float | None = None  # seconds, measured from the second call on (the first one compiles)
     total = schedule.iterations * schedule.env_steps_per_iteration
+    planned_steps, planned_version = env_steps, version  # where the calls sent so far will have brought the run
+    pending: _Call | None = None  # the call in flight whose lines are not written yet
+    synced = True  # the trials' learner states, carries and versions are those of the last call written
+    ready = 0.0  # when the last written call's outputs were ready
+
+    def write(call: _Call) -> None:
+        """The call's lines (waiting for its outputs) and episode windows; the trials' states stay where they were."""
+        nonlocal per_iteration, ready, version, env_steps
+        metrics, ep_return, ep_length, ep_won = jax.device_get(sharding.host_local(call.outputs))
+        now = time.perf_counter()
+        took, ready = now - max(call.sent, ready), now  # the device ran it from its start or the previous call's end
+        per_iteration = 0.0 if per_iteration is None else took / call.n  # after compiling: the next call measures
+        sps = call.n * schedule.env_steps_per_iteration / max(took, 1e-9)
+        for i, t in enumerate(trials):
+            self_version, lines = version, []
+            for k in range(call.n):
+                t.window.add(ep_return[i, k].ravel(), ep_length[i, k].ravel(), ep_won[i, k].ravel())
+                t.env_steps += schedule.env_steps_per_iteration
+                for j in range(call.owed[k]):
+                    update = self_version + j + 1
+                    if update % cfg.log.log_every == 0 or update == cfg.num_updates:
+                        values = {name: (v[i, k, j] if schedule.replay else v[i, k]) for name, v in metrics.items()}
+                        values |= {name: e for name, e in call.explore[k].items()}
+                        record = t.records.record(update, t.env_steps, t.window.summary(), values)
+                        record["sps"] = sps
+                        lines.append(record)
+                self_version += call.owed[k]
+            for j, record in enumerate(lines):  # the Prometheus gauges (latest values) from the call's last line
+                t.logger.write(record, gauges=j == len(lines) - 1)
+            if i == 0:
+                result.metrics.extend(lines)
+        version, env_steps = version + sum(call.owed), trials[0].env_steps
+        result.env_steps = env_steps
+
+    def sync(since: int) -> None:
+        """Every trial's state and carry from the last call written, and the checkpoint if one fell due after
+        ``since``."""
+        nonlocal synced
+        for i, t in enumerate(trials):
+            t.learner.state = _placed(_unstack(state, i), replicated)
+            t.carry = _unstack(carry, i)
+            t.learner.version = version
+            t.learner.maybe_save(since=since)
+        synced = True
+
     finished = False
     calls = 0
     try:
-        while env_steps < total:
+        while planned_steps < total:
             # the iterations of this call: up to a checkpoint or evaluation falling due, the end, ~CALL_SECONDS
             limit = 1 if per_iteration is None else min(MAX_ITERATIONS, max(1, int(CALL_SECONDS / max(per_iteration, 1e-9))))
             limit, timed_out = _agreed(limit, time.time() > deadline)  # process 0's, in a group of hosts
@@ -286,60 +333,77 @@ def train_anakin(cfg: Experiment | Run, resume: bool = False) -> TrainResult:
                 result.stopped_by = "interrupted"
                 break
             calls += 1
-            owed, explore, steps, v = [], [], env_steps, version
+            owed, explore, steps, v = [], [], planned_steps, planned_version
+            due = False
             while len(owed) < limit and steps < total:
                 explore.append(schedule.explore(steps))
                 steps += schedule.env_steps_per_iteration
                 owed.append(schedule.updates_owed(steps, v))
                 v, before = v + owed[-1], v
                 if _crosses(before, v, cfg.checkpoint.every_updates) or _crosses(before, v, cfg.eval.every_updates):
+                    due = True
                     break
             n = len(owed)
             pad = MAX_ITERATIONS - n
             plan = {"updates": jnp.asarray(owed + [0] * pad, jnp.int32),
                     "explore": {k: jnp.asarray([e[k] for e in explore] + [0.0] * pad, jnp.float32)
                                 for k in (explore[0] if explore else {})}}
-            # a stop waits for the call's lines and checkpoint (``srljax.loops.signals``); a group of hosts leaves
+            # a stop waits for the calls' lines and checkpoint (``srljax.loops.signals``); a group of hosts leaves
             # SIGTERM to JAX (its preemption notice, ``_preempted``) and its launcher turns Ctrl-C into that
             with held() if _hosts() == 1 else contextlib.nullcontext():
-                t0 = time.perf_counter()
+                sent = time.perf_counter()
                 with jax.set_mesh(mesh):
                     state, carry, outputs = step(state, carry, jnp.int32(n), plan if schedule.replay else None)
-                metrics, ep_return, ep_length, ep_won = jax.device_get(sharding.host_local(outputs))
-                took = time.perf_counter() - t0
-                per_iteration = 0.0 if per_iteration is None else took / n  # after compiling: the next call measures
-                sps = n * schedule.env_steps_per_iteration / max(took, 1e-9)
-                for i, t in enumerate(trials):
-                    self_version = version
-                    for k in range(n):
-                        t.window.add(ep_return[i, k].ravel(), ep_length[i, k].ravel(), ep_won[i, k].ravel())
-                        t.env_steps += schedule.env_steps_per_iteration
-                        for j in range(owed[k]):
-                            update = self_version + j + 1
-                            if update % cfg.log.log_every == 0 or update == cfg.num_updates:
-                                values = {name: (v[i, k, j] if schedule.replay else v[i, k]) for name, v in metrics.items()}
-                                values |= {name: e for name, e in explore[k].items()}
-                                record = t.records.record(update, t.env_steps, t.window.summary(), values)
-                                record["sps"] = sps
-                                t.logger.write(record)
-                                if i == 0:
-                                    result.metrics.append(record)
-                        self_version += owed[k]
-                    t.learner.state = _placed(_unstack(state, i), replicated)
-                    t.carry = _unstack(carry, i)
-                    t.learner.version = self_version
-                    t.learner.maybe_save(since=version)
-                version, env_steps = trials[0].learner.version, trials[0].env_steps
-                result.env_steps = env_steps
-            for t in trials:
-                if t.evals is not None:
-                    t.evals.after_update(version, t.learner.policy_params(), t.env_steps)
+                call = _Call(outputs, n, owed, explore, sent)
+                planned_steps, planned_version = steps, v
+                # the previous call's lines are written while this one runs (the host work off the device's path)
+                if pending is not None:
+                    write(pending)
+                pending, synced = call, False
+                # a checkpoint or evaluation falls due, the end, the compiling first call: wait for it
+                if due or planned_steps >= total or per_iteration is None:
+                    before = version
+                    write(pending)
+                    pending = None
+                    sync(since=before)
+            if synced:
+                for t in trials:
+                    if t.evals is not None:
+                        t.evals.after_update(version, t.learner.policy_params(), t.env_steps)
         finished = True
     finally:
+        consistent = _drain(pending, write, sync, version, synced)
         for t in trials:
-            t.learner.close()
+            t.learner.close(None if consistent else False)
             if t.evals is not None:
-                t.evals.finish(version, t.learner.policy_params(), t.env_steps, evaluate=finished)
+                t.evals.finish(version, t.learner.policy_params(), t.env_steps, evaluate=finished and consistent)
             t.logger.close()
     result.state = trials[0].learner.state
     return result
+
+
+class _Call(NamedTuple):
+    """A call sent to the device: its outputs (futures until ready), iterations, updates owed per iteration, the
+    exploration values it acted with, when it was sent."""
+
+    outputs: Any
+    n: int
+    owed: list[int]
+    explore: list[dict[str, float]]
+    sent: float
+
+
+def _drain(pending: _Call | None, write: Any, sync: Any, version: int, synced: bool) -> bool:
+    """At the end, a stop or an error: the call in flight's lines, then every trial's state, so the final
+    checkpoint holds the state its lines and episode window describe. False (no final checkpoint, no final
+    evaluation) where the call in flight itself failed."""
+    try:
+        if pending is not None:
+            write(pending)
+        if pending is not None or not synced:
+            sync(since=version)
+        return True
+    except Exception as error:  # a call or the state's copy failed: the states may not be those of the lines written
+        print(f"the last call's state could not be taken ({type(error).__name__}: {error}); no final checkpoint",
+              flush=True)
+        return False

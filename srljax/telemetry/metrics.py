@@ -157,7 +157,9 @@ class MetricsLogger:
             self._tensorboard[member] = EventWriter(folder if member is None else folder / f"member-{member}")
         return self._tensorboard[member]
 
-    def write(self, record: dict[str, Any]) -> None:
+    def write(self, record: dict[str, Any], gauges: bool = True) -> None:
+        """One metrics line (and the progress line, tensorboard, wandb); ``gauges=False``: not the Prometheus
+        gauges, which hold the latest values only (a loop writing many lines at once sets them from its last)."""
         record = {"time": round(time.time() - self._start, 3), **{k: _plain(v) for k, v in record.items()}}
         self._file.write(json.dumps(record) + "\n")
         self._file.flush()
@@ -174,7 +176,7 @@ class MetricsLogger:
             self._board(record.get("member")).scalars(record, step=int(steps))
         if self._wandb is not None:
             self._wandb.log({k: v for k, v in record.items() if isinstance(v, (int, float))}, step=int(steps))
-        if self._prometheus is not None:
+        if self._prometheus is not None and gauges:
             for key, value in record.items():
                 if isinstance(value, (int, float)):
                     self._prometheus.set(key, value)
