@@ -15,7 +15,8 @@ frames, ``copy=False``) to a ``SampleReceiver`` on loopback TCP (``recv_multipar
 as a planned layout's ``trainer.batch_envs``, or ``--batch`` segments: one copy); a buffer does what ``BufferWorker.poll`` does (check, join what it holds
 into messages of one trainer's batch, forward). Joins go into reused arrays (``JoinPool``; a buffer's sent ones
 are reused once zmq's tracker is done), or with ``--join fresh`` into new ones (``concat_segments`` /
-``split_segments``, the path before). Figures over the window after ``--warmup`` s: the trainer's GB/s and env steps/s,
+``split_segments``, the path before). ``--put``: the trainer also ``jax.device_put``s each batch (as ``Learner.put``)
+and waits for it; on the CPU backend that is no copy for a pooled (64-byte aligned) batch. Figures over the window after ``--warmup`` s: the trainer's GB/s and env steps/s,
 its process's CPU (zmq's I/O thread included) and the GB/s one core of it would take (bytes over its CPU seconds);
 each buffer's the same; this machine's memcpy bandwidth (``np.copyto`` of 256 MB, one thread, best of 5) and the
 ratio. With ``--costs`` (what ``python -m launch.plan CFG --measure`` wrote for the same config), the table of
@@ -153,6 +154,8 @@ def child_trainer(a: dict[str, Any]) -> None:
     spec, extras = _spec(a["spec"]), _extras(a["extras"])
     receiver = SampleReceiver("tcp://127.0.0.1:*", TRIAL)
     pool = JoinPool(keep=3) if a["join"] == "pool" else None
+    if a["put"]:  # as Learner.put: the batch to the (CPU) device, waited for
+        import jax
     _say(address=receiver.address)
     pending, columns, batches, got, nbytes, taken, window = [], 0, 0, 0, 0, 0, None
     start, first = time.monotonic(), None
@@ -177,6 +180,8 @@ def child_trainer(a: dict[str, Any]) -> None:
             else:  # as SegmentSource.cut; the batch is released at once (no update reads it here)
                 batch, pending = pool.join(pending, a["batch"])
                 pool.free(batch)
+            if a["put"]:
+                jax.block_until_ready(jax.device_put(batch))
             columns -= a["batch"]
             batches += 1
             del batch
@@ -221,7 +226,7 @@ def one_row(setup: dict[str, Any], actors: int, buffers: int, opts: argparse.Nam
     settle = 1.0 + 0.3 * (actors + buffers)  # the children's start-up (imports) before the first segment
     run_s = settle + opts.warmup + opts.seconds + 5.0
     batch = (opts.batch or actors) * setup["b"]  # a planned layout's trainer.batch_envs: every actor's columns
-    common = {**setup, "join": opts.join, "warmup_s": opts.warmup, "window_s": opts.seconds, "run_s": run_s, "settle_s": settle,
+    common = {**setup, "join": opts.join, "put": opts.put, "warmup_s": opts.warmup, "window_s": opts.seconds, "run_s": run_s, "settle_s": settle,
               "batch": batch, "chunk": batch}
     trainer = start("trainer", common)
     procs = [trainer]
@@ -331,6 +336,8 @@ def main() -> int:
                         help="trainer batch in segments (default: one per actor, as a planned layout's batch_envs)")
     parser.add_argument("--join", choices=("pool", "fresh"), default="pool",
                         help="joins into reused arrays (JoinPool, as the buffer and trainer do) or into new ones (before)")
+    parser.add_argument("--put", action="store_true",
+                        help="the trainer also puts each batch on its jax device (as Learner.put) and waits for it")
     parser.add_argument("--costs", default="", help="launch.plan --measure's unit costs of --config: print the table")
     parser.add_argument("--cores", type=int, default=10_000, help="the table's cluster: cores of actors")
     parser.add_argument("--set", action="append", default=[], help="config override key=value (repeatable)")
@@ -343,7 +350,7 @@ def main() -> int:
     print(describe(), flush=True)
     setup = setup_of(opts.config, opts.set)
     copy = memcpy_gbps()
-    print(f"joins: {opts.join}; {opts.config}: segments of {setup['t'] + 1} x {setup['b']} x {setup['spec']['obs_shape']} "
+    print(f"joins: {opts.join}{', device_put' if opts.put else ''}; {opts.config}: segments of {setup['t'] + 1} x {setup['b']} x {setup['spec']['obs_shape']} "
           f"{setup['spec']['obs_dtype']}, {setup['segment_bytes'] / 1e6:.2f} MB ({setup['bytes_per_step']:,.0f} B per "
           f"env step); memcpy {copy:.2f} GB/s (one thread)", flush=True)
     rows = []

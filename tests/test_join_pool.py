@@ -107,3 +107,35 @@ def test_a_buffer_zmq_still_sends_from_is_never_rewritten():
     finally:
         sender.close()
         receiver.close()
+
+
+def test_a_held_buffer_waits_for_its_check_and_device_put_takes_it_without_a_copy():
+    """On the CPU backend ``jax.device_put`` of a pooled (64-byte aligned) batch is the pooled memory itself: a
+    rewrite shows through the device array. So the pool must not hand it out before its check (the trainer's:
+    the update that read it has ended) says so."""
+    import jax
+
+    from srljax.system.training.sources import _ended
+
+    rng = np.random.default_rng(3)
+    pool = JoinPool(keep=2)
+    segs = [segment(rng, 3, frame=(4, 84, 84)), segment(rng, 5, frame=(4, 84, 84))]
+    batch, _ = pool.join(segs, 8)
+    assert all(x.ctypes.data % 64 == 0 for x in (*batch[:5], *batch.extras.values()))
+    placed = jax.device_put(batch.obs)
+    total = jax.jit(lambda x: x.astype(np.int32).sum())(placed)
+    want = int(batch.obs.astype(np.int32).sum())
+    released = [False]
+    pool.hold(batch, lambda: released[0])
+    other, _ = pool.join(segs, 8)
+    assert other is not batch and pool.busy() == 2
+    jax.block_until_ready(total)
+    assert _ended(total) and int(total) == want
+    pool.free(other)
+    released[0] = True
+    again, _ = pool.join(segs[::-1], 8)
+    assert again is batch or again is other
+    if jax.default_backend() == "cpu":
+        before = int(np.asarray(placed[0, 0, 0, 0, 0]))
+        batch.obs[0, 0, 0, 0, 0] = (before + 1) % 256
+        assert int(np.asarray(placed[0, 0, 0, 0, 0])) == (before + 1) % 256  # aliased: no copy was made

@@ -234,6 +234,18 @@ def split_segments(traj: Trajectory, n: int) -> tuple[Trajectory, Trajectory]:
     return make(0), make(1)
 
 
+ALIGN = 64  # bytes: XLA:CPU takes a host array this aligned without a copy (``jax.device_put`` aliases it)
+
+
+def aligned_empty(shape: tuple[int, ...], dtype: np.dtype | str, align: int = ALIGN) -> np.ndarray:
+    """``np.empty`` whose data starts on an ``align``-byte boundary (numpy's own guarantee is 16)."""
+    dtype = np.dtype(dtype)
+    n = int(np.prod(shape)) * dtype.itemsize
+    raw = np.empty(n + align, np.uint8)
+    at = (-raw.ctypes.data) % align
+    return raw[at:at + n].view(dtype).reshape(shape)
+
+
 def _never() -> bool:
     return False
 
@@ -256,7 +268,9 @@ class JoinPool:
     buffer that zmq still sends from (``copy=False``), or that an update may still read (``jax.device_put`` of a
     host array on the CPU backend can alias it), stays as it is. A join that finds no free buffer of its shape
     allocates one; up to ``keep`` per shape are kept for reuse, the others are dropped once released.
-    One segment that is exactly ``columns`` wide is returned as it is (no copy, nothing to release).
+    One segment that is exactly ``columns`` wide is returned as it is (no copy, nothing to release). The arrays
+    are 64-byte aligned, so on the CPU backend ``jax.device_put`` of a joined batch is no copy at all: the device
+    array is the pooled memory, which is why the trainer holds it until its update has ended.
     ``counts``: reused, allocated, passed (no copy needed).
     """
 
@@ -281,7 +295,7 @@ class JoinPool:
         self.counts["allocated"] += 1
 
         def empty(x: np.ndarray) -> np.ndarray:
-            return np.empty((x.shape[0], columns, *x.shape[2:]), x.dtype)
+            return aligned_empty((x.shape[0], columns, *x.shape[2:]), x.dtype)
 
         out = Trajectory(**{k: empty(getattr(seg, k)) for k in FIELDS},
                          extras={k: empty(v) for k, v in seg.extras.items()},
