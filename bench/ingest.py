@@ -12,8 +12,11 @@ algorithm's extras), built once by each actor and sent over and over with ``Samp
 frames, ``copy=False``) to a ``SampleReceiver`` on loopback TCP (``recv_multipart(copy=False)``: the arrays are
 ``np.frombuffer`` views of the received frames). The trainer process does what the trainer does with a segment
 (``checked_trajectory``, then ``concat_segments`` / ``split_segments`` into batches of one segment per actor,
-as a planned layout's ``trainer.batch_envs``, or ``--batch`` segments: one copy); a buffer does what ``BufferWorker.poll`` does (check, join what it holds, split into messages
-of one trainer's batch, forward). Figures over the window after ``--warmup`` s: the trainer's GB/s and env steps/s,
+as a planned layout's ``trainer.batch_envs``, or ``--batch`` segments: one copy); a buffer does what ``BufferWorker.poll`` does (check, join what it holds
+into messages of one trainer's batch, forward). Joins go into reused arrays (``JoinPool``; a buffer's sent ones
+are reused once zmq's tracker is done), or with ``--join fresh`` into new ones (``concat_segments`` /
+``split_segments``, the path before). ``--put``: the trainer also ``jax.device_put``s each batch (as ``Learner.put``)
+and waits for it; on the CPU backend that is no copy for a pooled (64-byte aligned) batch. Figures over the window after ``--warmup`` s: the trainer's GB/s and env steps/s,
 its process's CPU (zmq's I/O thread included) and the GB/s one core of it would take (bytes over its CPU seconds);
 each buffer's the same; this machine's memcpy bandwidth (``np.copyto`` of 256 MB, one thread, best of 5) and the
 ratio. With ``--costs`` (what ``python -m launch.plan CFG --measure`` wrote for the same config), the table of
@@ -87,12 +90,21 @@ def child_actor(a: dict[str, Any]) -> None:
 def child_buffer(a: dict[str, Any]) -> None:
     """``BufferWorker.poll``'s data path: take what came (checked), join it, split it into one trainer's batch."""
     from srljax.comm.samples import SampleReceiver, SampleSender
-    from srljax.learning.rollout import concat_segments, split_segments
+    from srljax.learning.rollout import JoinPool, concat_segments, split_segments
     from srljax.system.shell.common import checked_trajectory
 
     spec, extras = _spec(a["spec"]), _extras(a["extras"])
     receiver = SampleReceiver("tcp://127.0.0.1:*", TRIAL)
     sender = SampleSender(a["to"][0], TRIAL)
+    pool = JoinPool(keep=6) if a["join"] == "pool" else None
+
+    def send(batch: Any, timeout_ms: int) -> bool:
+        if pool is None:
+            return sender.send(batch, timeout_ms=timeout_ms, version=0)
+        tracker = sender.send_tracked(batch, timeout_ms=timeout_ms, version=0)
+        if tracker is not None:
+            pool.hold(batch, tracker)
+        return tracker is not None
     _say(address=receiver.address)
     outgoing: list[Any] = []
     got, bytes_in, window = 0, 0, None
@@ -100,7 +112,7 @@ def child_buffer(a: dict[str, Any]) -> None:
     deadline = start + a["run_s"]
     while time.monotonic() < deadline:
         if len(outgoing) >= 4:
-            if sender.send(outgoing[0], timeout_ms=50, version=0):
+            if send(outgoing[0], 50):
                 outgoing.pop(0)
             continue
         held, msg = [], receiver.recv(timeout_ms=50)
@@ -112,11 +124,18 @@ def child_buffer(a: dict[str, Any]) -> None:
         if held:
             got += len(held)
             bytes_in += len(held) * a["segment_bytes"]
-            merged = concat_segments(held)
-            while merged.reward.shape[1]:
-                head, merged = split_segments(merged, a["chunk"])
-                outgoing.append(head)
-        while outgoing and sender.send(outgoing[0], timeout_ms=0, version=0):
+            if pool is None:  # --join fresh: the join before this issue, into new arrays
+                merged = concat_segments(held)
+                while merged.reward.shape[1]:
+                    head, merged = split_segments(merged, a["chunk"])
+                    outgoing.append(head)
+            else:
+                left = len(held) * a["b"]
+                while held:
+                    head, held = pool.join(held, min(a["chunk"], left))
+                    left -= head.reward.shape[1]
+                    outgoing.append(head)
+        while outgoing and send(outgoing[0], 0):
             outgoing.pop(0)
         if window is not None and time.monotonic() - window[0] >= a["window_s"]:
             break
@@ -129,11 +148,14 @@ def child_buffer(a: dict[str, Any]) -> None:
 def child_trainer(a: dict[str, Any]) -> None:
     """The trainer's sample intake (``sources.take`` / ``cut``): check each segment, cut batches (one copy)."""
     from srljax.comm.samples import SampleReceiver
-    from srljax.learning.rollout import concat_segments, split_segments
+    from srljax.learning.rollout import JoinPool, concat_segments, split_segments
     from srljax.system.shell.common import checked_trajectory
 
     spec, extras = _spec(a["spec"]), _extras(a["extras"])
     receiver = SampleReceiver("tcp://127.0.0.1:*", TRIAL)
+    pool = JoinPool(keep=3) if a["join"] == "pool" else None
+    if a["put"]:  # as Learner.put: the batch to the (CPU) device, waited for
+        import jax
     _say(address=receiver.address)
     pending, columns, batches, got, nbytes, taken, window = [], 0, 0, 0, 0, 0, None
     start, first = time.monotonic(), None
@@ -152,8 +174,15 @@ def child_trainer(a: dict[str, Any]) -> None:
         columns += traj.reward.shape[1]
         taken += traj.reward.shape[1]
         if columns >= a["batch"]:
-            batch, rest = split_segments(concat_segments(pending), a["batch"])
-            pending, columns = ([rest] if rest.reward.shape[1] else []), columns - a["batch"]
+            if pool is None:  # --join fresh
+                batch, rest = split_segments(concat_segments(pending), a["batch"])
+                pending = [rest] if rest.reward.shape[1] else []
+            else:  # as SegmentSource.cut; the batch is released at once (no update reads it here)
+                batch, pending = pool.join(pending, a["batch"])
+                pool.free(batch)
+            if a["put"]:
+                jax.block_until_ready(jax.device_put(batch))
+            columns -= a["batch"]
             batches += 1
             del batch
         if window is not None and time.monotonic() - window[0] >= a["window_s"]:
@@ -197,7 +226,7 @@ def one_row(setup: dict[str, Any], actors: int, buffers: int, opts: argparse.Nam
     settle = 1.0 + 0.3 * (actors + buffers)  # the children's start-up (imports) before the first segment
     run_s = settle + opts.warmup + opts.seconds + 5.0
     batch = (opts.batch or actors) * setup["b"]  # a planned layout's trainer.batch_envs: every actor's columns
-    common = {**setup, "warmup_s": opts.warmup, "window_s": opts.seconds, "run_s": run_s, "settle_s": settle,
+    common = {**setup, "join": opts.join, "put": opts.put, "warmup_s": opts.warmup, "window_s": opts.seconds, "run_s": run_s, "settle_s": settle,
               "batch": batch, "chunk": batch}
     trainer = start("trainer", common)
     procs = [trainer]
@@ -305,6 +334,10 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=2.0, help="seconds after the first segment left out")
     parser.add_argument("--batch", type=int, default=0,
                         help="trainer batch in segments (default: one per actor, as a planned layout's batch_envs)")
+    parser.add_argument("--join", choices=("pool", "fresh"), default="pool",
+                        help="joins into reused arrays (JoinPool, as the buffer and trainer do) or into new ones (before)")
+    parser.add_argument("--put", action="store_true",
+                        help="the trainer also puts each batch on its jax device (as Learner.put) and waits for it")
     parser.add_argument("--costs", default="", help="launch.plan --measure's unit costs of --config: print the table")
     parser.add_argument("--cores", type=int, default=10_000, help="the table's cluster: cores of actors")
     parser.add_argument("--set", action="append", default=[], help="config override key=value (repeatable)")
@@ -317,7 +350,7 @@ def main() -> int:
     print(describe(), flush=True)
     setup = setup_of(opts.config, opts.set)
     copy = memcpy_gbps()
-    print(f"{opts.config}: segments of {setup['t'] + 1} x {setup['b']} x {setup['spec']['obs_shape']} "
+    print(f"joins: {opts.join}{', device_put' if opts.put else ''}; {opts.config}: segments of {setup['t'] + 1} x {setup['b']} x {setup['spec']['obs_shape']} "
           f"{setup['spec']['obs_dtype']}, {setup['segment_bytes'] / 1e6:.2f} MB ({setup['bytes_per_step']:,.0f} B per "
           f"env step); memcpy {copy:.2f} GB/s (one thread)", flush=True)
     rows = []

@@ -9,7 +9,8 @@
 Both ends hold at most ``hwm`` messages (plus what the kernel's socket buffers take), so a slow
 receiver stalls the senders instead of growing memory. Arrays of 64 KiB or more are not copied:
 ZMQ's I/O thread reads them in place after ``send`` has returned, possibly much later, so never
-write into a sent array (send a copy if the actor refills its rollout buffer in place). A sender
+write into a sent array (send a copy if the actor refills its rollout buffer in place), or send it with
+``send_tracked`` and wait for the tracker's ``done`` before writing (the buffer worker's reused joins). A sender
 may ``connect`` to several receivers (round-robin).
 """
 
@@ -43,6 +44,13 @@ class SampleSender(Endpoint):
              meta: dict[str, Any] | None = None) -> bool:
         """Queue ``tree``; False if the receivers stayed full for ``timeout_ms`` (0: never wait, None: block)."""
         return self._encode_send(KIND_SAMPLE, tree, timeout_ms, version=version, meta=meta)
+
+    def send_tracked(self, tree: Any, timeout_ms: int | None = None, *, version: int = -1,
+                     meta: dict[str, Any] | None = None) -> zmq.MessageTracker | None:
+        """``send``, returning None when it timed out, else the tracker whose ``done`` says zmq has let go of
+        ``tree``'s arrays (until then they must not be written: ``JoinPool.hold``)."""
+        ok = self._encode_send(KIND_SAMPLE, tree, timeout_ms, version=version, meta=meta, track=True)
+        return self.tracker if ok else None
 
 
 class SampleReceiver(Endpoint):

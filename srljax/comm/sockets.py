@@ -124,6 +124,7 @@ class Endpoint:
         self._made_up_ipc = ""
         self.drops = DropCounter()
         self.counts: Counter[str] = Counter()  # sent, received, send_timeouts, ...
+        self.tracker: zmq.MessageTracker | None = None  # the last tracked send's (``_send(track=True)``)
         self.rules = rules_of(sock)
         if max_bytes is None and self.rules is not None:
             max_bytes = self.rules.limits.get(self.receives)
@@ -202,8 +203,16 @@ class Endpoint:
         self.close()
 
     # -- sending -------------------------------------------------------------------------------
-    def _send(self, frames: list[Any], timeout_ms: int | None) -> bool:
-        """Send without copying big buffers; False if the socket stayed full for ``timeout_ms``."""
+    def _send(self, frames: list[Any], timeout_ms: int | None, track: bool = False) -> bool:
+        """Send without copying big buffers; False if the socket stayed full for ``timeout_ms``. ``track``: the
+        frames zmq reads in place (``zmq.COPY_THRESHOLD`` bytes or more) are tracked, and ``self.tracker`` (a
+        ``zmq.MessageTracker``) says when zmq has let go of all of them (after a True return)."""
+        if track:
+            tracked = [zmq.Frame(f, copy=False, track=True) for f in frames
+                       if isinstance(f, memoryview) and f.nbytes >= zmq.COPY_THRESHOLD]
+            it = iter(tracked)
+            frames = [next(it) if isinstance(f, memoryview) and f.nbytes >= zmq.COPY_THRESHOLD else f for f in frames]
+            self.tracker = zmq.MessageTracker(*tracked)
         if timeout_ms is None:
             self.sock.send_multipart(frames, copy=False)
         else:
@@ -220,9 +229,10 @@ class Endpoint:
         return True
 
     def _encode_send(self, kind: str, tree: Any, timeout_ms: int | None, *, version: int = -1,
-                     meta: dict[str, Any] | None = None, envelope: list[bytes] | None = None) -> bool:
+                     meta: dict[str, Any] | None = None, envelope: list[bytes] | None = None,
+                     track: bool = False) -> bool:
         frames = encode(kind, self.trial, tree, version=version, meta=meta)
-        return self._send([*(envelope or []), *frames], timeout_ms)
+        return self._send([*(envelope or []), *frames], timeout_ms, track)
 
     # -- receiving -----------------------------------------------------------------------------
     def _recv_valid(self, timeout_ms: int | None, envelope: int = 0) -> tuple[list[Any], Message] | None:

@@ -5,7 +5,8 @@
 Actors push ``[T+1, env.num_envs]`` segments here (PULL; several buffers take them round robin).
 Every poll the buffer forwards everything it holds, joined into messages of at most one trainer
 process's share of a batch (``batch_envs / trainer.num_hosts`` columns), to the trainers (PUSH,
-round robin), with the actors' completed-episode stats merged into ``meta``. It never holds
+round robin). The joins are written into reused arrays (``JoinPool``): a sent one is written again
+only once zmq's tracker says it has let go of it (the send is zero-copy), with the actors' completed-episode stats merged into ``meta``. It never holds
 columns back waiting for a batch to fill, so whatever the numbers of actors, buffers and
 trainer processes, every column reaches a trainer and batches assemble there. The env spec and
 the extras to check come in the configure message; staleness is judged by the trainer, which
@@ -23,7 +24,7 @@ from srljax.comm import Message, NameResolver, SampleReceiver, SampleSender
 from srljax.comm.security import KeyRing
 from srljax.config import Experiment
 from srljax.layout import BUFFER, SAMPLES, TRAINER
-from srljax.learning.rollout import concat_segments, split_segments
+from srljax.learning.rollout import JoinPool
 from srljax.system.shell.common import bind_address, checked_trajectory, episode_meta, episodes_from_meta
 from srljax.system.shell.worker import Worker
 from srljax.types import Trajectory
@@ -49,6 +50,7 @@ class BufferWorker(Worker):
         self.returns: list[float] = []
         self.lengths: list[int] = []
         self.outgoing: deque[tuple[Trajectory, dict[str, Any]]] = deque()
+        self.pool = JoinPool(keep=MAX_QUEUED + 2)
 
     def setup(self) -> None:
         cfg = self.cfg
@@ -79,10 +81,11 @@ class BufferWorker(Worker):
                 msg = self.receiver.recv(timeout_ms=0) if taken < DRAIN_MAX else None
         self.stats.gauge("queue/held_columns", self.held_columns)
         if self.held:
-            merged = concat_segments(self.held)
             meta = episode_meta(self.returns, self.lengths)
-            while merged.reward.shape[1]:
-                head, merged = split_segments(merged, self.chunk)
+            held, left = self.held, self.held_columns
+            while held:
+                head, held = self.pool.join(held, min(self.chunk, left))
+                left -= head.reward.shape[1]
                 self.outgoing.append((head, meta))
                 meta = episode_meta([], [])
             self.held, self.held_columns, self.returns, self.lengths = [], 0, [], []
@@ -106,9 +109,11 @@ class BufferWorker(Worker):
         while self.outgoing:
             batch, meta = self.outgoing[0]
             with self.stats.time("wait/push"):
-                ok = self.sender.send(batch, timeout_ms=timeout_ms, version=int(batch.policy_version.min()), meta=meta)
-            if not ok:
+                tracker = self.sender.send_tracked(batch, timeout_ms=timeout_ms, version=int(batch.policy_version.min()),
+                                                   meta=meta)
+            if tracker is None:
                 return
+            self.pool.hold(batch, tracker)  # rewritten by a later join only once zmq has sent it
             self.outgoing.popleft()
             self.stats.add("segments")
 
@@ -125,6 +130,7 @@ class BufferWorker(Worker):
         for name, endpoint in (("receiver", self.receiver), ("sender", self.sender)):
             if endpoint is not None:
                 out.update({f"{name}/{k}": v for k, v in endpoint.counters().items()})
+        out.update({f"join/{k}": v for k, v in self.pool.counts.items()})
         return out
 
     def close(self) -> None:

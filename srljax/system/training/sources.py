@@ -6,7 +6,8 @@ Segments ``[T+1, b]`` are checked against the env spec, counted as ``T x b`` env
 counted) when their oldest policy version lags the learner by more than ``trainer.max_policy_lag``, both
 when they arrive and when a batch is cut. A batch is ``share`` columns (``cfg.batch_envs`` over the
 trainer group's processes), whatever the number of actors, envs per actor and buffers: columns from any
-segments, the remainder kept for the next batch. One policy of several takes only the segments stamped
+segments, the remainder kept for the next batch, joined into reused host arrays (``JoinPool``; one is
+written again only after the update that read it has ended). One policy of several takes only the segments stamped
 with its name (``POLICY_KEY``; others: ``samples_wrong_policy``).
 
 ``lockstep`` (``layout.deterministic``): update k takes the next segment of every actor, in actor order,
@@ -29,7 +30,7 @@ import numpy as np
 from srljax.comm import Message
 from srljax.layout import ACTOR
 from srljax.learning.policies import POLICY_KEY
-from srljax.learning.rollout import concat_segments, split_segments, zeros_trajectory
+from srljax.learning.rollout import JoinPool, zeros_trajectory
 from srljax.storage.samples_record import SampleRecorder
 from srljax.system.shell.bounds import stream_limits, stream_message_limits
 from srljax.system.shell.common import checked_trajectory, episodes_from_meta
@@ -39,6 +40,11 @@ from srljax.types import Trajectory
 
 if TYPE_CHECKING:
     from srljax.learning.learner import Learner
+
+
+def _ended(outputs: Any) -> bool:
+    """Whether the computation that made ``outputs`` has finished (so it no longer reads its inputs)."""
+    return all(x.is_ready() for x in jax.tree.leaves(outputs) if isinstance(x, jax.Array))
 
 
 class SampleCounts:
@@ -102,6 +108,10 @@ class SegmentSource(SampleCounts):
         self.placed_lags = np.zeros(0, np.int64)  # per column of the placed batch
         self.lags: list[int] = []  # per column of the batches trained on since the last metrics line
         self.recorder: SampleRecorder | None = None  # layout.record_samples: every batch and the state after it
+        # batches are joined into reused arrays; one is rewritten only after the update that read it has ended
+        # (``jax.device_put`` of a host array may alias it on the CPU backend, and copies it asynchronously elsewhere)
+        self.pool = JoinPool(keep=3)
+        self.placed_buffer: Trajectory | None = None  # the host arrays of the placed batch
 
     def start(self, meta: dict[str, Any]) -> None:
         self.start_counts(meta)
@@ -188,6 +198,7 @@ class SegmentSource(SampleCounts):
         if self.recorder is not None:
             self.recorder.batch(learner.version, batch)
         placed = learner.put(batch)
+        self.placed_buffer = batch
         # >= 0: columns a restarted trainer took from the versions it lost count as fresh
         self.placed_lags = np.maximum(learner.version - batch.policy_version.astype(np.int64), 0)
         return placed
@@ -195,6 +206,9 @@ class SegmentSource(SampleCounts):
     def dispatch(self, learner: Learner, placed: Trajectory) -> Any:
         running = learner.step(placed)
         self.lags += self.placed_lags.tolist()
+        if self.placed_buffer is not None:
+            self.pool.hold(self.placed_buffer, lambda: _ended(running))
+            self.placed_buffer = None
         return running
 
     def cut(self) -> Trajectory | None:
@@ -204,18 +218,22 @@ class SegmentSource(SampleCounts):
         w = self.worker
         if self.pending_columns < w.share:
             return None
-        merged = concat_segments(self.pending)
-        fresh = w.learner.version - merged.policy_version.astype(np.int64) <= w.cfg.trainer.max_policy_lag
-        if not fresh.all():  # went stale while waiting for the rest of a batch
-            self._drop(int((~fresh).sum()))
-            keep = np.flatnonzero(fresh)
-            merged = Trajectory(*(x[:, keep] for x in merged[:5]), extras={k: v[:, keep] for k, v in merged.extras.items()},
-                                policy_version=merged.policy_version[keep])
-            self.pending, self.pending_columns = [merged], int(keep.size)
-            if self.pending_columns < w.share:
-                return None
-        batch, rest = split_segments(merged, w.share)
-        self.pending = [rest] if rest.reward.shape[1] else []
+        kept = []
+        for seg in self.pending:
+            fresh = w.learner.version - seg.policy_version.astype(np.int64) <= w.cfg.trainer.max_policy_lag
+            if not fresh.all():  # went stale while waiting for the rest of a batch
+                self._drop(int((~fresh).sum()))
+                self.pending_columns -= int((~fresh).sum())
+                keep = np.flatnonzero(fresh)
+                if not keep.size:
+                    continue
+                seg = Trajectory(*(x[:, keep] for x in seg[:5]), extras={k: v[:, keep] for k, v in seg.extras.items()},
+                                 policy_version=seg.policy_version[keep])
+            kept.append(seg)
+        self.pending = kept
+        if self.pending_columns < w.share:
+            return None
+        batch, self.pending = self.pool.join(self.pending, w.share)
         self.pending_columns -= w.share
         return batch
 
@@ -226,7 +244,8 @@ class SegmentSource(SampleCounts):
         taken = [self.lockstep[i].popleft() for i in sorted(self.lockstep)]
         for _, meta in taken:
             self.episodes.add(*meta["episodes"])
-        batch = concat_segments([traj for traj, _ in taken])
+        segments = [traj for traj, _ in taken]
+        batch, _ = self.pool.join(segments, sum(s.reward.shape[1] for s in segments))
         self.pending_columns -= batch.reward.shape[1]
         return batch
 
