@@ -605,7 +605,9 @@ def port_in_use(root: Path) -> tuple[str, bool]:
 def sigint_background(root: Path) -> tuple[str, bool]:
     folder = root / "cartpole_ppo_distributed" / "bg"
     args = " ".join(dist(root, "bg", "total_env_steps=200000"))
-    script = (f"cd {ROOT} && PYTHONPATH={ROOT} {PY} {args} > {root}/bg.log 2>&1 & echo $! > {root}/bg.pid; "
+    # the launcher alone is the background job, so $! is its pid (``cd X && python ... &`` backgrounds a subshell,
+    # and the SIGINT would go to that shell, which ignores it)
+    script = (f"cd {ROOT}; PYTHONPATH={ROOT} {PY} {args} > {root}/bg.log 2>&1 & echo $! > {root}/bg.pid; "
               f"wait $!; echo $? > {root}/bg.rc")
     shell = subprocess.Popen(["bash", "-c", script])
     wait_for(lambda: len(metrics(folder)) >= 1, LIVE_S)

@@ -101,7 +101,7 @@ class _Quiet:
     def elapsed(self) -> float:
         return time.time() - self._start
 
-    def write(self, record: dict[str, Any]) -> None:
+    def write(self, record: dict[str, Any], gauges: bool = True) -> None:
         pass
 
     def close(self) -> None:
