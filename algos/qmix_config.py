@@ -2,7 +2,7 @@
 
     Experiment(env=EnvConfig(id="jaxmarl/smax:3m", num_envs=16), algo=QMixConfig(num_steps=32))
     python -m launch.local configs/smax_3m_qmix.py algo.hidden_size=128
-    python -m launch.local configs/smax_3m_qmix.py algo=vdn      # the same run with VDN's sum (the mixer keys go)
+    python -m launch.local configs/smax_3m_qmix.py algo=vdn      # VDN at its own defaults (algo=NAME resets the algo keys)
 """
 
 from __future__ import annotations

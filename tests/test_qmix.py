@@ -181,21 +181,22 @@ def test_launch_local_runs_qmix_and_resumes_the_replay_exactly(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["qmix", "vdn"])
-def test_value_decomposition_learns_simple_spread(tmp_path, name):
-    """MPE simple_spread (3 agents, 26-step episodes, the team reward the agents' summed negative distances): random
-    play returns -83 per episode (608 episodes; doing nothing -77); trained for 100k env steps the agents' window of
-    64 episodes is well above both. A broken target, mask or unroll stays near random."""
-    algo = QMixConfig if name == "qmix" else VDNConfig
-    extra = {"mixer_embed": 16, "hypernet_hidden": 32} if name == "qmix" else {}
-    cfg = _cfg(tmp_path, trial=name, total_env_steps=100_000, env=dataclasses.replace(SPREAD, num_envs=16),
-               algo=algo(num_steps=26, hidden_size=64, batch_size=32, learning_starts=2_000, replay_capacity=20_000,
-                         target_update_every=100, exploration_fraction=0.3, eps_end=0.05, **extra),
-               trainer=TrainerConfig(lr=1e-3, update_epochs=2, num_minibatches=1, anneal_lr=False, max_grad_norm=10.0),
-               log=LogConfig(run_root=str(tmp_path), wandb="disabled", window=64))
+def test_value_decomposition_learns_smax_3m(tmp_path, name):
+    """SMAX 3m against the heuristic enemy (team return: enemy health taken, up to 1, plus 1 for a win): random legal
+    play returns ~0.15 and never wins (the first lines, epsilon ~1); ``configs/smax_3m_qmix.py``'s settings at 150k
+    env steps reach a window return above 0.6 (the shipped run: ~1.0 and win rate 0.25-0.45 at 120-160k). A broken
+    target, mask or unroll stays near random (MPE simple_spread was tried first: 100k steps are far too few for
+    Q-learning there, JaxMARL trains it for 10M)."""
+    from configs import smax_3m_qmix
     from srljax.loops.train import train
 
+    shipped = smax_3m_qmix.experiment()
+    algo = shipped.algo if name == "qmix" else VDNConfig(**{f.name: getattr(shipped.algo, f.name)
+                                                            for f in dataclasses.fields(VDNConfig) if f.name != "name"})
+    cfg = dataclasses.replace(shipped, name="smax", trial=name, total_env_steps=150_000, algo=algo,
+                              log=LogConfig(run_root=str(tmp_path), wandb="disabled", window=64))
     train(cfg)
     lines = _lines(cfg)
-    first, last = lines[2]["episode_return"], max(r["episode_return"] for r in lines[-5:])
-    print(name, "first", first, "last", last)
-    assert first < -75 and last > -70, (first, last)
+    first, last = lines[1]["episode_return"], max(r["episode_return"] for r in lines[-5:])
+    print(name, "first", first, "last", last, "win rate", lines[-1].get("win_rate"))
+    assert first < 0.3 and last > 0.6, (first, last)
