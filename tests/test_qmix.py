@@ -165,9 +165,10 @@ def test_launch_local_runs_qmix_and_resumes_the_replay_exactly(tmp_path):
     """Compiles the program three times: minutes on a loaded 2-core box."""
     from launch import local
 
-    full = _cfg(tmp_path, trial="full")
+    algo = dataclasses.replace(_cfg(tmp_path).algo, learning_starts=200)  # the second iteration's rows learn
+    full = _cfg(tmp_path, trial="full", algo=algo)
     assert local.main(full) == 0
-    half = _cfg(tmp_path, trial="half", total_env_steps=8 * 16 * 2, checkpoint=CheckpointConfig(every_updates=2))
+    half = _cfg(tmp_path, trial="half", algo=algo, total_env_steps=8 * 16 * 2, checkpoint=CheckpointConfig(every_updates=2))
     assert local.main(half) == 0
     assert local.main(dataclasses.replace(half, total_env_steps=8 * 16 * 4), resume=True) == 0
     a, b = _lines(full), _lines(half)
