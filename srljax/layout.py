@@ -222,8 +222,9 @@ class Plan:
     mode: str
     """``single`` (one process, ``srljax/loops/``) or ``distributed`` (a worker graph, ``srljax/system/``)."""
     consumes: str
-    """what the update trains on: ``segments`` (PPO, IMPALA, ...), ``replay`` (DQN, R2D2, SAC, TD3) or ``search``
-    (AlphaZero: rows chosen by a tree search, the Anakin loop only)."""
+    """what the update trains on: ``segments`` (PPO, IMPALA, ...), ``replay`` (DQN, R2D2, SAC, TD3), ``search``
+    (AlphaZero: rows chosen by a tree search) or ``sequences`` (QMIX, VDN: a replay of sequences on the device); the
+    last two on the Anakin loop only."""
     loop: str
     """the single-process loop that runs it: ``on_policy``, ``replay``, ``population``, ``league``, ``psro`` or ``anakin`` (a
     JAX env stepped inside the compiled program, ``srljax/loops/anakin.py``)."""
@@ -268,7 +269,7 @@ def plan_of(cfg: Experiment) -> Plan:
         loop = "league"
     elif cfg.psro.enabled:
         loop = "psro"
-    elif cfg.env.is_jax and (kind in ("segments", "search") or getattr(cfg.algo, "name", "") in ANAKIN_REPLAY):
+    elif cfg.env.is_jax and (kind in ("segments", "search", "sequences") or getattr(cfg.algo, "name", "") in ANAKIN_REPLAY):
         loop = "anakin"
     else:
         loop = "replay" if kind == "replay" else "on_policy"

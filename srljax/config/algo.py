@@ -56,9 +56,10 @@ def vtrace_problems(algo: Any) -> list[str]:
             for key in ("rho_bar", "c_bar") if getattr(algo, key) <= 0]
 
 
-def consumes(algo: Any) -> Literal["segments", "replay", "search"]:
-    """What ``algo``'s update trains on: ``"segments"`` (PPO, IMPALA, a user's by default), ``"replay"`` (DQN) or
-    ``"search"`` (AlphaZero: rows its tree search chose, on a JAX env)."""
+def consumes(algo: Any) -> Literal["segments", "replay", "search", "sequences"]:
+    """What ``algo``'s update trains on: ``"segments"`` (PPO, IMPALA, a user's by default), ``"replay"`` (DQN),
+    ``"search"`` (AlphaZero: rows its tree search chose, on a JAX env) or ``"sequences"`` (QMIX, VDN: sequences from
+    a replay on the device, on a JAX env)."""
     return getattr(algo, "consumes", "segments")
 
 

@@ -23,6 +23,8 @@ BUILTIN_ALGOS: dict[str, tuple[str, str]] = {
     "r2d2": ("algos.r2d2_config:R2D2Config", "algos.r2d2:make_r2d2"),
     "alphazero": ("algos.alphazero_config:AlphaZeroConfig", "algos.alphazero:make_alphazero"),
     "muzero": ("algos.muzero_config:MuZeroConfig", "algos.muzero:make_muzero"),
+    "qmix": ("algos.qmix_config:QMixConfig", "algos.qmix:make_qmix"),
+    "vdn": ("algos.qmix_config:VDNConfig", "algos.qmix:make_qmix"),
 }
 """``algo=NAME`` -> (its config class, its ``make(cfg, spec) -> Algorithm``), each ``"package.module:name"``."""
 

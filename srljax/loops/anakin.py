@@ -9,7 +9,8 @@ one update), a replay algorithm (DQN) ``srljax.learning.anakin_replay``'s (act, 
 updates the replay ratio owes), a search algorithm (AlphaZero) ``srljax.learning.anakin_search``'s (every move
 searched with the env as the model, one update on the searched rows; evaluated against OpenSpiel's bots,
 ``srljax.selfplay.search_bots``), MuZero ``srljax.learning.anakin_muzero``'s (searched over its learned model, a
-trajectory replay on the device, unrolled windows). Each call runs up to ``MAX_ITERATIONS`` iterations on the device, as many as fit
+trajectory replay on the device, unrolled windows), value decomposition (QMIX, VDN) ``srljax.learning.anakin_qmix``'s
+(recurrent epsilon-greedy acting, a replay of sequences on the device, the gradient steps). Each call runs up to ``MAX_ITERATIONS`` iterations on the device, as many as fit
 before the next checkpoint, evaluation or the end, and about ``CALL_SECONDS`` of work (lines and stops stay
 prompt). The host sends call k+1 before writing call k's metrics lines and feeding its
 episode window, so that host work runs beside the device's; it waits for a call (and takes every trial's state from
@@ -40,12 +41,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from algos.muzero import MuZeroAlgorithm
+from algos.qmix import QMixAlgorithm
 from envs import jax_envs
 from srljax.config import Experiment
 from srljax.config.experiment import seed_trials
 from srljax.evaluation.evaluator import InlineEval
 from srljax.learning.anakin import AnakinProgram
 from srljax.learning.anakin_muzero import MuZeroProgram
+from srljax.learning.anakin_qmix import SequenceProgram
 from srljax.learning.anakin_replay import AnakinReplayProgram
 from srljax.learning.anakin_search import SearchProgram
 from srljax.learning.learner import Learner
@@ -221,6 +224,8 @@ def _program(cfg: Experiment, env: jax_envs.JaxEnv, algo: Any, schedule: _Schedu
         a = cfg.algo
         return AnakinReplayProgram(env, algo, rows=schedule.rows, updates=schedule.updates, batch_size=a.batch_size,
                                    n_step=a.n_step, capacity=a.replay.capacity, max_iterations=MAX_ITERATIONS)
+    if isinstance(algo, QMixAlgorithm):
+        return SequenceProgram(env, algo, cfg.algo.num_steps, MAX_ITERATIONS, capacity=cfg.algo.replay_capacity)
     if isinstance(algo, MuZeroAlgorithm):
         return MuZeroProgram(env, algo, cfg.algo.num_steps, MAX_ITERATIONS, capacity=cfg.algo.replay_capacity)
     if algo.consumes == "search":
