@@ -100,13 +100,21 @@ class AnakinProgram:
     def run(self, train_state: Any, carry: Carry, n: jax.Array, schedule: Any = None) -> tuple[Any, Carry, Any]:
         """``n`` iterations (a traced int, at most ``max_iterations``: one compiled program for every count);
         ``schedule`` is the replay program's (``srljax.learning.anakin_replay``), unused here."""
-        shapes = jax.eval_shape(self.iteration, train_state, carry)[2]
-        outputs = jax.tree.map(lambda s: jnp.zeros((self.max_iterations, *s.shape), s.dtype), shapes)
+        return run_iterations(lambda i, state, carry: self.iteration(state, carry), self.max_iterations, train_state,
+                              carry, n)
 
-        def body(i: jax.Array, c: Any) -> Any:
-            state, carry, outputs = c
-            state, carry, out = self.iteration(state, carry)
-            outputs = jax.tree.map(lambda buf, x: lax.dynamic_update_index_in_dim(buf, x, i, 0), outputs, out)
-            return state, carry, outputs
 
-        return lax.fori_loop(0, n, body, (train_state, carry, outputs))
+def run_iterations(step: Any, max_iterations: int, train_state: Any, carry: Any, n: jax.Array) -> Any:
+    """``n`` (traced, at most ``max_iterations``) calls of ``step(i, state, carry) -> (state, carry, out)`` in one
+    ``fori_loop`` (one compiled program for every count); call ``i``'s ``out`` at row ``i`` of outputs with a
+    leading ``max_iterations`` axis (rows from ``n`` on stay zero)."""
+    shapes = jax.eval_shape(step, jnp.int32(0), train_state, carry)[2]
+    outputs = jax.tree.map(lambda s: jnp.zeros((max_iterations, *s.shape), s.dtype), shapes)
+
+    def body(i: jax.Array, c: Any) -> Any:
+        state, carry, outputs = c
+        state, carry, out = step(i, state, carry)
+        outputs = jax.tree.map(lambda buf, x: lax.dynamic_update_index_in_dim(buf, x, i, 0), outputs, out)
+        return state, carry, outputs
+
+    return lax.fori_loop(0, n, body, (train_state, carry, outputs))

@@ -26,7 +26,7 @@ from jax import lax
 
 from algos.qmix import QMixAlgorithm, Sequences
 from envs.jax_envs import EnvState, JaxEnv
-from srljax.learning.anakin import Row
+from srljax.learning.anakin import Row, run_iterations
 
 
 class SequenceCarry(NamedTuple):
@@ -122,13 +122,5 @@ class SequenceProgram:
 
     def run(self, train_state: Any, carry: SequenceCarry, n: jax.Array, schedule: Any = None) -> Any:
         """``n`` iterations (a traced count, at most ``max_iterations``); ``schedule`` unused (``AnakinProgram.run``)."""
-        shapes = jax.eval_shape(self.iteration, train_state, carry)[2]
-        outputs = jax.tree.map(lambda s: jnp.zeros((self.max_iterations, *s.shape), s.dtype), shapes)
-
-        def body(i: jax.Array, c: Any) -> Any:
-            state, carry, outputs = c
-            state, carry, out = self.iteration(state, carry)
-            outputs = jax.tree.map(lambda buf, x: lax.dynamic_update_index_in_dim(buf, x, i, 0), outputs, out)
-            return state, carry, outputs
-
-        return lax.fori_loop(0, n, body, (train_state, carry, outputs))
+        return run_iterations(lambda i, state, carry: self.iteration(state, carry), self.max_iterations, train_state,
+                              carry, n)

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from envs.jax_envs import EnvState, JaxEnv
-from srljax.learning.anakin import Row
+from srljax.learning.anakin import Row, run_iterations
 from srljax.types import ReplayBatch
 
 
@@ -131,15 +131,8 @@ class AnakinReplayProgram:
 
     def run(self, train_state: Any, carry: ReplayCarry, n: jax.Array, schedule: dict[str, Any]) -> Any:
         """``n`` iterations; ``schedule``: ``explore`` {name: [max_iterations]} and ``updates`` [max_iterations]."""
-        first = jax.tree.map(lambda x: x[0], schedule)
-        shapes = jax.eval_shape(self.iteration, train_state, carry, first["explore"], first["updates"])[2]
-        outputs = jax.tree.map(lambda s: jnp.zeros((self.max_iterations, *s.shape), s.dtype), shapes)
-
-        def body(i: jax.Array, c: Any) -> Any:
-            state, carry, outputs = c
+        def step(i: jax.Array, state: Any, carry: ReplayCarry) -> Any:
             now = jax.tree.map(lambda x: x[i], schedule)
-            state, carry, out = self.iteration(state, carry, now["explore"], now["updates"])
-            outputs = jax.tree.map(lambda buf, x: lax.dynamic_update_index_in_dim(buf, x, i, 0), outputs, out)
-            return state, carry, outputs
+            return self.iteration(state, carry, now["explore"], now["updates"])
 
-        return lax.fori_loop(0, n, body, (train_state, carry, outputs))
+        return run_iterations(step, self.max_iterations, train_state, carry, n)
