@@ -292,7 +292,7 @@ def prometheus_flood(root: Path) -> tuple[str, bool]:
     from srljax.telemetry.prometheus import read_targets, scrape
 
     folder = root / "cartpole_ppo_distributed" / "prom"
-    proc = launch(dist(root, "prom", "total_env_steps=12288"))
+    proc = launch(dist(root, "prom", "total_env_steps=61440"))  # outlives the flood on a quiet box
     got = wait_for(lambda: len(metrics(folder)) >= 2 and [t for t in read_targets(folder)
                                                           if t.labels.get("role") == "actor"], LIVE_S)
     pid = worker_pid(folder, "actor") if got else None
@@ -300,8 +300,12 @@ def prometheus_flood(root: Path) -> tuple[str, bool]:
         finish(proc)
         return "no actor endpoint", False
     host, port = got[0].address.rsplit(":", 1)
-    threads = lambda: int(next(line.split()[1] for line in Path(f"/proc/{pid}/status").read_text().splitlines()  # noqa: E731
-                               if line.startswith("Threads:")))
+    def threads() -> int:  # -1 once the actor has exited
+        try:
+            text = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return -1
+        return int(next(line.split()[1] for line in text.splitlines() if line.startswith("Threads:")))
     before = threads()
     conns = []
     for _ in range(600):
@@ -315,7 +319,7 @@ def prometheus_flood(root: Path) -> tuple[str, bool]:
     for c in conns:
         c.close()
     code, _ = finish(proc)
-    ok = during - before <= 8 and bool(answered) and code == 0
+    ok = before > 0 and during > 0 and during - before <= 8 and bool(answered) and code == 0
     return f"{len(conns)} opened; actor threads {before} -> {during}; scrape after: " \
            f"{'answered' if answered else 'none'}; rc {code}", ok
 
