@@ -143,9 +143,9 @@ def install_chaos(trial: dict[str, Any], p_delay: float, max_delay: float) -> No
 
         return chaotic
 
-    def chaotic_send(self: Any, frames: list[Any], timeout_ms: int | None) -> bool:
+    def chaotic_send(self: Any, frames: list[Any], timeout_ms: int | None, *args: Any, **kwargs: Any) -> bool:
         maybe_sleep(0.1)
-        return send(self, frames, timeout_ms)
+        return send(self, frames, timeout_ms, *args, **kwargs)  # ``track`` and what else Endpoint._send takes
 
     from srljax.system.acting.actor import ActorWorker
     from srljax.system.acting.apex_actor import ApexActorWorker
