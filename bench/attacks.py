@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import signal
 import socket
 import subprocess
@@ -33,13 +32,31 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-PY = sys.executable
-DIST = "configs/cartpole_ppo_distributed.py"
-SINGLE = "configs/cartpole_ppo.py"
-QUIET = ["log.wandb=disabled", "log.progress=lines"]
-LIVE_S = 900  # one live trial at most (a 2-core box under load starts 4 JAX processes slowly)
-FD_LIMIT = 1024  # a common cluster default (the issue's flood)
-FLOOD = 1100  # idle connections per flood: more than that limit
+from bench.attack_kit import (  # noqa: E402 - after the path insert above
+    DIST,
+    FD_LIMIT,
+    FLOOD,
+    LIVE_S,
+    PY,
+    QUIET,
+    SINGLE,
+    address,
+    continuous,
+    dist,
+    fill_disk,
+    finish,
+    flood,
+    launch,
+    metrics,
+    mount_tmpfs,
+    no_traceback_exit2,
+    rss_mib,
+    run,
+    single,
+    wait_for,
+    worker_pid,
+)
+
 ROWS: list[tuple[str, str, Callable[[Path], tuple[str, bool]]]] = []
 
 
@@ -48,100 +65,6 @@ def row(name: str, expected: str):
         ROWS.append((name, expected, fn))
         return fn
     return add
-
-
-# -- helpers ---------------------------------------------------------------------------------------------------
-def env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT)}
-
-
-def launch(args: list[str], *, fd_limit: int | None = None, **kw: Any) -> subprocess.Popen:
-    def limit() -> None:
-        if fd_limit:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (fd_limit, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
-    return subprocess.Popen([PY, *args], cwd=ROOT, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, preexec_fn=limit, **kw)
-
-
-def finish(proc: subprocess.Popen, timeout: float = LIVE_S) -> tuple[int, str]:
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, _ = proc.communicate()
-        return -9, out + f"\n(killed after {timeout:g} s)"
-    return proc.returncode, out
-
-
-def run(args: list[str], timeout: float = LIVE_S, **kw: Any) -> tuple[int, str]:
-    return finish(launch(args, **kw), timeout)
-
-
-def metrics(folder: Path) -> list[int]:
-    try:
-        return [json.loads(line)["update"] for line in (folder / "metrics.jsonl").read_text().splitlines() if line]
-    except (OSError, ValueError, KeyError):
-        return []
-
-
-def continuous(updates: list[int]) -> bool:
-    return bool(updates) and updates == list(range(1, max(updates) + 1))
-
-
-def wait_for(check: Callable[[], Any], timeout: float, every: float = 0.5) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if got := check():
-            return got
-        time.sleep(every)
-    return None
-
-
-def address(folder: Path, role: str, stream: str) -> str | None:
-    for path in (folder / "names").glob("*"):
-        if f"{role}%2F0%2F{stream}" in path.name:
-            try:
-                return json.loads(path.read_text())["value"]
-            except (OSError, ValueError, KeyError):
-                return None
-    return None
-
-
-def flood(addr: str, n: int = FLOOD, hold_s: float = 10.0) -> int:
-    """Hold ``n`` idle TCP connections to ``addr`` for ``hold_s`` (a process with no keys); how many opened."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    want = n + 256
-    try:  # root (or CAP_SYS_RESOURCE) may raise the hard limit too; the flood must not be capped by our own
-        resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, want), max(hard, want)))
-    except (ValueError, OSError):
-        resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, want)), hard))
-    host, port = addr.removeprefix("tcp://").rsplit(":", 1)
-    conns = []
-    for _ in range(n):
-        try:
-            conns.append(socket.create_connection((host, int(port)), timeout=5))
-        except OSError:
-            pass
-    time.sleep(hold_s)
-    for c in conns:
-        c.close()
-    return len(conns)
-
-
-def no_traceback_exit2(code: int, out: str, *said: str) -> tuple[str, bool]:
-    ok = code == 2 and "Traceback" not in out and all(s in out for s in said)
-    last = [line for line in out.strip().splitlines() if line.strip()][-1:] or [""]
-    return f"rc {code}: {last[0][:160]}", ok
-
-
-def dist(root: Path, trial: str, *extra: str) -> list[str]:
-    return ["-m", "launch.local", DIST, "-f", trial, f"log.run_root={root}", "total_env_steps=8192",
-            "checkpoint.every_updates=2", *QUIET, *extra]
-
-
-def single(root: Path, trial: str, *extra: str) -> list[str]:
-    return ["-m", "launch.local", SINGLE, "-f", trial, f"log.run_root={root}", "total_env_steps=16384",
-            "checkpoint.every_updates=2", *QUIET, *extra]
 
 
 # -- hostile neighbours -----------------------------------------------------------------------------------------
@@ -239,25 +162,6 @@ s.close()
 ctx.term()
 print("sent", flush=True)
 """
-
-
-def rss_mib(pid: int) -> float:
-    """The process's resident memory in MiB; NaN once it has exited."""
-    try:
-        text = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return float("nan")
-    for line in text.splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def worker_pid(folder: Path, role: str) -> int | None:
-    for line in (folder / "logs" / f"{role}-0.log").read_text(errors="replace").splitlines():
-        if "pid=" in line:
-            return int(line.split("pid=")[1].split("]")[0])
-    return None
 
 
 @row("many-frame messages from a keyed peer", "3 messages of 3,000 frames x 57 KB (170 MB each, every frame under "
@@ -482,16 +386,12 @@ def metrics_damage(root: Path) -> tuple[str, bool]:
 
 
 # -- disks --------------------------------------------------------------------------------------------------------
-def _mount(where: Path, options: str) -> str:
-    where.mkdir(parents=True, exist_ok=True)
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], capture_output=True, text=True)
-    return "" if made.returncode == 0 else (made.stderr.strip() or "mount failed")
 
 
 @row("read-only run root", "rc 2 before launch, one message naming the folder and log.run_root, no traceback")
 def read_only(root: Path) -> tuple[str, bool]:
     mnt = root / "ro"
-    if why := _mount(mnt, "ro,size=1m"):
+    if why := mount_tmpfs(mnt, "ro,size=1m"):
         return f"skipped: {why}", True
     try:
         code, out = run(single(mnt, "ro"), timeout=120)
@@ -505,14 +405,14 @@ def read_only(root: Path) -> tuple[str, bool]:
      "restart, status.json written, rc 1")
 def full_disk(root: Path) -> tuple[str, bool]:
     mnt = root / "small"
-    if why := _mount(mnt, "size=32m"):
+    if why := mount_tmpfs(mnt, "size=32m"):
         return f"skipped: {why}", True
     folder = mnt / "cartpole_ppo_distributed" / "full"
     try:
         proc = launch(dist(mnt, "full", "total_env_steps=40960", "checkpoint.every_updates=1"))
         filled = 0
         if wait_for(lambda: len(metrics(folder)) >= 2, LIVE_S) and proc.poll() is None:
-            filled = _fill(mnt / "filler")  # another job's output takes what is left, as on a shared scratch disk
+            filled = fill_disk(mnt / "filler")  # another job's output takes what is left, as on a shared scratch disk
         code, out = finish(proc)
         status = (folder / "status.json").is_file()
     finally:
@@ -522,24 +422,6 @@ def full_disk(root: Path) -> tuple[str, bool]:
         and "Traceback" not in out and status
     return f"filled {filled >> 20} MiB; rc {code}, FAILED lines {len(failed)}: {failed[0][:140] if failed else ''}; " \
            f"status.json={status}", ok
-
-
-def _fill(path: Path) -> int:
-    """Write ``path`` until the disk is full; the bytes written."""
-    written, chunk = 0, b"\0" * (1 << 16)
-    with open(path, "wb", buffering=0) as f:
-        while True:
-            try:
-                written += f.write(chunk)
-            except OSError:
-                break
-    with open(path, "ab", buffering=0) as f:  # the last partial blocks
-        for _ in range(64):
-            try:
-                written += f.write(b"\0" * 512)
-            except OSError:
-                break
-    return written
 
 
 # -- values ----------------------------------------------------------------------------------------------------
