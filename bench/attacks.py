@@ -128,7 +128,7 @@ print(json.dumps({{"code": result.exit_code, "reason": result.reason, "opened": 
 @row("idle-connection flood, threads backend", f"the same floods at a threads-backend trial under ulimit -n {FD_LIMIT}: "
      "rc 0, every update once, no restart")
 def flood_threads(root: Path) -> tuple[str, bool]:
-    overrides = [f"log.run_root={root}", "trial=tflood", "total_env_steps=102400", "checkpoint.every_updates=4",
+    overrides = [f"log.run_root={root}", "trial=tflood", "total_env_steps=307200", "checkpoint.every_updates=4",
                  *QUIET]
     script = THREADS_FLOOD.format(root=str(ROOT), config=str(ROOT / DIST), overrides=overrides)
     code, out = run(["-c", script], fd_limit=FD_LIMIT)
