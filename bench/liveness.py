@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import subprocess
 import sys
@@ -191,8 +192,11 @@ def run_one(trial: dict[str, Any], p_delay: float, max_delay: float) -> dict[str
 
 
 def run_trials(trials: list[dict[str, Any]], p_delay: float, max_delay: float, jobs: int = 1,
-               echo: bool = True) -> list[dict[str, Any]]:
-    """Each trial in its own ``--one`` process, ``jobs`` at a time; the results in order."""
+               echo: bool = True, logs: Path | None = None) -> list[dict[str, Any]]:
+    """Each trial in its own ``--one`` process, ``jobs`` at a time; the results in order. A failed trial's
+    whole output goes to ``logs/trial-<index>.log`` (with the Python stack of every thread if it aborted:
+    the trial processes run with ``PYTHONFAULTHANDLER``)."""
+    env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
     results: list[dict[str, Any] | None] = [None] * len(trials)
     queue = list(enumerate(trials))
     lock = threading.Lock()
@@ -206,14 +210,22 @@ def run_trials(trials: list[dict[str, Any]], p_delay: float, max_delay: float, j
             cmd = [sys.executable, str(Path(__file__).resolve()), "--one", json.dumps(trial),
                    "--p-delay", str(p_delay), "--max-delay", str(max_delay)]
             try:
-                done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=TRIAL_TIMEOUT_S)
-                last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+                done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=TRIAL_TIMEOUT_S,
+                                      env=env)
+                out, err = done.stdout, done.stderr
+                last = out.strip().splitlines()[-1] if out.strip() else ""
                 result = json.loads(last) if last.startswith("{") else {
                     "trial": trial, "passed": False, "wall_s": None, "max_lag": None, "restarts": None, "updates": 0,
-                    "problems": [f"exit {done.returncode}: {(done.stderr or done.stdout)[-400:]}"]}
-            except subprocess.TimeoutExpired:
+                    "problems": [f"exit {done.returncode}: {abort_line(err) or (err or out)[-400:]}"]}
+            except subprocess.TimeoutExpired as timeout:
+                out, err = (x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
+                            for x in (timeout.stdout, timeout.stderr))
                 result = {"trial": trial, "passed": False, "wall_s": TRIAL_TIMEOUT_S, "max_lag": None,
                           "restarts": None, "updates": 0, "problems": [f"no result within {TRIAL_TIMEOUT_S:g} s"]}
+            if not result["passed"] and logs is not None:
+                logs.mkdir(parents=True, exist_ok=True)
+                (logs / f"trial-{trial['index']}.log").write_text(
+                    f"--one '{json.dumps(trial)}'\n--- stdout\n{out}\n--- stderr\n{err}")
             results[i] = result
             if echo:
                 t = trial
@@ -231,6 +243,11 @@ def run_trials(trials: list[dict[str, Any]], p_delay: float, max_delay: float, j
     for t in threads:
         t.join()
     return [r for r in results if r is not None]
+
+
+def abort_line(stderr: str) -> str:
+    """A libzmq assertion's line in a trial's stderr ("" if none): the faulthandler's stacks follow it."""
+    return next((line.strip() for line in stderr.splitlines() if line.startswith("Assertion failed")), "")
 
 
 def table(results: list[dict[str, Any]]) -> str:
@@ -261,6 +278,8 @@ def main() -> int:
                         help="how each trial runs its workers: threads in the trial's process (launch.threads), where "
                         "a stop is cooperative (Worker.request_stop; nothing is raised into a thread)")
     parser.add_argument("--one", help="run one drawn trial (JSON) in this process")
+    parser.add_argument("--logs", type=Path, default=Path(tempfile.gettempdir()) / "srljax-liveness",
+                        help="where a failed trial's whole output goes (trial-<index>.log)")
     parser.add_argument("--algo", choices=["ppo", "apex"], help="run only the draws of this algorithm (the same draws "
                         "as the whole grid's: a rerun of one family after a change to it)")
     args = parser.parse_args()
@@ -273,7 +292,7 @@ def main() -> int:
     rng = random.Random(args.seed)
     trials = [t for t in (draw(rng, i) for i in range(args.trials)) if args.algo in (None, t["algo"])]
     started = time.monotonic()
-    results = run_trials(trials, args.p_delay, args.max_delay, args.jobs)
+    results = run_trials(trials, args.p_delay, args.max_delay, args.jobs, logs=args.logs)
     aborted = [r for r in results if any("exit -6" in p or "Assertion" in p for p in r["problems"])]
     print(f"\n{len(results)} trials in {time.monotonic() - started:.0f} s (backend {args.backend}, seed {args.seed}"
           f"{', ' + args.algo + ' draws only' if args.algo else ''}, p_delay {args.p_delay}, "
@@ -282,7 +301,8 @@ def main() -> int:
     print(f"aborted processes (SIGABRT, a libzmq assertion): {len(aborted)}")
     failed = [r for r in results if not r["passed"]]
     for r in failed:
-        print(f"FAILED: --one '{json.dumps(r['trial'])}': {'; '.join(r['problems'])}")
+        print(f"FAILED: --one '{json.dumps(r['trial'])}': {'; '.join(r['problems'])} "
+              f"(its output: {args.logs / ('trial-' + str(r['trial']['index']) + '.log')})")
     return 1 if failed else 0
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -136,6 +137,9 @@ class ZapHandler:
         self._sock.setsockopt(zmq.LINGER, 0)
         self._sock.bind(ZAP_ENDPOINT)  # before any server socket exists: none is ever unguarded
         self._stop = threading.Event()
+        self._lock = threading.Lock()  # the thread's end vs ``close``: who runs ``then``
+        self._ended = False
+        self._then: Callable[[], None] | None = None
         self._thread = threading.Thread(target=self._serve, name="zap", daemon=True)
         self._thread.start()
 
@@ -148,6 +152,10 @@ class ZapHandler:
                 self._sock.send_multipart(self._answer(request))
         finally:
             self._sock.close(linger=0)
+            with self._lock:
+                self._ended, then, self._then = True, self._then, None
+            if then is not None:  # ``close`` stopped waiting for this thread: what it would have done
+                then()
 
     def _answer(self, request: list[bytes]) -> list[bytes]:
         if len(request) < 6:
@@ -163,9 +171,19 @@ class ZapHandler:
         self.admitted[where] += 1
         return [b"1.0", request_id, b"200", b"OK", identity.encode(), b""]
 
-    def close(self) -> None:
-        self._stop.set()
+    def close(self, then: Callable[[], None] | None = None) -> None:
+        """Stop the thread; ``then()`` once its socket is closed: here when the thread ends within a short
+        wait, else in the thread as it ends. A socket must never be closed (e.g. by ``Context.destroy``)
+        while another thread is inside a receive on it: libzmq aborts the whole process on the torn read
+        (``Assertion failed: !_more (src/fq.cpp)``), as a starved ZAP thread past a fixed join timeout did."""
+        with self._lock:
+            self._stop.set()
+            self._then = then
         self._thread.join(timeout=2 * ZAP_POLL_MS / 1000 + 1)
+        with self._lock:
+            then, self._then = (self._then, None) if self._ended else (None, self._then)
+        if then is not None:
+            then()
 
 
 @dataclass
@@ -222,9 +240,10 @@ class WireContext(zmq.Context):
 
     def close(self) -> None:
         """Stop the ZAP handler and end the context, closing sockets still open (their owners are done)."""
-        if self.zap is not None:
-            self.zap.close()
-        self.destroy(linger=0)
+        if self.zap is None:
+            self.destroy(linger=0)
+        else:  # only once the ZAP thread has left its socket (now, or when that thread ends)
+            self.zap.close(then=lambda: self.destroy(linger=0))
 
 
 def rules_of(sock: zmq.Socket) -> WireRules | None:

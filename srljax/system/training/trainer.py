@@ -285,15 +285,20 @@ class UpdateEnd:
         return True
 
     def _wait_loop(self) -> None:
-        while (outputs := self._updates.get()) is not None:
-            try:
-                jax.block_until_ready(outputs)
-            except Exception:  # noqa: BLE001 - rung all the same: the loop's ``device_get`` raises it
-                pass
-            self._ring.send(b"")
+        try:
+            while (outputs := self._updates.get()) is not None:
+                try:
+                    jax.block_until_ready(outputs)
+                except Exception:  # noqa: BLE001 - rung all the same: the loop's ``device_get`` raises it
+                    pass
+                try:
+                    self._ring.send(b"", zmq.NOBLOCK)
+                except zmq.ZMQError:  # the loop's end is gone (closed after a long update): nobody waits
+                    pass
+        finally:
+            self._ring.close(linger=0)  # by the one thread that uses it (libzmq's rule)
 
     def close(self) -> None:
         self._updates.put(None)
         self._thread.join(timeout=10)
-        self._ring.close(linger=0)
         self.sock.close(linger=0)
