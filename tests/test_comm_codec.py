@@ -214,3 +214,21 @@ def test_drop_counter() -> None:
     drops.add("schema")
     drops.add("malformed", 3)
     assert drops == {"schema": 2, "malformed": 3} and drops.total() == 5
+
+
+def test_pack_round_trips_every_part_aligned_without_copy() -> None:
+    from srljax.comm.codec import PACK_ALIGN, pack, unpack
+
+    tree = {"a": np.arange(7, dtype=np.uint8), "b": np.zeros((0, 3), np.float32), "c": np.ones((5, 3), np.float64),
+            "s": "text"}
+    frames = encode("sample", "exp/t0", tree, version=2)
+    packed = pack(frames)
+    parts = unpack(packed)
+    assert [bytes(p) for p in parts] == [bytes(memoryview(f)) for f in frames]
+    base = np.frombuffer(packed, np.uint8).ctypes.data
+    assert all((np.frombuffer(p, np.uint8).ctypes.data - base) % PACK_ALIGN == 0 for p in parts if p.nbytes)
+    msg = decode(parts, "exp/t0")
+    np.testing.assert_array_equal(msg.tree["c"], tree["c"])
+    assert msg.tree["b"].shape == (0, 3) and msg.tree["s"] == "text" and msg.version == 2
+    assert np.shares_memory(msg.tree["c"], np.frombuffer(packed, np.uint8))  # views of the one frame
+    assert len(unpack(pack(encode("ping", "exp/t0")))) == 1  # a header alone

@@ -4,6 +4,7 @@ trial's keys (an authenticated peer gone bad), and the checks after the handshak
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections import Counter
@@ -17,7 +18,7 @@ import pytest
 import zmq
 
 from srljax.comm import ControlServer, InferenceServer, ParamsSubscriber, SampleReceiver, bind, make_socket
-from srljax.comm.codec import SCHEMA_VERSION, encode
+from srljax.comm.codec import SCHEMA_VERSION, encode, pack
 from srljax.comm.security import KeyRing, WireContext, WireRules
 
 TRIAL = "exp/t0"
@@ -146,6 +147,34 @@ def _pump(s: Stream, until: Callable[[], bool], timeout_s: float = 10) -> list[A
     return valid
 
 
+def _wire(s: Stream, frames: list[bytes]) -> list[bytes]:
+    """What a peer of ``s`` sends for ``frames``: one packed frame on a one-frame stream (inference)."""
+    return [pack(frames)] if s.receiver.single_frame else frames
+
+
+@pytest.mark.parametrize("address", ["ipc://*"])
+def test_one_frame_stream_drops_multipart_and_bad_packing(ctx: zmq.Context, address: str) -> None:
+    """The inference stream's body is one packed frame: the codec's multipart frames as they are, a packed
+    frame whose table does not add up, and garbage are dropped as ``frames``; a packed message gets through."""
+    s = _make("inference", ctx, address)
+    packed = pack(s.good)
+    bad = [s.good, [packed, packed], [packed[:3]], [packed[:-1]], [packed + b"x" * 16],
+           [b"\xff\xff\xff\xff" + packed[4:]], [np.array([0], "<u4").tobytes()]]
+    for frames in bad:
+        s.peer.send_multipart(frames)
+    assert not _pump(s, lambda: s.receiver.drops.total() >= len(bad)), "a bad message got through"
+    assert s.receiver.drops == Counter({"frames": len(bad)}), dict(s.receiver.drops)
+    s.peer.send_multipart([packed])
+    (got,) = _pump(s, lambda: s.receiver.counts["received"] == 1)
+    assert got[0].request_id == 11
+    np.testing.assert_array_equal(got[0].tree["obs"], _tree()["obs"])
+    s.peer.close(0)
+    s.receiver.close()
+    if s.peer_ipc:
+        with contextlib.suppress(OSError):
+            os.unlink(s.peer_ipc)
+
+
 def _sync_subscription(s: Stream) -> None:
     """PUB/SUB slow joiner: publish until the subscription is live, flush, reset the counters."""
     deadline = time.monotonic() + 10
@@ -184,7 +213,7 @@ def test_fuzz_drops_and_counts_then_recovers(ctx: zmq.Context, name: str, addres
     for start in range(0, N_BAD, CHUNK):
         for _ in range(CHUNK):
             frames, reason = _bad_message(rng, s)
-            s.peer.send_multipart(frames)
+            s.peer.send_multipart(_wire(s, frames))
             expected[reason] += 1
         assert not _pump(s, lambda: s.receiver.drops.total() >= start + CHUNK), "a bad message got through"
     assert s.receiver.drops == expected, (dict(s.receiver.drops), dict(expected))
@@ -192,7 +221,7 @@ def test_fuzz_drops_and_counts_then_recovers(ctx: zmq.Context, name: str, addres
     assert name == "control" or set(expected) >= {"dtype", "size"}
     assert s.receiver.counts["received"] == 0
 
-    s.peer.send_multipart(s.good)  # and the stream still works
+    s.peer.send_multipart(_wire(s, s.good))  # and the stream still works
     (got,) = _pump(s, lambda: s.receiver.counts["received"] == 1)
     if name == "inference":
         assert got[0].request_id == 11

@@ -56,6 +56,7 @@ class InferenceServer(Endpoint):
 
     stream, receives = "inference", "requests"
     queue_in_bytes = True
+    single_frame = True  # requests and replies are small; actors and policy workers come and go
 
     def __init__(self, address: str, trial: str, *, ctx: zmq.Context | None = None,
                  sndhwm: int = 1000, rcvhwm: int = 1000, max_bytes: int | None = None) -> None:
@@ -91,6 +92,7 @@ class InferenceClient(Endpoint):
 
     stream, receives = "inference", "replies"
     queue_in_bytes = True
+    single_frame = True
 
     def __init__(self, address: str | None, trial: str, *, ctx: zmq.Context | None = None,
                  sndhwm: int = 1000, rcvhwm: int = 1000, max_bytes: int | None = None) -> None:

@@ -24,7 +24,18 @@ from typing import Any, ClassVar
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from srljax.comm.codec import FRAMES, DecodeError, DropCounter, Message, decode, encode
+from srljax.comm.codec import (
+    FRAMES,
+    PACK_ALIGN,
+    PACK_MAX_PARTS,
+    DecodeError,
+    DropCounter,
+    Message,
+    decode,
+    encode,
+    pack,
+    unpack,
+)
 from srljax.comm.security import MIN_HWM, rules_of
 
 LINGER_MS = 200  # close() waits at most this long for unsent messages, so shutdown never hangs
@@ -114,6 +125,8 @@ class Endpoint:
     stream: ClassVar[str] = ""  # control, samples, params, inference: the ZAP domain, and which server key to pin
     receives: ClassVar[str] = ""  # the key of ``WireRules.limits`` bounding what this endpoint receives
     queue_in_bytes: ClassVar[bool] = False  # cap RCVHWM at ``queue_bytes // max_bytes`` (large message HWMs)
+    single_frame: ClassVar[bool] = False  # the body travels as one frame (``codec.pack``): small messages between
+    # clients and servers that come and go (a multipart one torn by a vanishing peer aborts libzmq)
 
     def __init__(self, sock: zmq.Socket, trial: str, kinds: Collection[str] | None, *,
                  max_bytes: int | None = None, max_message_bytes: int | None = None) -> None:
@@ -131,6 +144,8 @@ class Endpoint:
         self.max_message = self._message_bound(max_bytes, max_message_bytes)
         if max_bytes and max_bytes > 0 and self.max_message:
             max_bytes = min(max_bytes, self.max_message)  # a frame cannot be larger than its message
+            if self.single_frame:  # the frame is the message, with its parts' table and alignment
+                max_bytes = self.max_message + PACK_MAX_PARTS * (8 + PACK_ALIGN) + 4
         self.max_bytes = max_bytes
         if max_bytes:
             sock.setsockopt(zmq.MAXMSGSIZE, max_bytes)
@@ -232,6 +247,8 @@ class Endpoint:
                      meta: dict[str, Any] | None = None, envelope: list[bytes] | None = None,
                      track: bool = False) -> bool:
         frames = encode(kind, self.trial, tree, version=version, meta=meta)
+        if self.single_frame:
+            frames = [pack(frames)]
         return self._send([*(envelope or []), *frames], timeout_ms, track)
 
     # -- receiving -----------------------------------------------------------------------------
@@ -278,7 +295,12 @@ class Endpoint:
         try:
             if len(frames) <= envelope:
                 raise DecodeError(FRAMES, "no body after the envelope")
-            msg = decode(frames[envelope:], self.trial, self.kinds)
+            body = frames[envelope:]
+            if self.single_frame:
+                if len(body) != 1:
+                    raise DecodeError(FRAMES, f"{len(body)} body frames on a one-frame stream")
+                body = unpack(body[0])
+            msg = decode(body, self.trial, self.kinds)
             self._validate(msg)
             self._check_sender(frames[envelope], msg)
         except DecodeError as err:

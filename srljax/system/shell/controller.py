@@ -48,6 +48,7 @@ CONFIGURE_TIMEOUT_S = 600.0  # envpool (Atari ROM load), network init, the train
 STARTUP_SILENCE_S = 30.0  # heartbeat silence allowed before the trial starts
 PRE_START_STATES = ("created", "configuring", "ready")  # a worker in these heartbeats every 5 s, not every 1 s
 STOP_GRACE_S = 30.0  # the trainer writes its final checkpoint while stopping
+TIER_WAIT_S = 5.0  # stop_all: how long one role's clients may take to stop before its servers are told
 SUCCESS_REASONS = ("done", "stopped")
 # Work over every worker (who is missing, who is silent or hung, has the backend seen an exit) runs
 # this often, not once per message: at 10,000 workers a tick comes with every few heartbeats.
@@ -515,14 +516,35 @@ class Controller:
 
     # -- stopping ----------------------------------------------------------------------------------------
     def stop_all(self, grace_s: float = STOP_GRACE_S) -> list[str]:
-        """Send ``stop`` to every live worker, clients first; return the names that did not stop in time."""
-        order = [k for role in reversed(self.layout.order) for k in self.expected if self.roles[k] == role]
-        live = [k for k in order if self.states.get(k) not in ("lost", "stopped", "error") and k in self.info]
-        self.server.send_many(live, "stop")
+        """Send ``stop`` to every live worker, one role at a time, clients first (actors before the policy
+        workers, buffers and trainers they talk to); return the names that did not stop in time.
+
+        A role's servers close only once its clients have stopped or ``TIER_WAIT_S`` has passed: a client
+        socket reading replies from a server that closes under it can abort the whole process inside libzmq
+        (``Assertion failed: !_more``, seen at trial ends in bench/liveness.py's threads trials)."""
+        order = [[k for k in self.expected if self.roles[k] == role] for role in reversed(self.layout.order)]
+        tiers = [[k for k in keys if self.states.get(k) not in ("lost", "stopped", "error") and k in self.info]
+                 for keys in order]
         deadline = time.monotonic() + grace_s
         exited: set[str] = set()
-        waiting, next_look = live, 0.0
-        while (now := time.monotonic()) < deadline:
+        self._stop_waits = True  # a second Ctrl-C: stop waiting (the backend kills what is left)
+        for tier in (t for t in tiers if t):
+            self.server.send_many(tier, "stop")
+            exited = self._await_stopped(tier, min(deadline, time.monotonic() + TIER_WAIT_S))
+        live = [k for tier in tiers for k in tier]
+        exited = self._await_stopped(live, deadline)
+        late = [self.expected[k] for k in live if self.states.get(k) not in ("stopped", "error")
+                and self.expected[k] not in exited]
+        if late:
+            self.say(f"did not stop within {grace_s:g} s: {', '.join(late)}")
+        return late
+
+    def _await_stopped(self, keys: list[str], until: float) -> set[str]:
+        """Read status messages until every one of ``keys`` has stopped (or its process exited) or ``until``;
+        the exited workers' names."""
+        exited: set[str] = set(self._exited())
+        waiting, next_look = keys, 0.0
+        while self._stop_waits and (now := time.monotonic()) < until:
             if now >= next_look:  # O(still running), a few times a second
                 exited = set(self._exited())
                 waiting = [k for k in waiting if self.states.get(k) not in ("stopped", "error")
@@ -537,12 +559,8 @@ class Controller:
                         if isinstance(state, str) and self.states.get(msg.worker) != "stopped":
                             self.states[msg.worker] = state
             except KeyboardInterrupt:
-                break  # a second Ctrl-C: give up waiting, the backend kills what is left
-        late = [self.expected[k] for k in live if self.states.get(k) not in ("stopped", "error")
-                and self.expected[k] not in exited]
-        if late:
-            self.say(f"did not stop within {grace_s:g} s: {', '.join(late)}")
-        return late
+                self._stop_waits = False
+        return exited
 
     def close(self) -> None:
         self.names.delete(worker_key(self.cfg.name, self.cfg.trial, CONTROLLER, 0))
