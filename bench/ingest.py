@@ -115,7 +115,7 @@ def child_buffer(a: dict[str, Any]) -> None:
         from srljax.system.staging.buffer import message_columns
 
         chunk = min(chunk, message_columns(a["t"], spec, extras, a["b"]))
-    receiver = SampleReceiver("tcp://127.0.0.1:*", TRIAL)
+    receiver = SampleReceiver("ipc://*" if a["transport"] == "ipc" else "tcp://127.0.0.1:*", TRIAL)
     sender = SampleSender(a["to"][0], TRIAL)
     pool = JoinPool(keep=6) if a["join"] == "pool" else None
 
@@ -174,7 +174,7 @@ def child_trainer(a: dict[str, Any]) -> None:
 
     spec, extras = _spec(a["spec"]), _extras(a["extras"])
     _memory(a)
-    receiver = SampleReceiver("tcp://127.0.0.1:*", TRIAL)
+    receiver = SampleReceiver("ipc://*" if a["transport"] == "ipc" else "tcp://127.0.0.1:*", TRIAL)
     pool = JoinPool(keep=3) if a["join"] == "pool" else None
     if a["put"]:  # as Learner.put: the batch to the (CPU) device, waited for
         import jax
@@ -248,7 +248,7 @@ def one_row(setup: dict[str, Any], actors: int, buffers: int, opts: argparse.Nam
     settle = 1.0 + 0.3 * (actors + buffers)  # the children's start-up (imports) before the first segment
     run_s = settle + opts.warmup + opts.seconds + 5.0
     batch = (opts.batch or actors) * setup["b"]  # a planned layout's trainer.batch_envs: every actor's columns
-    common = {**setup, "join": opts.join, "put": opts.put, "memory": opts.memory, "buffer_messages": opts.buffer_messages, "warmup_s": opts.warmup, "window_s": opts.seconds, "run_s": run_s, "settle_s": settle,
+    common = {**setup, "join": opts.join, "put": opts.put, "memory": opts.memory, "buffer_messages": opts.buffer_messages, "transport": opts.transport, "warmup_s": opts.warmup, "window_s": opts.seconds, "run_s": run_s, "settle_s": settle,
               "batch": batch, "chunk": batch}
     trainer = start("trainer", common)
     procs = [trainer]
@@ -281,7 +281,9 @@ def one_row(setup: dict[str, Any], actors: int, buffers: int, opts: argparse.Nam
            "trainer_gbps_per_core": got["bytes"] / max(got["cpu_s"], 1e-9) / 1e9, "batches": got["batches"],
            "batch_columns": batch, "trainer_messages_per_s": got["messages"] / got["wall_s"],
            "trainer_faults_per_mb": got["faults"] / max(got["bytes"] / 1e6, 1e-9)}
-    if buffer_rows:
+    if buffer_rows:  # a buffer that said nothing (its window never started before the trainer's ended) is left out
+        row["buffers_silent"] = sum("bytes" not in b for b in buffer_rows)
+        buffer_rows = [b for b in buffer_rows if "bytes" in b]
         row["buffer_gbps"] = [b["bytes"] / b["wall_s"] / 1e9 for b in buffer_rows]
         row["buffer_gbps_per_core"] = [b["bytes"] / max(b["cpu_s"], 1e-9) / 1e9 for b in buffer_rows]
     return row
@@ -367,6 +369,8 @@ def main() -> int:
     parser.add_argument("--buffer-messages", choices=("capped", "batch"), default="capped",
                         help="a buffer's messages: one trainer batch, no frame above 32 MB (as BufferWorker), or "
                              "one trainer batch whatever its size (before)")
+    parser.add_argument("--transport", choices=("tcp", "ipc"), default="tcp",
+                        help="loopback TCP, or unix sockets (what layout.transport=ipc binds on one host)")
     parser.add_argument("--costs", default="", help="launch.plan --measure's unit costs of --config: print the table")
     parser.add_argument("--cores", type=int, default=10_000, help="the table's cluster: cores of actors")
     parser.add_argument("--set", action="append", default=[], help="config override key=value (repeatable)")
@@ -379,7 +383,7 @@ def main() -> int:
     print(describe(), flush=True)
     setup = setup_of(opts.config, opts.set)
     copy = memcpy_gbps()
-    print(f"memory: {opts.memory}; buffer messages: {opts.buffer_messages}; "
+    print(f"transport: {opts.transport}; memory: {opts.memory}; buffer messages: {opts.buffer_messages}; "
           f"joins: {opts.join}{', device_put' if opts.put else ''}; {opts.config}: segments of {setup['t'] + 1} x {setup['b']} x {setup['spec']['obs_shape']} "
           f"{setup['spec']['obs_dtype']}, {setup['segment_bytes'] / 1e6:.2f} MB ({setup['bytes_per_step']:,.0f} B per "
           f"env step); memcpy {copy:.2f} GB/s (one thread)", flush=True)
