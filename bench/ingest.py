@@ -16,7 +16,12 @@ as a planned layout's ``trainer.batch_envs``, or ``--batch`` segments: one copy)
 into messages of one trainer's batch, forward). Joins go into reused arrays (``JoinPool``; a buffer's sent ones
 are reused once zmq's tracker is done), or with ``--join fresh`` into new ones (``concat_segments`` /
 ``split_segments``, the path before). ``--put``: the trainer also ``jax.device_put``s each batch (as ``Learner.put``)
-and waits for it; on the CPU backend that is no copy for a pooled (64-byte aligned) batch. Figures over the window after ``--warmup`` s: the trainer's GB/s and env steps/s,
+and waits for it; on the CPU backend that is no copy for a pooled (64-byte aligned) batch. The trainer and the
+buffers keep freed memory for the next frames (``comm.sockets.keep_freed_memory``, as a worker serving samples
+does), or with ``--memory fresh`` keep glibc's defaults (every received 29 MB frame a fresh mapping, faulted in);
+a buffer's messages stay below 32 MB, whole segments forwarded unjoined (``staging.buffer.message_columns``), or
+with ``--buffer-messages batch`` are one trainer batch (116 MB at 4 actors). ``--transport ipc``: unix sockets,
+as ``layout.transport=ipc``. The trainer's page faults per MB received are printed beside its GB/s. Figures over the window after ``--warmup`` s: the trainer's GB/s and env steps/s,
 its process's CPU (zmq's I/O thread included) and the GB/s one core of it would take (bytes over its CPU seconds);
 each buffer's the same; this machine's memcpy bandwidth (``np.copyto`` of 256 MB, one thread, best of 5) and the
 ratio. With ``--costs`` (what ``python -m launch.plan CFG --measure`` wrote for the same config), the table of
