@@ -16,7 +16,12 @@ as a planned layout's ``trainer.batch_envs``, or ``--batch`` segments: one copy)
 into messages of one trainer's batch, forward). Joins go into reused arrays (``JoinPool``; a buffer's sent ones
 are reused once zmq's tracker is done), or with ``--join fresh`` into new ones (``concat_segments`` /
 ``split_segments``, the path before). ``--put``: the trainer also ``jax.device_put``s each batch (as ``Learner.put``)
-and waits for it; on the CPU backend that is no copy for a pooled (64-byte aligned) batch. Figures over the window after ``--warmup`` s: the trainer's GB/s and env steps/s,
+and waits for it; on the CPU backend that is no copy for a pooled (64-byte aligned) batch. The trainer and the
+buffers keep freed memory for the next frames (``comm.sockets.keep_freed_memory``, as a worker serving samples
+does), or with ``--memory fresh`` keep glibc's defaults (every received 29 MB frame a fresh mapping, faulted in);
+a buffer's messages stay below 32 MB, whole segments forwarded unjoined (``staging.buffer.message_columns``), or
+with ``--buffer-messages batch`` are one trainer batch (116 MB at 4 actors). ``--transport ipc``: unix sockets,
+as ``layout.transport=ipc``. The trainer's page faults per MB received are printed beside its GB/s. Figures over the window after ``--warmup`` s: the trainer's GB/s and env steps/s,
 its process's CPU (zmq's I/O thread included) and the GB/s one core of it would take (bytes over its CPU seconds);
 each buffer's the same; this machine's memcpy bandwidth (``np.copyto`` of 256 MB, one thread, best of 5) and the
 ratio. With ``--costs`` (what ``python -m launch.plan CFG --measure`` wrote for the same config), the table of
@@ -68,8 +73,23 @@ def _extras(d: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], str]]:
     return {k: (tuple(shape), dtype) for k, (shape, dtype) in d.items()}
 
 
+def _faults() -> int:
+    """This process's page faults so far (minor: memory the kernel zeroed and mapped in)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def _say(**x: Any) -> None:
     print(json.dumps(x), flush=True)
+
+
+def _memory(a: dict[str, Any]) -> None:
+    """As ``srljax.system.shell.run`` does for a process serving samples, unless ``--memory fresh``."""
+    if a["memory"] == "keep":
+        from srljax.comm.sockets import keep_freed_memory
+
+        keep_freed_memory()
 
 
 def child_actor(a: dict[str, Any]) -> None:
@@ -94,7 +114,13 @@ def child_buffer(a: dict[str, Any]) -> None:
     from srljax.system.shell.common import checked_trajectory
 
     spec, extras = _spec(a["spec"]), _extras(a["extras"])
-    receiver = SampleReceiver("tcp://127.0.0.1:*", TRIAL)
+    _memory(a)
+    chunk = a["chunk"]
+    if a["buffer_messages"] == "capped":  # as BufferWorker: no frame above glibc's largest mmap threshold
+        from srljax.system.staging.buffer import message_columns
+
+        chunk = min(chunk, message_columns(a["t"], spec, extras, a["b"]))
+    receiver = SampleReceiver("ipc://*" if a["transport"] == "ipc" else "tcp://127.0.0.1:*", TRIAL)
     sender = SampleSender(a["to"][0], TRIAL)
     pool = JoinPool(keep=6) if a["join"] == "pool" else None
 
@@ -127,12 +153,12 @@ def child_buffer(a: dict[str, Any]) -> None:
             if pool is None:  # --join fresh: the join before this issue, into new arrays
                 merged = concat_segments(held)
                 while merged.reward.shape[1]:
-                    head, merged = split_segments(merged, a["chunk"])
+                    head, merged = split_segments(merged, chunk)
                     outgoing.append(head)
             else:
                 left = len(held) * a["b"]
                 while held:
-                    head, held = pool.join(held, min(a["chunk"], left))
+                    head, held = pool.join(held, min(chunk, left))
                     left -= head.reward.shape[1]
                     outgoing.append(head)
         while outgoing and send(outgoing[0], 0):
@@ -152,7 +178,8 @@ def child_trainer(a: dict[str, Any]) -> None:
     from srljax.system.shell.common import checked_trajectory
 
     spec, extras = _spec(a["spec"]), _extras(a["extras"])
-    receiver = SampleReceiver("tcp://127.0.0.1:*", TRIAL)
+    _memory(a)
+    receiver = SampleReceiver("ipc://*" if a["transport"] == "ipc" else "tcp://127.0.0.1:*", TRIAL)
     pool = JoinPool(keep=3) if a["join"] == "pool" else None
     if a["put"]:  # as Learner.put: the batch to the (CPU) device, waited for
         import jax
@@ -166,7 +193,7 @@ def child_trainer(a: dict[str, Any]) -> None:
         if first is None:
             first = time.monotonic()
         if window is None and time.monotonic() - first >= a["warmup_s"]:
-            window = (time.monotonic(), time.process_time(), got, nbytes, batches, taken)
+            window = (time.monotonic(), time.process_time(), got, nbytes, batches, taken, _faults())
         traj = checked_trajectory(msg.tree, spec, a["t"], extras)
         got += 1
         nbytes += sum(x.nbytes for x in (*traj[:5], *traj.extras.values(), traj.policy_version))
@@ -192,7 +219,7 @@ def child_trainer(a: dict[str, Any]) -> None:
         return
     wall, cpu = time.monotonic() - window[0], time.process_time() - window[1]
     _say(role="trainer", messages=got - window[2], bytes=nbytes - window[3], batches=batches - window[4],
-         columns=taken - window[5], wall_s=wall, cpu_s=cpu)
+         columns=taken - window[5], wall_s=wall, cpu_s=cpu, faults=_faults() - window[6])
     receiver.close()
 
 
@@ -226,7 +253,7 @@ def one_row(setup: dict[str, Any], actors: int, buffers: int, opts: argparse.Nam
     settle = 1.0 + 0.3 * (actors + buffers)  # the children's start-up (imports) before the first segment
     run_s = settle + opts.warmup + opts.seconds + 5.0
     batch = (opts.batch or actors) * setup["b"]  # a planned layout's trainer.batch_envs: every actor's columns
-    common = {**setup, "join": opts.join, "put": opts.put, "warmup_s": opts.warmup, "window_s": opts.seconds, "run_s": run_s, "settle_s": settle,
+    common = {**setup, "join": opts.join, "put": opts.put, "memory": opts.memory, "buffer_messages": opts.buffer_messages, "transport": opts.transport, "warmup_s": opts.warmup, "window_s": opts.seconds, "run_s": run_s, "settle_s": settle,
               "batch": batch, "chunk": batch}
     trainer = start("trainer", common)
     procs = [trainer]
@@ -257,8 +284,11 @@ def one_row(setup: dict[str, Any], actors: int, buffers: int, opts: argparse.Nam
     row = {"actors": actors, "buffers": buffers, "trainer_gbps": got["bytes"] / got["wall_s"] / 1e9,
            "trainer_env_steps_per_s": steps / got["wall_s"], "trainer_cores": got["cpu_s"] / got["wall_s"],
            "trainer_gbps_per_core": got["bytes"] / max(got["cpu_s"], 1e-9) / 1e9, "batches": got["batches"],
-           "batch_columns": batch, "trainer_messages_per_s": got["messages"] / got["wall_s"]}
-    if buffer_rows:
+           "batch_columns": batch, "trainer_messages_per_s": got["messages"] / got["wall_s"],
+           "trainer_faults_per_mb": got["faults"] / max(got["bytes"] / 1e6, 1e-9)}
+    if buffer_rows:  # a buffer that said nothing (its window never started before the trainer's ended) is left out
+        row["buffers_silent"] = sum("bytes" not in b for b in buffer_rows)
+        buffer_rows = [b for b in buffer_rows if "bytes" in b]
         row["buffer_gbps"] = [b["bytes"] / b["wall_s"] / 1e9 for b in buffer_rows]
         row["buffer_gbps_per_core"] = [b["bytes"] / max(b["cpu_s"], 1e-9) / 1e9 for b in buffer_rows]
     return row
@@ -338,6 +368,14 @@ def main() -> int:
                         help="joins into reused arrays (JoinPool, as the buffer and trainer do) or into new ones (before)")
     parser.add_argument("--put", action="store_true",
                         help="the trainer also puts each batch on its jax device (as Learner.put) and waits for it")
+    parser.add_argument("--memory", choices=("keep", "fresh"), default="keep",
+                        help="the trainer and buffers keep freed memory for the next frames (comm.sockets."
+                             "keep_freed_memory, as a worker serving samples does) or glibc's defaults (before)")
+    parser.add_argument("--buffer-messages", choices=("capped", "batch"), default="capped",
+                        help="a buffer's messages: one trainer batch, no frame above 32 MB (as BufferWorker), or "
+                             "one trainer batch whatever its size (before)")
+    parser.add_argument("--transport", choices=("tcp", "ipc"), default="tcp",
+                        help="loopback TCP, or unix sockets (what layout.transport=ipc binds on one host)")
     parser.add_argument("--costs", default="", help="launch.plan --measure's unit costs of --config: print the table")
     parser.add_argument("--cores", type=int, default=10_000, help="the table's cluster: cores of actors")
     parser.add_argument("--set", action="append", default=[], help="config override key=value (repeatable)")
@@ -350,7 +388,8 @@ def main() -> int:
     print(describe(), flush=True)
     setup = setup_of(opts.config, opts.set)
     copy = memcpy_gbps()
-    print(f"joins: {opts.join}{', device_put' if opts.put else ''}; {opts.config}: segments of {setup['t'] + 1} x {setup['b']} x {setup['spec']['obs_shape']} "
+    print(f"transport: {opts.transport}; memory: {opts.memory}; buffer messages: {opts.buffer_messages}; "
+          f"joins: {opts.join}{', device_put' if opts.put else ''}; {opts.config}: segments of {setup['t'] + 1} x {setup['b']} x {setup['spec']['obs_shape']} "
           f"{setup['spec']['obs_dtype']}, {setup['segment_bytes'] / 1e6:.2f} MB ({setup['bytes_per_step']:,.0f} B per "
           f"env step); memcpy {copy:.2f} GB/s (one thread)", flush=True)
     rows = []
@@ -361,13 +400,13 @@ def main() -> int:
         rows.append(row)
         print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
     print("\n| actors | buffers | trainer GB/s | / memcpy | trainer env steps/s | trainer cores | trainer GB/s per core "
-          "| per buffer: GB/s, GB/s per core |\n|---:|---:|---:|---:|---:|---:|---:|---|")
+          "| trainer faults per MB | per buffer: GB/s, GB/s per core |\n|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
         per_buffer = ", ".join(f"{g:.2f} / {c:.2f}" for g, c in zip(r.get("buffer_gbps", []),
                                                                    r.get("buffer_gbps_per_core", []))) or "-"
         print(f"| {r['actors']} | {r['buffers']} | {r['trainer_gbps']:.2f} | {r['trainer_gbps'] / copy:.2f} | "
               f"{r['trainer_env_steps_per_s']:,.0f} | {r['trainer_cores']:.2f} | {r['trainer_gbps_per_core']:.2f} | "
-              f"{per_buffer} |")
+              f"{r['trainer_faults_per_mb']:.1f} | {per_buffer} |")
     if opts.costs:
         direct = [r for r in rows if not r["buffers"]]
         buffered = [g for r in rows for g in r.get("buffer_gbps_per_core", [])]

@@ -64,7 +64,8 @@ def check(name: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     given = [f"log.run_root={root}", *COMMON, *overrides, *args.extra]
     py = [sys.executable, "-m", "launch.plan", config, *given]
     start = time.monotonic()
-    run([*py, "--measure", "--seconds", str(args.seconds), "--env-counts", *map(str, counts)])
+    if not args.no_measure:
+        run([*py, "--measure", "--seconds", str(args.seconds), "--env-counts", *map(str, counts)])
     measured_s = time.monotonic() - start
     plan_py, plan_json = root / f"plan_{name}.py", root / f"plan_{name}.json"
     cores = args.cores or os.cpu_count()
@@ -122,6 +123,8 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=1.0, help="launch.plan --measure: seconds per unit")
     parser.add_argument("--cores", type=int, default=0, help="cores to plan for (default: this machine's)")
     parser.add_argument("--max-actors", type=int, default=0, help="plan at most this many actors (a shared machine)")
+    parser.add_argument("--no-measure", action="store_true",
+                        help="plan from the unit costs an earlier --measure left under --root (Pong's take minutes)")
     parser.add_argument("--out", default="", help="append one JSON line per case here")
     parser.add_argument("--root", default="", help="run root to keep (unit costs, plans, runs); default: a temporary one")
     parser.add_argument("--slurm", action="store_true", help="plan for --nodes x --cores-per-node, run with launch.slurm")

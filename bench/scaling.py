@@ -112,11 +112,14 @@ def machine_busy_s() -> float:
     return (sum(fields[:8]) - fields[3] - fields[4]) / TICKS  # all but idle and iowait
 
 
-def tree_cpu_s(root: int, names: dict[int, str], marker: str = "") -> dict[str, float]:
+def tree_cpu_s(root: int, names: dict[int, str], marker: str = "",
+               seen: dict[int, tuple[str, float]] | None = None) -> dict[str, float]:
     """CPU seconds used so far by process ``root`` and its living descendants (/proc/<pid>/stat), by
     worker (``trainer-0``, ``actor-1``, ...: the ``srljax.system.shell.run`` arguments) or ``launcher``; with a
     ``marker`` (a run folder) also every process whose command line holds it and their descendants (Slurm
-    tasks, which slurmd starts)."""
+    tasks, which slurmd starts). With ``seen`` (kept by the caller across calls), a process that has exited still
+    counts with its last reading, so a worker restarted mid-run (a new process under the same name) adds its
+    CPU instead of replacing the old process's (a Pong row of issue 42 read -0.025 cores for a restarted actor)."""
     procs: dict[int, tuple[int, int]] = {}
     marked: set[int] = set()
     for entry in os.scandir("/proc"):
@@ -151,6 +154,12 @@ def tree_cpu_s(root: int, names: dict[int, str], marker: str = "") -> dict[str, 
             if name != "launcher" or pid == root:  # a worker just forked still shows the launcher's command line
                 names[pid] = name
         out[name] = out.get(name, 0.0) + procs[pid][1] / TICKS
+        if seen is not None:
+            seen[pid] = (name, procs[pid][1] / TICKS)
+    if seen is not None:
+        out = {}
+        for name, cpu in seen.values():
+            out[name] = out.get(name, 0.0) + cpu
     return out
 
 
@@ -175,6 +184,7 @@ def launch_watched(cmd: list[str], metrics_path: Path, on_lines: Callable[[int],
     end writes that file: watch until it exists (the job's processes are found by the run folder's name)."""
     samples: list[Sample] = []
     names: dict[int, str] = {}
+    seen: dict[int, tuple[str, float]] = {}  # every process of the run so far: (worker, its last CPU reading)
     marker = str(metrics_path.parent) if job_result else ""
     deadline = time.monotonic() + timeout
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
@@ -182,7 +192,7 @@ def launch_watched(cmd: list[str], metrics_path: Path, on_lines: Callable[[int],
         while (proc.poll() is None or (job_result is not None and proc.returncode == 0 and not job_result.exists()
                                         and time.monotonic() < deadline)):
             lines = metrics_path.read_text().count("\n") if metrics_path.exists() else 0
-            samples.append((time.monotonic(), lines, tree_cpu_s(proc.pid, names, marker), machine_busy_s()))
+            samples.append((time.monotonic(), lines, tree_cpu_s(proc.pid, names, marker, seen), machine_busy_s()))
             if on_lines is not None:
                 on_lines(lines)
             time.sleep(0.25)
@@ -199,6 +209,12 @@ def steady_cpu(samples: list[Sample], first_line: int, last_line: int) -> tuple[
     metrics lines."""
     a = next((x for x in samples if x[1] >= first_line), None)
     b = next((x for x in samples if x[1] >= last_line), samples[-1] if samples else None)
+    if a is not None and b is not None:
+        # the last sample up to b in which every worker of a still lives: once the last line is written the
+        # workers stop, and one that had exited by b would drop out of the sum and its CPU count as other jobs'
+        # (actors missing from 3 of 6 synthetic 1 ms rows of issue 42, whose "cores left" came out too few)
+        alive = [x for x in samples if a[0] <= x[0] <= b[0] and set(a[2]) - {"launcher"} <= set(x[2])]
+        b = alive[-1] if alive else b
     if a is None or b is None or b[0] - a[0] < 1.0:
         return {}, float("nan")
     dt = b[0] - a[0]

@@ -17,7 +17,9 @@ is timed as on a quiet one, and so is a computing unit another job preempted:
 * ``inference``: a request of E rows over a real ZeroMQ ``InferenceClient`` -> ``InferenceServer`` and its
   reply (round trip, each side's CPU), per E;
 * ``update``: one ``Learner.step`` on a random batch of the config's size, of 4x that and of the smallest batch a
-  plan weighs (one actor of the fewest ``env_counts`` envs);
+  plan weighs (one actor of the fewest ``env_counts`` envs), then of twice the last while it took under
+  ``LARGER_UPDATE_S`` (up to ``LARGEST_UPDATE`` x the config's): a cheap update's line through batches of a few ms
+  is no guide to the 100x larger batches a plan of many actors trains on;
 * ``sample_bytes_per_step``: a segment's bytes on the wire (``comm/codec.py``) per env step;
 * ``ingest``: (in the trainer's process) a ``SampleSender`` pushing segments of the config's ``env.num_envs`` columns as fast as it can
   over loopback TCP to a ``SampleReceiver`` that checks them and cuts batches as the trainer does:
@@ -199,6 +201,12 @@ def measure_inference(spec: Any, reply_bytes: int, n: int, seconds: float) -> di
     return {"rtt_s": timed["wall_s"], "client_cpu_s": client_cpu, "server_cpu_s": server_cpu[0] / max(server_cpu[1], 1)}
 
 
+LARGER_UPDATE_S = 0.25
+"""An update faster than this is measured again at twice the batch (issue 42: the synthetic 10 ms plan trained on
+30,720 samples, and the line through 256-1,024 put its update's CPU at 2x what the trainer spent)."""
+LARGEST_UPDATE = 256  # x the config's batch: the most columns an update is measured on
+
+
 def measure_update(cfg: Experiment, spec: Any, columns: int, repeats: int = 5) -> dict[str, float]:
     """One ``Learner.step`` on ``columns`` columns (a learner compiled for that batch, as a trainer's is)."""
     learner = Learner(apply_overrides(cfg, [f"trainer.batch_envs={columns}"]), spec, checkpoints=False)
@@ -353,10 +361,14 @@ def measure_trainer_units(cfg: Experiment, seconds: float, log=print, env_counts
     spec_env.close()
     algo = algos.make(cfg, spec)
     out: dict[str, Any] = {"update": []}
-    for columns in sorted({min(env_counts or [cfg.batch_envs]), cfg.batch_envs, 4 * cfg.batch_envs}):
+    sizes = sorted({min(env_counts or [cfg.batch_envs]), cfg.batch_envs, 4 * cfg.batch_envs})
+    while sizes:
+        columns = sizes.pop(0)
         out["update"].append(measure_update(cfg, spec, columns))
         u = out["update"][-1]
         log(f"  update on {u['samples']:,} samples: {u['wall_s'] * 1e3:.1f} ms wall, {u['cpu_s'] * 1e3:.1f} ms CPU")
+        if not sizes and u["wall_s"] < LARGER_UPDATE_S and 2 * columns <= LARGEST_UPDATE * cfg.batch_envs:
+            sizes.append(2 * columns)  # a cheap update: on to the batches a plan of many actors trains on
     ingest = measure_ingest(cfg, spec, algo.extras_spec, seconds)
     out["ingest"] = ingest
     out["sample_bytes_per_step"] = ingest["segment_bytes"] / (cfg.algo.num_steps * cfg.env.num_envs)

@@ -139,3 +139,80 @@ def test_a_held_buffer_waits_for_its_check_and_device_put_takes_it_without_a_cop
         before = int(np.asarray(placed[0, 0, 0, 0, 0]))
         batch.obs[0, 0, 0, 0, 0] = (before + 1) % 256
         assert int(np.asarray(placed[0, 0, 0, 0, 0])) == (before + 1) % 256  # aliased: no copy was made
+
+
+RECEIVE_FAULTS = r"""
+import collections, resource, sys
+import numpy as np, zmq
+from srljax.comm.sockets import keep_freed_memory
+if sys.argv[1] == "keep":
+    assert keep_freed_memory()
+ctx = zmq.Context()
+pull, push = ctx.socket(zmq.PULL), ctx.socket(zmq.PUSH)
+port = pull.bind_to_random_port("tcp://127.0.0.1")
+push.connect(f"tcp://127.0.0.1:{port}")
+frame = np.random.default_rng(0).integers(0, 256, 29 << 20, dtype=np.uint8)  # an Atari segment's frames
+held = collections.deque(maxlen=4)  # the trainer holds a batch's segments until it joins them
+faults = []
+for _ in range(3):
+    push.send_multipart([b"header", memoryview(frame)], copy=False)
+for _ in range(40):
+    push.send_multipart([b"header", memoryview(frame)], copy=False)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    got = pull.recv_multipart(copy=False)
+    assert len(got[1]) == frame.nbytes
+    held.append(got)
+    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+for _ in range(3):
+    pull.recv_multipart(copy=False)
+push.close(linger=0)
+pull.close(linger=0)
+ctx.term()
+print(sum(faults[16:]) / len(faults[16:]))
+"""
+
+
+def test_a_receiver_that_keeps_freed_memory_takes_big_frames_without_faulting_in_fresh_pages():
+    """``keep_freed_memory`` (what a worker serving samples runs at start): libzmq mallocs every received frame
+    afresh; with glibc's defaults, while a trainer holds a batch's 29 MB segments, each new one is memory the kernel
+    zeroes and faults in (thousands of faults), with the heap kept it is memory an earlier message freed. Real zmq
+    over loopback TCP, in fresh processes; the steady state after the first 16 messages."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+
+    def faults(mode: str) -> float:
+        out = subprocess.run([sys.executable, "-c", RECEIVE_FAULTS, mode], cwd=root, capture_output=True, text=True,
+                             timeout=120, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+        assert out.returncode == 0, out.stderr
+        return float(out.stdout.split()[-1])
+
+    fresh, kept = faults("fresh"), faults("keep")
+    assert fresh > 500, fresh  # 29 MB = 7,424 pages; fault-around maps several per fault
+    assert kept < fresh / 10, (kept, fresh)
+
+
+def test_a_buffer_message_stays_below_the_kept_threshold_and_atari_segments_pass_whole():
+    from srljax.comm.sockets import KEEP_MMAP_THRESHOLD
+    from srljax.system.staging.buffer import message_columns
+    from srljax.types import EnvSpec
+
+    atari = EnvSpec(id="Pong-v5", obs_shape=(4, 84, 84), obs_dtype="uint8", action_kind="discrete", num_actions=6)
+    extras = {"logp": ((), "float32"), "value": ((), "float32")}
+    columns = message_columns(128, atari, extras, 8)
+    assert columns == 8  # one actor's segment of 8 envs: 129 x 8 x 28,224 B = 29.1 MB, whole
+    assert 129 * 9 * 4 * 84 * 84 < KEEP_MMAP_THRESHOLD < 129 * 10 * 4 * 84 * 84
+    assert message_columns(128, atari, extras, 1) == 9  # one env per actor: as many as fit
+    assert message_columns(128, atari, extras, 4) == 8  # two whole segments of 4
+    assert message_columns(128, atari, extras, 16) == 9  # a segment wider than fits is cut
+    cartpole = EnvSpec(id="CartPole-v1", obs_shape=(4,), obs_dtype="float32", action_kind="discrete", num_actions=2)
+    assert message_columns(128, cartpole, extras) > 10_000  # small frames: only the trainer's batch caps it
+    huge = EnvSpec(id="x", obs_shape=(64, 512, 512), obs_dtype="float32", action_kind="discrete", num_actions=2)
+    assert message_columns(128, huge, {}) == 1
+    # a held segment exactly one message wide is forwarded as it came: the join passes it, no copy
+    pool = JoinPool(keep=2)
+    seg = segment(np.random.default_rng(1), columns)
+    out, rest = pool.join([seg, segment(np.random.default_rng(2), columns)], columns)
+    assert out is seg and len(rest) == 1 and pool.counts["passed"] == 1

@@ -234,3 +234,45 @@ def test_a_sleeping_unit_is_timed_by_its_sleep_and_its_cpu_apart():
     assert slept["cpu_s"] < 0.2 * slept["wall_s"]
     busy = _timed(lambda: sum(range(200_000)), 0.1)
     assert busy["cpu_s"] > 0.5 * busy["wall_s"] > 0
+
+
+def test_plan_checks_cpu_window_ends_before_a_worker_exits():
+    """``bench/scaling.steady_cpu`` (plan_check's "other jobs' cores"): a worker that exited by the sample that saw
+    the last metrics line must not drop out of the run's CPU and be counted as another job's."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from scaling import steady_cpu
+
+    # (time, metrics lines, CPU s by worker, machine busy CPU s): two workers at 0.5 core each, the machine at 1.5
+    samples = [(t, 1 + t // 2, {"trainer-0": 0.5 * t, "actor-0": 0.5 * t}, 1.5 * t) for t in range(11)]
+    samples.append((11, 7, {"trainer-0": 5.5}, 16.5))  # the last line: actor-0 has exited
+    workers, others = steady_cpu(samples, 2, 7)
+    assert workers == {"actor-0": 0.5, "trainer-0": 0.5}
+    assert abs(others - 0.5) < 1e-9
+
+
+def test_plan_checks_cpu_count_keeps_an_exited_process():
+    """``bench/scaling.tree_cpu_s`` with ``seen``: a process of the run that has exited (a worker the controller
+    restarted) still counts with its last reading, so a worker's CPU never goes down."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from scaling import tree_cpu_s
+
+    child = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\n"
+                              "while time.process_time() - t < 0.3: pass\nprint('done', flush=True)\ninput()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "done"  # it has burned 0.3 s of CPU and waits
+    names, seen = {}, {}
+    alive = tree_cpu_s(os.getpid(), names, "", seen)
+    forgetful = tree_cpu_s(os.getpid(), {}, "")
+    child.communicate("")
+    gone = tree_cpu_s(os.getpid(), names, "", seen)
+    assert forgetful["launcher"] >= 0.3
+    assert gone["launcher"] >= alive["launcher"] >= 0.3  # the exited child's CPU stays counted
+    assert tree_cpu_s(os.getpid(), {}, "")["launcher"] < gone["launcher"] - 0.25  # without ``seen`` it is lost

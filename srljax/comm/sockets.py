@@ -107,6 +107,49 @@ def give_back_memory() -> None:
         _TRIM(0)
 
 
+KEEP_MMAP_THRESHOLD = 32 << 20
+"""glibc's largest mmap threshold (``M_MMAP_THRESHOLD``): a frame up to this size comes from the heap, where a freed one
+is reused, instead of from a fresh mapping that the kernel zeroes and faults in page by page."""
+KEEP_TOP_PAD = 64 << 20  # a thread arena's whole heap (glibc's HEAP_MAX_SIZE): zmq's I/O thread keeps its heaps
+KEEP_TRIM_THRESHOLD = 1 << 30  # freed memory at the top of the heap beyond this goes back to the OS
+_MALLOPT = {"M_TRIM_THRESHOLD": -1, "M_TOP_PAD": -2, "M_MMAP_THRESHOLD": -3}
+
+
+def keep_freed_memory() -> bool:
+    """Let a process that receives big frames reuse freed memory for the next ones (glibc ``mallopt``; False and
+    nothing done elsewhere). Call it in a process that serves a samples stream, before its traffic starts.
+
+    libzmq allocates every received frame afresh (one ``malloc`` of the frame's size in its I/O thread, which the
+    kernel then fills from the socket), and nothing lets a caller hand it a buffer of its own. glibc serves an
+    allocation of 32 MB or more (and, while its dynamic threshold has not risen, 128 KB or more) from a fresh
+    ``mmap`` and unmaps it on free; a thread arena gives its emptied heaps back too. So every received frame of an
+    Atari segment (29 MB) was memory the kernel had to zero and fault in: perf on a receiver that only received
+    (issue 42) had 37% of its CPU in ``clear_page_erms`` and 21% in the socket copy itself. With the heap kept
+    (threshold raised to ``KEEP_MMAP_THRESHOLD``, the top pad a whole thread-arena heap, trimming only past 1 GB of
+    free top), the frames of one message land in memory freed by the message before: page faults per 29 MB
+    message fell from ~1,490 to ~130. What this keeps is at most the process's own peak, and
+    ``give_back_memory`` still returns it (a dropped too-big message does). Frames above 32 MB are still fresh
+    mappings (glibc allows no higher threshold), which is why a buffer's messages stay below it
+    (``srljax.system.staging.buffer``)."""
+    if _MALLOPT_FN is None:
+        return False
+    ok = True
+    for name, value in (("M_MMAP_THRESHOLD", KEEP_MMAP_THRESHOLD), ("M_TOP_PAD", KEEP_TOP_PAD),
+                        ("M_TRIM_THRESHOLD", KEEP_TRIM_THRESHOLD)):
+        ok = bool(_MALLOPT_FN(_MALLOPT[name], value)) and ok
+    return ok
+
+
+def _mallopt() -> Any:
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or None).mallopt
+    except (OSError, AttributeError):  # not glibc
+        return None
+
+
+_MALLOPT_FN = _mallopt()
+
+
 class Endpoint:
     """One socket plus counters; the streams derive from this.
 

@@ -52,10 +52,15 @@ def main(argv: list[str] | None = None) -> int:
 
     run_dir = Path(args.run_dir)
     cfg = from_dict(json.loads((run_dir / "config.json").read_text()))
-    from srljax.layout import ACTOR, TRAINER, role_spec
+    from srljax.layout import ACTOR, SAMPLES, TRAINER, role_spec
     from srljax.system.shell.worker import lower_priority  # imports no jax
 
-    placement = role_spec(cfg, args.role).placement
+    spec = role_spec(cfg, args.role)
+    placement = spec.placement
+    if SAMPLES in spec.serves:  # a trainer or a buffer: received frames reuse freed memory (not fresh mappings)
+        from srljax.comm.sockets import keep_freed_memory
+
+        keep_freed_memory()
     if placement == ACTOR and cfg.layout.actor_nice:
         lower_priority(cfg.layout.actor_nice)  # before jax starts its compute threads, which inherit it
     from srljax.parallel import compile_cache, dispatch

@@ -5,7 +5,10 @@
 Actors push ``[T+1, env.num_envs]`` segments here (PULL; several buffers take them round robin).
 Every poll the buffer forwards everything it holds, joined into messages of at most one trainer
 process's share of a batch (``batch_envs / trainer.num_hosts`` columns), to the trainers (PUSH,
-round robin). The joins are written into reused arrays (``JoinPool``): a sent one is written again
+round robin), and of at most ``message_columns`` columns, so that no frame passes 32 MB: the trainer's malloc
+reuses freed memory for frames up to that size, where a larger one is a fresh mapping the kernel zeroes and faults
+in (``comm.sockets.keep_freed_memory``). Atari's segments of 8 envs (29 MB of frames) are forwarded as they came,
+with no copy: a held segment exactly one message wide is sent as it is, from the received frames. The joins are written into reused arrays (``JoinPool``): a sent one is written again
 only once zmq's tracker says it has let go of it (the send is zero-copy), with the actors' completed-episode stats merged into ``meta``. It never holds
 columns back waiting for a batch to fill, so whatever the numbers of actors, buffers and
 trainer processes, every column reaches a trainer and batches assemble there. The env spec and
@@ -15,13 +18,16 @@ knows the current version. This is where replay for off-policy algorithms will l
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from typing import Any
 
+import numpy as np
 import zmq
 
 from srljax.comm import Message, NameResolver, SampleReceiver, SampleSender
 from srljax.comm.security import KeyRing
+from srljax.comm.sockets import KEEP_MMAP_THRESHOLD
 from srljax.config import Experiment
 from srljax.layout import BUFFER, SAMPLES, TRAINER
 from srljax.learning.rollout import JoinPool
@@ -32,6 +38,19 @@ from srljax.types import Trajectory
 PUSH_WAIT_MS = 50
 MAX_QUEUED = 4  # messages waiting for room at the trainers before the buffer stops taking more
 DRAIN_MAX = 64
+
+
+FRAME_MARGIN = 1 << 16  # below the threshold: what malloc and libzmq add to a frame's own bytes
+
+
+def message_columns(num_steps: int, spec: Any, extras_spec: dict[str, Any], segment: int = 1) -> int:
+    """The most columns of ``[num_steps + 1, columns]`` segments whose widest leaf stays below
+    ``KEEP_MMAP_THRESHOLD`` (at least 1), a whole number of the actors' ``segment`` columns where one fits, so
+    that segments are forwarded whole (without a join) where they can be."""
+    leaves = [(spec.obs_shape, spec.obs_dtype), (spec.action_shape, spec.action_dtype), *(extras_spec or {}).values()]
+    widest = max((num_steps + 1) * math.prod(shape) * np.dtype(dtype).itemsize for shape, dtype in leaves)
+    fits = max(1, (KEEP_MMAP_THRESHOLD - FRAME_MARGIN) // max(widest, 1))
+    return fits // segment * segment if fits >= segment >= 1 else fits
 
 
 class BufferWorker(Worker):
@@ -56,7 +75,8 @@ class BufferWorker(Worker):
         cfg = self.cfg
         if self.spec is None:
             raise RuntimeError("the configure message carried no env spec")
-        self.chunk = max(1, cfg.batch_envs // cfg.trainer.num_hosts)
+        self.chunk = min(max(1, cfg.batch_envs // cfg.trainer.num_hosts),
+                         message_columns(cfg.algo.num_steps, self.spec, self.extras_spec, cfg.env.num_envs))
         self.receiver = SampleReceiver(bind_address(cfg), self.trial, ctx=self.ctx)
         self.register(SAMPLES, self.receiver.address)
         self.sender = SampleSender(None, self.trial, ctx=self.ctx)
