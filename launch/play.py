@@ -20,7 +20,8 @@ score recorded in ``eval.jsonl``, and the script says whether it did. Nothing in
 move, ``srljax/selfplay/search_bots.py``; an OpenSpiel self-play run, greedy, ``srljax/selfplay/bots.py``)
 against ``selfplay.bots``-style bots instead: ``random``, ``mcts<N>``, ``ckpt:RUN_DIR`` (another run's trained
 policy, ``srljax/selfplay/checkpoint_bot.py``), ``--games`` games each, seats alternated, seeded ``eval.seed``
-(``--seed``) as the run's own evaluation: the same params and bots reproduce its ``eval.jsonl`` rows. One line and
+(``--seed``) as the run's own evaluation: the same params and bots, listed in the run's ``selfplay.bots`` order
+(a bot's seed depends on its place in the list), reproduce its ``eval.jsonl`` rows. One line and
 one JSON line per bot (``--out FILE`` also appends the JSON rows there).
 """
 

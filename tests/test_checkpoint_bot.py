@@ -88,3 +88,27 @@ def test_a_ckpt_bot_that_cannot_play_is_refused_with_its_fix(run, tmp_path):
                           f"selfplay.bots=[ckpt:{other}]"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and out.stderr.count("\n  - ") == 1 and "not on an OpenSpiel game" in out.stderr, \
         out.stderr
+
+
+def test_alphazero_evaluates_against_the_checkpoint_and_refuses_one_of_another_game(run, tmp_path):
+    """A few updates of AlphaZero on pgx's tic-tac-toe, its evaluation against the self-play run's policy: legal games
+    (the bot raises on an illegal move), one per seat (both sides greedy); a connect-four AlphaZero is refused it."""
+    pytest.importorskip("pgx")
+    pytest.importorskip("mctx")
+    import dataclasses
+
+    from srljax.config import AlphaZeroConfig, ConfigError, EvalConfig, LogConfig, SelfPlayConfig, TrainerConfig
+    from srljax.loops.train import train
+    from srljax.prepare import check
+
+    cfg = Experiment(name="az", trial="t", total_env_steps=16 * 8 * 2, env=EnvConfig(id="pgx/tic_tac_toe", num_envs=16),
+                     algo=AlphaZeroConfig(num_steps=8, num_simulations=8, eval_simulations=8, hidden_sizes=(32,)),
+                     trainer=TrainerConfig(lr=1e-3, anneal_lr=False, num_minibatches=2, update_epochs=1),
+                     selfplay=SelfPlayConfig(bots=(f"ckpt:{run}",), bot_games=6), eval=EvalConfig(final=True),
+                     log=LogConfig(run_root=str(tmp_path), wandb="disabled"))
+    train(cfg)
+    (row,) = [json.loads(x) for x in (tmp_path / "az" / "t" / "eval.jsonl").read_text().splitlines()]
+    assert row["opponent"] == f"ckpt:{run}" and row["games"] == 6 and row["distinct_games"] == 2, row
+    four = dataclasses.replace(cfg, trial="c4", env=EnvConfig(id="pgx/connect_four", num_envs=16))
+    with pytest.raises(ConfigError, match="played tic_tac_toe, this evaluation plays connect_four"):
+        check(four)
