@@ -9,7 +9,17 @@ The network (an MLP on the board planes and the legal moves, a policy head over 
 head) learns the search's improved policy and each move's outcome for the player who made it. At each evaluation
 the agent searches ``algo.eval_simulations`` per move (greedy) against OpenSpiel's random bot and its MCTS bot with
 100 simulations and random rollouts, 200 games each, seats alternated (``srljax/selfplay/search_bots.py``): rows in
-``RUN_DIR/eval.jsonl``. bench/RESULTS.md ("Planning agents") has the figures.
+``RUN_DIR/eval.jsonl``. bench/RESULTS.md ("Planning agents") has the figures. A finished run against a trained
+PPO self-play checkpoint (``configs/connect_four_selfplay.py``'s run folder; ``srljax/selfplay/checkpoint_bot.py``),
+without retraining (``selfplay.bots=[...,ckpt:RUN_DIR]`` does it during a run):
+
+    python -m launch.play runs/connect_four_alphazero/<trial> --checkpoint latest \
+        --bots random mcts100 ckpt:runs/connect_four_selfplay/<trial> ckpt-sampled:runs/connect_four_selfplay/<trial>
+
+The greedy ``ckpt:`` bot against this greedy search plays the same two games (one per seat) 100 times each
+(``distinct_games`` 2); ``ckpt-sampled:`` draws its moves from the policy. Seeds 1-3 won 100 / 100 / 100% against
+the greedy checkpoint and 98.0 / 100 / 99.5% against the sampled one, but that checkpoint was weak: stopped at 1.27M
+of its 26M env steps on a crowded box, it won 3.5% against MCTS-100 (bench/RESULTS.md, issue 40, session 24).
 """
 
 from srljax.config import (

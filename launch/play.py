@@ -6,6 +6,8 @@
     python -m launch.play runs/cartpole_ppo/<trial> --checkpoint 40 --episodes 20 --sampled
     python -m launch.play runs/atari_ppo/<trial> --video                  # also RUN_DIR/videos/version-<v>.gif
     python -m launch.play hf:USER/NAME                                    # an agent launch.push shared (or its folder)
+    python -m launch.play runs/connect_four_alphazero/<trial> --checkpoint latest \
+        --bots mcts100 ckpt:runs/connect_four_selfplay/<trial> --games 200     # a two-player game's agent vs bots
 
 Any trial with one policy, single-process or distributed, any algorithm: the trial's own ``config.json``
 says what to build. It plays with the evaluation's code (``srljax/evaluation/evaluator.py``): fresh envs
@@ -13,6 +15,14 @@ seeded ``eval.seed``, ``eval.episodes`` whole episodes, the greedy action (``--s
 the evaluation's fixed key), so playing the best checkpoint with the trial's eval settings reproduces the
 score recorded in ``eval.jsonl``, and the script says whether it did. Nothing in the run folder changes
 (``--video`` adds a GIF under ``videos/``).
+
+``--bots`` plays a two-player game's agent (an AlphaZero run on a pgx game, searching ``algo.eval_simulations`` a
+move, ``srljax/selfplay/search_bots.py``; an OpenSpiel self-play run, greedy, ``srljax/selfplay/bots.py``)
+against ``selfplay.bots``-style bots instead: ``random``, ``mcts<N>``, ``ckpt:RUN_DIR`` (another run's trained
+policy, ``srljax/selfplay/checkpoint_bot.py``), ``--games`` games each, seats alternated, seeded ``eval.seed``
+(``--seed``) as the run's own evaluation: the same params and bots, listed in the run's ``selfplay.bots`` order
+(a bot's seed depends on its place in the list), reproduce its ``eval.jsonl`` rows. One line and
+one JSON line per bot (``--out FILE`` also appends the JSON rows there).
 """
 
 from __future__ import annotations
@@ -23,9 +33,11 @@ import json
 import sys
 from pathlib import Path
 
+from srljax.evaluation.restore import CHECKPOINT_HELP, build, default_checkpoint, load_config, load_params
+
 HUB = "hf:"
-CHECKPOINT_HELP = ("best (the best evaluated version, RUN_DIR/best/), latest, or an update number (default: best "
-                   "where the trial evaluated, else latest)")
+__all__ = ["CHECKPOINT_HELP", "build", "default_checkpoint", "load_config", "load_params", "main"]
+
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -36,41 +48,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--episodes", type=int, default=0, help="episodes to play (default: the trial's eval.episodes)")
     parser.add_argument("--sampled", action="store_true", help="sample actions instead of the greedy action")
     parser.add_argument("--video", action="store_true", help="record env 0's first episode (RUN_DIR/videos/)")
+    parser.add_argument("--bots", nargs="+", metavar="BOT", help="play a two-player game's agent against these bots "
+                        "instead: random, mcts<N>, ckpt:RUN_DIR (a trained self-play run's policy, greedy), "
+                        "ckpt-sampled:RUN_DIR")
+    parser.add_argument("--games", type=int, default=0, help="games per bot with --bots (default: the trial's "
+                        "selfplay.bot_games), seats alternated")
+    parser.add_argument("--seed", type=int, default=None, help="the games' seed with --bots (default: eval.seed)")
+    parser.add_argument("--out", default=None, help="with --bots: append the JSON rows to this file")
     return parser.parse_args(argv)
-
-
-def load_config(run_dir: Path):
-    """The trial's config, placed at ``run_dir`` wherever it was run from; ValueError naming the problem."""
-    from srljax.config import from_dict
-
-    path = run_dir / "config.json"
-    try:
-        cfg = from_dict(json.loads(path.read_text()))
-    except FileNotFoundError:
-        raise ValueError(f"{path} does not exist: give the trial's run folder (runs/<experiment>/<trial>)") from None
-    except (ValueError, TypeError) as error:
-        raise ValueError(f"{path} is not a readable srljax config: {error}") from None
-    if cfg.pbt.enabled or cfg.policies.enabled:
-        raise ValueError(f"{run_dir} trained several policies (pbt or policies): play one member's run folder "
-                         "(pbt/member-<i>) or one policy, which launch.play does not pick for you yet")
-    log = dataclasses.replace(cfg.log, run_root=str(run_dir.parent.parent))
-    return dataclasses.replace(cfg, log=log, name=run_dir.parent.name, trial=run_dir.name)
-
-
-def build(cfg) -> tuple[object, object]:
-    """(env spec, algorithm) of the trial's config, from one env copy of the evaluation's env; the compile cache
-    on as the config says (what is compiled here is the evaluation's act, no run is started)."""
-    import algos
-    import envs
-    from srljax.evaluation.evaluator import eval_env_config
-    from srljax.parallel import compile_cache
-
-    compile_cache.enable(cfg.compile_cache)
-
-    probe = envs.make(dataclasses.replace(eval_env_config(cfg), num_envs=1), seed=cfg.eval.seed)
-    spec = dataclasses.replace(probe.spec, num_envs=cfg.env.num_envs, batch_size=cfg.env.envs_per_recv)
-    probe.close()
-    return spec, algos.make(cfg, spec)
 
 
 def hub_folder(where: str) -> Path:
@@ -93,48 +78,89 @@ def hub_folder(where: str) -> Path:
                          f"{error}") from None
 
 
-def default_checkpoint(run_dir: Path) -> tuple[str, str]:
-    """``(which, why)`` when ``--checkpoint`` is not given: the best evaluated version where ``RUN_DIR/best/``
-    holds one, else the newest checkpoint (a run without evaluation, e.g. the README's first CartPole run)."""
-    from srljax.evaluation.evaluator import BEST_DIR
-    from srljax.storage.steps import read_meta
+def bots_game(cfg) -> str:
+    """The OpenSpiel game a run's agent plays against bots; ValueError where it plays none."""
+    from srljax.config import consumes
+    from srljax.selfplay.checkpoint_bot import run_game
 
-    if read_meta(run_dir / BEST_DIR) is not None:
-        return "best", ""
-    return "latest", (f"no best checkpoint in {run_dir / BEST_DIR} (the trial did not evaluate: eval.every_updates=0)"
-                      "; playing the newest checkpoint instead")
+    if consumes(cfg.algo) == "search" and cfg.env.is_jax:
+        from srljax.selfplay.search_bots import openspiel_game
+
+        return openspiel_game(cfg.env.id)
+    game = run_game(cfg)
+    if game is None:
+        raise ValueError(f"--bots plays a two-player game's agent (algo=alphazero on pgx/<game>, or a self-play run "
+                         f"on env.factory=envs.openspiel:make_openspiel); {cfg.run_dir} trained algo={cfg.algo.name} "
+                         f"on {cfg.env.factory or cfg.env.id}: drop --bots to play its episodes")
+    return game
 
 
-def load_params(cfg, spec, algo, which: str) -> tuple[object, int, dict]:
-    """(policy params, their version, the best checkpoint's meta or {}) for ``--checkpoint which``."""
-    from srljax.evaluation.evaluator import load_best
-    from srljax.learning.learner import Learner
+def play_bots_of(cfg, algo, params, game_name: str, bots: list[str], games: int, seed: int) -> list[dict]:
+    """The agent of ``cfg`` with ``params`` against each bot, as its run's evaluation plays them."""
+    import jax
+    import numpy as np
+    import pyspiel
 
-    if which == "best":
-        try:
-            params, meta = load_best(cfg.run_dir, algo)
-        except FileNotFoundError as error:
-            raise ValueError(f"{error}; play --checkpoint latest instead") from None
-        return params, int(meta.get("version", 0)), meta
-    if which != "latest" and not which.isdigit():
-        raise ValueError(f"--checkpoint {which!r}: {CHECKPOINT_HELP}")
-    learner = Learner(cfg, spec)
+    game = pyspiel.load_game(game_name)
+    if cfg.env.is_jax:  # a search agent on the pgx twin of the game
+        from envs import jax_envs
+        from srljax.selfplay.search_bots import play_search_bots, search_chooser
+
+        env = jax_envs.make(dataclasses.replace(cfg.env, num_envs=games))
+        choose = search_chooser(algo, env)
+        return play_search_bots(game, env, lambda k, o, i: choose(params, k, o, i), tuple(bots), games, seed)
+    from envs.openspiel import seat_planes
+    from srljax.selfplay.bots import play_bots
+
+    greedy = jax.jit(algo.act_deterministic or algo.act)
+    key = jax.random.PRNGKey(0)
+    planes = seat_planes(game) if dict(cfg.env.options).get("egocentric") else None
+    return play_bots(game, lambda obs: np.asarray(greedy(params, obs.astype(np.float32), (), None, key)[0]),
+                     tuple(bots), games, seed=seed, planes=planes)
+
+
+def main_bots(args: argparse.Namespace, run_dir: Path, cfg) -> int:
+    from srljax.selfplay.checkpoint_bot import bot_problems
+
     try:
-        if learner.checkpointer.latest_step() is None:
-            raise ValueError(f"{cfg.run_dir / 'checkpoints'} holds no checkpoint (the run ended before its first one, "
-                             "or ran with checkpoint.final=false and checkpoint.every_updates=0)")
-        steps = learner.checkpointer.all_steps()
-        step = None if which == "latest" else int(which)
-        if step is not None and step not in steps:
-            raise ValueError(f"--checkpoint {step}: no such checkpoint; the run has {', '.join(map(str, steps))}")
-        learner.restore(step=step)
-        return learner.policy_params(), learner.version, {}
-    finally:
-        learner.close(final_checkpoint=False)
+        game = bots_game(cfg)
+        wrong = bot_problems(args.bots, game)
+        if wrong:
+            raise ValueError("; ".join(p.replace("selfplay.bots", "--bots", 1) for p in wrong))
+        games = args.games or cfg.selfplay.bot_games or 200
+        if games < 1:
+            raise ValueError(f"--games {games} must be >= 1")
+        spec, algo = build(dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, num_envs=1)))
+        which = args.checkpoint or default_checkpoint(run_dir)[0]
+        params, version, _ = load_params(cfg, spec, algo, which)
+    except ValueError as error:
+        print(f"python -m launch.play: {error}", file=sys.stderr)
+        return 2
+    seed = cfg.eval.seed if args.seed is None else args.seed
+    sims = f", {algo.eval_simulations} simulations a move" if getattr(algo, "eval_simulations", 0) else ", greedy"
+    print(f"{run_dir}: version {version} ({which}) playing {game}{sims}; {games} games per bot, seats alternated, "
+          f"seed {seed}", flush=True)
+    for row in play_bots_of(cfg, algo, params, game, args.bots, games, seed):
+        row.update(run_dir=str(run_dir), version=version, checkpoint=which, seed=seed)
+        print(f"vs {row['opponent']}: win {row['win_rate']:.1%}, draw {row['draw_rate']:.1%}, loss "
+              f"{row['loss_rate']:.1%} over {row['games']} games ({row['distinct_games']} distinct)", flush=True)
+        print(json.dumps(row), flush=True)
+        if args.out:
+            with open(args.out, "a") as f:
+                f.write(json.dumps(row) + "\n")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    if args.bots:
+        try:
+            run_dir = hub_folder(args.run_dir)
+            cfg = load_config(run_dir)
+        except ValueError as error:
+            print(f"python -m launch.play: {error}", file=sys.stderr)
+            return 2
+        return main_bots(args, run_dir, cfg)
     try:
         run_dir = hub_folder(args.run_dir)
         cfg = load_config(run_dir)

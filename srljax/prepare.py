@@ -25,6 +25,7 @@ from srljax.config import ConfigError, Experiment, consumes, write_json
 from srljax.config import problems as config_problems
 from srljax.config.experiment import seed_trials
 from srljax.layout import Plan, layout_problems, plan_of
+from srljax.selfplay import checkpoint_bot
 from srljax.storage import run_dir as run_folder
 
 BACKENDS = ("single", "threads", "processes", "slurm")
@@ -254,9 +255,10 @@ def search_problems(cfg: Experiment) -> list[str]:
         from srljax.selfplay.search_bots import openspiel_game
 
         try:
-            openspiel_game(cfg.env.id)
+            game = openspiel_game(cfg.env.id)
         except ValueError as error:
             return [str(error)]
+        return checkpoint_bot.bot_problems(cfg.selfplay.bots, game)
     return []
 
 
@@ -267,6 +269,7 @@ register("srljax.storage", run_folder.load_problems)  # the checkpoints it loads
 register("srljax.replay", replay_problems)
 register("srljax.loops.anakin", anakin_problems)
 register("srljax.learning.anakin_search", search_problems)
+register("srljax.selfplay.checkpoint_bot", checkpoint_bot.selfplay_checkpoint_problems)  # selfplay.bots' ckpt: runs
 register("envs", lambda cfg: envs.problems(cfg.env, cfg.algo), key=lambda cfg: repr((cfg.env, cfg.algo)))
 register("srljax.replay.memory", replay_memory_problems, ("single",))
 register("srljax.telemetry.port", port_problems, ("single",))

@@ -34,8 +34,10 @@ class SelfPlayConfig:
     """the share of games against the current policy itself, under any ``sampling``."""
     elo_k: float = 16.0
     bots: tuple[str, ...] = ("random", "mcts100")
-    """fixed opponents of the evaluation: ``random`` (OpenSpiel's uniform random bot) or ``mcts<N>`` (OpenSpiel's MCTS
-    bot with N simulations per move and random rollouts); one ``eval.jsonl`` row per bot and evaluation."""
+    """fixed opponents of the evaluation: ``random`` (OpenSpiel's uniform random bot), ``mcts<N>`` (OpenSpiel's MCTS
+    bot with N simulations per move and random rollouts) or ``ckpt:RUN_DIR`` (a trained self-play run's policy,
+    greedy; ``ckpt-sampled:RUN_DIR`` samples its moves: ``srljax/selfplay/checkpoint_bot.py``); one ``eval.jsonl``
+    row per bot and evaluation."""
     bot_games: int = 200
     """games per bot and evaluation, the learner's seat alternating (first in even games), fixed seeds."""
     bot_every_updates: int = 0
@@ -80,10 +82,20 @@ def selfplay_problems(cfg: Any) -> list[str]:
                    f">= 0 and selfplay.elo_k={s.elo_k} > 0")
     if s.sampling not in ("pfsp", "uniform", "recency", "latest"):
         out.append(f"selfplay.sampling={s.sampling!r}: use pfsp, uniform, recency or latest")
-    bad = [b for b in s.bots if not re.fullmatch(r"random|mcts[1-9][0-9]*", b)]
-    if bad:
-        out.append(f"selfplay.bots={bad}: each bot is random or mcts<N> (N simulations per move), e.g. mcts100")
+    out += bot_name_problems(s.bots)  # a ckpt bot's run folder: srljax.selfplay.checkpoint_bot, before launch
     return out
+
+
+BOT_HELP = ("each bot is random, mcts<N> (OpenSpiel's MCTS, N simulations per move, e.g. mcts100), ckpt:RUN_DIR (a "
+            "trained OpenSpiel self-play run's policy, greedy; RUN_DIR/checkpoints/<step> for one checkpoint) or "
+            "ckpt-sampled:RUN_DIR (its moves sampled)")
+CHECKPOINT_BOTS = ("ckpt:", "ckpt-sampled:")
+
+
+def bot_name_problems(bots: tuple[str, ...] | list[str]) -> list[str]:
+    """The names of ``selfplay.bots`` that are no bot (``BOT_HELP``)."""
+    bad = [b for b in bots if not b.startswith(CHECKPOINT_BOTS) and not re.fullmatch(r"random|mcts[1-9][0-9]*", b)]
+    return [f"selfplay.bots={bad}: {BOT_HELP}"] if bad else []
 
 
 LEAGUE_ROLES = ("main", "main_exploiter", "league_exploiter")

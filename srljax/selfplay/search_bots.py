@@ -55,6 +55,7 @@ def play_search_bots(game: Any, env: JaxEnv, choose: Any, bots: tuple[str, ...],
         players = [make_bot(game, name, (seed * 1_000_003 + 7919 * b + g) % 2**31) for g in range(games)]
         seat = np.arange(games) % 2
         key = jax.random.PRNGKey(seed + 1)
+        histories = [[] for _ in range(games)]
         while not all(s.is_terminal() for s in states):
             key, k = jax.random.split(key)
             ours = np.asarray(choose(k, obs, inner))
@@ -64,11 +65,13 @@ def play_search_bots(game: Any, env: JaxEnv, choose: Any, bots: tuple[str, ...],
                     continue  # its twin is over too: pgx ignores the move
                 moves[g] = ours[g] if s.current_player() == seat[g] else players[g](s)
                 s.apply_action(int(moves[g]))
+                histories[g].append(int(moves[g]))
             obs, inner = step(jax.random.split(k, games), inner, jnp.asarray(moves))[:2]
         scores = np.array([s.returns()[seat[g]] for g, s in enumerate(states)])
         rows.append({"opponent": name, "games": games, "win_rate": float(np.mean(scores > 0)),
                      "draw_rate": float(np.mean(scores == 0)), "loss_rate": float(np.mean(scores < 0)),
-                     "mean": float(np.mean(scores)), "episodes": games})
+                     "mean": float(np.mean(scores)), "episodes": games,
+                     "distinct_games": len({(seat[g], tuple(h)) for g, h in enumerate(histories)})})
     return rows
 
 
@@ -90,14 +93,7 @@ class SearchBotEval:
             if isinstance(row, dict) and "opponent" in row and "win_rate" in row:
                 self.rows.append(row)
                 self.last_version = max(self.last_version, int(row.get("version", 0)))
-        sims = algo.eval_simulations
-
-        @jax.jit
-        def choose(params: Any, key: jax.Array, obs: jax.Array, inner: Any) -> jax.Array:
-            model = _model(env)
-            return algo.search(params, key, obs, inner, model, sims, explore=False)[0]
-
-        self._choose = choose
+        self._choose = search_chooser(algo, env)
 
     @staticmethod
     def make(cfg: Experiment, algo: Any, env: JaxEnv) -> SearchBotEval | None:
@@ -157,7 +153,15 @@ class SearchBotEval:
                       flush=True)
 
 
-def _model(env: JaxEnv) -> Any:
+def search_chooser(algo: Any, env: JaxEnv) -> Any:
+    """``choose(params, key, obs [G, D], inner) -> moves [G]``: the agent's greedy search (``algo.eval_simulations``
+    a move) on the pgx twins, compiled."""
     from srljax.learning.anakin_search import env_model
 
-    return env_model(env)
+    sims, model = algo.eval_simulations, env_model(env)
+
+    @jax.jit
+    def choose(params: Any, key: jax.Array, obs: jax.Array, inner: Any) -> jax.Array:
+        return algo.search(params, key, obs, inner, model, sims, explore=False)[0]
+
+    return choose
