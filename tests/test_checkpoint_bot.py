@@ -90,6 +90,7 @@ def test_a_ckpt_bot_that_cannot_play_is_refused_with_its_fix(run, tmp_path):
         out.stderr
 
 
+@pytest.mark.slow  # a short AlphaZero run (~4 min of CPU on a loaded 2-core box)
 def test_alphazero_evaluates_against_the_checkpoint_and_refuses_one_of_another_game(run, tmp_path):
     """A few updates of AlphaZero on pgx's tic-tac-toe, its evaluation against the self-play run's policy: legal games
     (the bot raises on an illegal move), one per seat (both sides greedy); a connect-four AlphaZero is refused it."""
