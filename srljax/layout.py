@@ -84,6 +84,11 @@ REPLAY_WORKERS: dict[str, str] = {  # a replay algorithm (Ape-X): the same roles
 }
 
 
+SEARCH_WORKERS: dict[str, str] = {  # MuZero in the worker graph: the buffers keep its replay and reanalyse
+    BUFFER: "srljax.system.staging.search_buffer:SearchBufferWorker",
+}
+
+
 def parse_custom(entry: str) -> tuple[str, int]:
     """``"pkg.mod:Class*2"`` -> ("pkg.mod:Class", 2); the count defaults to 1."""
     path, _, count = entry.partition("*")
@@ -128,6 +133,8 @@ def worker_path(cfg: Experiment, role: str) -> str:
     its plan (``srljax.system.training.parts``)."""
     if consumes(cfg.algo) == "replay" and role in REPLAY_WORKERS:
         return REPLAY_WORKERS[role]
+    if consumes(cfg.algo) == "search" and role in SEARCH_WORKERS:
+        return SEARCH_WORKERS[role]
     return role_spec(cfg, role).worker
 
 
@@ -197,6 +204,8 @@ def build_layout(cfg: Experiment) -> Layout:
         streams.append(Stream(SAMPLES, BUFFER, TRAINER))
     if sink == BUFFER and consumes(cfg.algo) == "replay":
         streams.append(Stream(PRIORITIES, TRAINER, BUFFER))
+    if sink == BUFFER and consumes(cfg.algo) == "search":  # MuZero's buffers reanalyse with the newest params
+        streams.append(Stream(PARAMS, TRAINER, BUFFER))
     if remote:
         streams += [Stream(INFERENCE, ACTOR, POLICY), Stream(PARAMS, TRAINER, POLICY)]
     if inline:  # actors that act a policy themselves follow its params
