@@ -232,8 +232,8 @@ class Plan:
     """``single`` (one process, ``srljax/loops/``) or ``distributed`` (a worker graph, ``srljax/system/``)."""
     consumes: str
     """what the update trains on: ``segments`` (PPO, IMPALA, ...), ``replay`` (DQN, R2D2, SAC, TD3), ``search``
-    (AlphaZero: rows chosen by a tree search) or ``sequences`` (QMIX, VDN: a replay of sequences on the device); the
-    last two on the Anakin loop only."""
+    (AlphaZero, MuZero: rows chosen by a tree search; MuZero also in the worker graph, ``SEARCH_WORKERS``) or
+    ``sequences`` (QMIX, VDN: a replay of sequences on the device, the Anakin loop only)."""
     loop: str
     """the single-process loop that runs it: ``on_policy``, ``replay``, ``population``, ``league``, ``psro`` or ``anakin`` (a
     JAX env stepped inside the compiled program, ``srljax/loops/anakin.py``)."""
