@@ -126,6 +126,10 @@ def distributed_problems(a: MuZeroConfig, cfg: Any) -> list[str]:
         out.append(f"algo.replay_capacity={a.replay_capacity} must give each of layout.num_buffer_workers="
                    f"{cfg.layout.num_buffer_workers} at least one segment of every env of an actor "
                    f"({(a.num_steps + 1) * cfg.env.num_envs} rows); raise it")
+    windows = a.batch_size * cfg.trainer.num_minibatches
+    if cfg.trainer.devices > 1 and a.batch_size % cfg.trainer.devices:
+        out.append(f"algo.batch_size={a.batch_size} windows per minibatch do not split over trainer.devices="
+                   f"{cfg.trainer.devices} ({windows} windows per update); use a multiple of it")
     for what, bad in (("trainer.num_hosts>1", cfg.trainer.num_hosts > 1), ("layout.deterministic", cfg.layout.deterministic),
                       ("pbt", cfg.pbt.enabled), ("policies", cfg.policies.enabled), ("selfplay", cfg.selfplay.enabled)):
         if bad:

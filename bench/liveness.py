@@ -49,6 +49,7 @@ if str(ROOT) not in sys.path:
 
 UPDATES = {"ppo": 8, "apex": 20, "muzero": 16}  # per trial: enough updates for kills and version changes to matter
 TRIAL_TIMEOUT_S = 420.0
+TRIAL_TIMEOUT_S_OF = {"muzero": 1200.0}  # MuZero's trials compile three searches (actor or policy worker, buffer)
 
 
 def draw(rng: random.Random, index: int) -> dict[str, Any]:
@@ -118,7 +119,7 @@ def overrides(trial: dict[str, Any], run_root: str) -> tuple[str, list[str]]:
     if trial["algo"] == "muzero":  # small nets; one update per 8 x 32 env steps, half of each batch reanalysed
         return "configs/cartpole_muzero_distributed.py", [
             *common, "env.num_envs=8", "trainer.batch_envs=8", "algo.num_steps=32", "algo.batch_size=32",
-            "algo.hidden_sizes=[32]", "algo.state_size=16", "algo.num_simulations=4", "algo.reanalyse_ratio=0.5",
+            "algo.hidden_sizes=[32]", "algo.state_size=16", "algo.num_simulations=2", "algo.reanalyse_ratio=0.5",
             f"total_env_steps={8 * 32 * UPDATES['muzero']}", f"layout.inference={trial['inference']}",
             f"layout.num_policy_workers={trial['policy_workers']}"]
     # Ape-X: the replay ratio paces the updates; learning starts after 512 inserted rows
@@ -267,14 +268,15 @@ def run_trials(trials: list[dict[str, Any]], p_delay: float, max_delay: float, j
             cmd = [sys.executable, str(Path(__file__).resolve()), "--one", json.dumps(trial),
                    "--p-delay", str(p_delay), "--max-delay", str(max_delay)]
             try:
-                done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=TRIAL_TIMEOUT_S)
+                timeout = TRIAL_TIMEOUT_S_OF.get(trial["algo"], TRIAL_TIMEOUT_S)
+                done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
                 last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
                 result = json.loads(last) if last.startswith("{") else {
                     "trial": trial, "passed": False, "wall_s": None, "max_lag": None, "restarts": None, "updates": 0,
                     "problems": [f"exit {done.returncode}: {(done.stderr or done.stdout)[-400:]}"]}
             except subprocess.TimeoutExpired:
-                result = {"trial": trial, "passed": False, "wall_s": TRIAL_TIMEOUT_S, "max_lag": None,
-                          "restarts": None, "updates": 0, "problems": [f"no result within {TRIAL_TIMEOUT_S:g} s"]}
+                result = {"trial": trial, "passed": False, "wall_s": timeout, "max_lag": None,
+                          "restarts": None, "updates": 0, "problems": [f"no result within {timeout:g} s"]}
             results[i] = result
             if echo:
                 t = trial
