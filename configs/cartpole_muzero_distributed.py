@@ -14,13 +14,19 @@ and pushes segments of 32 rows with the searches' values and move distributions.
 50k rows; for every 256 env steps inserted it sends the trainer one batch of 128 windows (5 moves unrolled,
 10-step value targets), of which ``algo.reanalyse_ratio`` (0.5) were searched again with the newest params, and
 the trainer runs one AdamW pass over them.
+
+What it learns at this size (bench/RESULTS.md, issue 40, session 24): the model's reward and value losses fall, but
+the return stays near always-one-move (~9) for long stretches, with episodes up to ~50 between; it is the plumbing's
+demonstration, not a tuned CartPole agent.
 """
 
 from srljax.config import EnvConfig, Experiment, LayoutConfig, LogConfig, MuZeroConfig, Promise, TrainerConfig
 
 PROMISE = Promise(
-    "return", median=150, worst=100, wall_s=900, seeds=(1,), quick=False, overrides=("total_env_steps=40000",),
-    source="placeholder, replaced below once measured",
+    "best_return", median=15, worst=15, wall_s=90, seeds=(1,), quick=False, overrides=("total_env_steps=16384",),
+    source="bench/RESULTS.md (issue 40, session 24: MuZero in the worker graph): one seed, launch.local at 16,384 env "
+    "steps, log.log_every=4, load 30-50: best line 51.2 at update 56, last line 18.1, 56 s; it does not learn to "
+    "balance at this budget (the search's policy collapses to one move for long stretches, return ~9)",
 )
 
 
