@@ -121,7 +121,10 @@ def overrides(trial: dict[str, Any], run_root: str) -> tuple[str, list[str]]:
             *common, "env.num_envs=8", "trainer.batch_envs=8", "algo.num_steps=32", "algo.batch_size=32",
             "algo.hidden_sizes=[32]", "algo.state_size=16", "algo.num_simulations=2", "algo.reanalyse_ratio=0.5",
             f"total_env_steps={8 * 32 * UPDATES['muzero']}", f"layout.inference={trial['inference']}",
-            f"layout.num_policy_workers={trial['policy_workers']}"]
+            f"layout.num_policy_workers={trial['policy_workers']}",
+            # every worker of the trial is a thread of one process, and tracing a search holds the GIL for seconds
+            # (a restarted worker compiles again): 5 s of silence lost workers to it on a loaded box (draw 4)
+            "layout.heartbeat_timeout_seconds=30"]
     # Ape-X: the replay ratio paces the updates; learning starts after 512 inserted rows
     return "configs/cartpole_apex_distributed.py", [
         *common, "env.num_envs=8", "algo.learning_starts=512", "algo.batch_size=32", "eval.every_updates=0",

@@ -32,10 +32,10 @@ def window_rows(traj: Trajectory) -> dict[str, np.ndarray]:
     termination are the next segment's: 0 / False here; ``unroll_targets`` never reads a window's last row's)."""
     done = np.logical_or(traj.terminated, traj.truncated)
     shifted = lambda x: np.concatenate([x[1:], np.zeros_like(x[:1])], axis=0)  # noqa: E731 - row j <- row j + 1
-    out = {"obs": traj.obs, "action": np.asarray(traj.action, np.int32), "reward": shifted(traj.reward),
-           "terminated": shifted(traj.terminated), "searched": ~done,
-           "value": traj.extras[SEARCH_VALUE], "policy": traj.extras[SEARCH_POLICY]}
-    return {k: np.swapaxes(v, 0, 1) for k, v in out.items()}
+    out = Window(obs=traj.obs, action=np.asarray(traj.action, np.int32), reward=shifted(traj.reward),
+                 terminated=shifted(traj.terminated), searched=~done, value=traj.extras[SEARCH_VALUE],
+                 policy=traj.extras[SEARCH_POLICY])
+    return {k: np.swapaxes(v, 0, 1) for k, v in out._asdict().items()}
 
 
 class SearchReplay:
@@ -45,10 +45,10 @@ class SearchReplay:
         self.span = config.unroll_steps + config.td_steps + 1
         self.columns = columns
         c, r = columns, self.rows
-        self.store = {"obs": np.zeros((c, r, *spec.obs_shape), spec.obs_dtype), "action": np.zeros((c, r), np.int32),
-                      "reward": np.zeros((c, r), np.float32), "terminated": np.zeros((c, r), bool),
-                      "searched": np.zeros((c, r), bool), "value": np.zeros((c, r), np.float32),
-                      "policy": np.zeros((c, r, spec.num_actions), np.float32)}
+        self.store = Window(obs=np.zeros((c, r, *spec.obs_shape), spec.obs_dtype), action=np.zeros((c, r), np.int32),
+                            reward=np.zeros((c, r), np.float32), terminated=np.zeros((c, r), bool),
+                            searched=np.zeros((c, r), bool), value=np.zeros((c, r), np.float32),
+                            policy=np.zeros((c, r, spec.num_actions), np.float32))._asdict()
         self.versions = np.zeros(c, np.int64)
         self.filled = self.next_column = 0
         self.rng = np.random.default_rng(seed)

@@ -44,10 +44,13 @@ class SearchSource(SampleCounts):
             w = self.worker
             algo, spec = w.learner.algo, w.spec
             n, k, a = algo.windows, algo.unroll_steps, spec.num_actions
-            self.fields = {"obs": ((n, *spec.obs_shape), str(np.dtype(spec.obs_dtype))), "action": ((n, k), "int32"),
-                           "reward": ((n, k), "float32"), "value": ((n, k + 1), "float32"),
-                           "policy": ((n, k + 1, a), "float32"), "reward_mask": ((n, k), "float32"),
-                           "value_mask": ((n, k + 1), "float32"), "policy_mask": ((n, k + 1), "float32")}
+            from algos.muzero import UnrollBatch
+
+            self.fields = UnrollBatch(
+                obs=((n, *spec.obs_shape), str(np.dtype(spec.obs_dtype))), action=((n, k), "int32"),
+                reward=((n, k), "float32"), value=((n, k + 1), "float32"), policy=((n, k + 1, a), "float32"),
+                reward_mask=((n, k), "float32"), value_mask=((n, k + 1), "float32"),
+                policy_mask=((n, k + 1), "float32"))._asdict()
         return self.fields
 
     def example_batch(self) -> Any:
