@@ -11,8 +11,11 @@ categorical over ``-S..S`` on the scale ``h(x) = sign(x)(sqrt(|x| + 1) - 1) + ep
 two-hot, ``to_support``). The search's root embedding is ``s = representation(obs)`` and its model the dynamics, so
 the shell hands it no model (``srljax/learning/anakin_muzero.py`` keeps the replay and samples the windows). The
 loss unrolls the dynamics ``K`` steps with the stored moves from each window's first row, halving the gradient
-through each hidden state, and averages the ``K`` unrolled steps' losses (MuZero's 1 / K). ``act`` plays the
-prediction's most likely move without search (``launch.play``).
+through each hidden state, and averages the ``K`` unrolled steps' losses (MuZero's 1 / K). ``act`` is the search
+itself, for the worker graph's actors and policy workers (the move, with the search's value and move distribution as
+the extras ``search_value`` / ``search_policy`` a segment carries); ``act_deterministic`` plays the prediction's most
+likely move without search (``launch.play``, evaluation). ``reanalyse`` (pure) searches stored windows again with
+newer params (the buffer workers' reanalyse, ``srljax/system/staging/search_buffer.py``).
 """
 
 from __future__ import annotations
@@ -84,6 +87,18 @@ class Window(NamedTuple):
     searched: Array
     value: Array
     policy: Array
+
+
+SEARCH_VALUE, SEARCH_POLICY = "search_value", "search_policy"  # act's extras: what a segment row's search found
+
+
+def reanalyse(algo: SearchAlgorithm, params: Any, key: Array, obs: Array, w: Window, simulations: int) -> Window:
+    """Windows ``w`` (leaves ``[M, W, ...]``) with every row searched again from its observation ``obs``
+    ``[M, W, *O]`` with ``params``: fresh ``value`` and ``policy``, the rest as stored (pure; MuZero Reanalyse)."""
+    m, width = w.value.shape
+    _, policy, value = algo.search(params, key, obs.reshape(m * width, *obs.shape[2:]), None, None, simulations)
+    return w._replace(value=value.reshape(m, width).astype(w.value.dtype),
+                      policy=policy.reshape(m, width, -1).astype(w.policy.dtype))
 
 
 class UnrollBatch(NamedTuple):
@@ -259,12 +274,18 @@ def make_muzero(cfg: Experiment, spec: EnvSpec) -> MuZeroAlgorithm:
                     "windows_used": jnp.mean(w)}
         return dataclasses.replace(state, params=params, opt_state=opt_state, step=state.step + 1, rng=rng), metrics
 
-    def act(params: Any, obs: Array, actor_state: Any, first: Any, rng: Array) -> tuple[Array, dict, Any]:
+    def act_greedy(params: Any, obs: Array, actor_state: Any, first: Any, rng: Array) -> tuple[Array, dict, Any]:
         logits, _ = predict(params, obs)
         return jnp.argmax(logits, axis=-1).astype(jnp.int32), {}, actor_state
 
+    def act(params: Any, obs: Array, actor_state: Any, first: Any, rng: Array) -> tuple[Array, dict, Any]:
+        """The worker graph's acting: the search's move, its value and move distribution as extras."""
+        action, policy, value = search(params, rng, obs, None, None, a.num_simulations)
+        return action.astype(jnp.int32), {SEARCH_VALUE: value, SEARCH_POLICY: policy}, actor_state
+
     return MuZeroAlgorithm(
         init=init, policy_params=lambda s: s.params, initial_actor_state=lambda n: (), act=act, update=update,
-        extras_spec={}, consumes="search", act_deterministic=act, predict=predict, search=search,
+        extras_spec={SEARCH_VALUE: ((), "float32"), SEARCH_POLICY: ((num_actions,), "float32")}, consumes="search",
+        act_deterministic=act_greedy, predict=predict, search=search,
         num_simulations=a.num_simulations, eval_simulations=a.num_simulations, replay_iterations=1, augment=False,
         unroll_steps=K, td_steps=a.td_steps, gamma=a.gamma, windows=num_mb * a.batch_size)

@@ -2,6 +2,7 @@
 
     Experiment(env=EnvConfig(id="gymnax/Breakout-MinAtar", num_envs=32), algo=MuZeroConfig(num_simulations=8))
     python -m launch.local configs/minatar_muzero.py algo.unroll_steps=5 algo.td_steps=10
+    python -m launch.local configs/cartpole_muzero_distributed.py algo.reanalyse_ratio=0.5   # the worker graph
 """
 
 from __future__ import annotations
@@ -21,7 +22,14 @@ class MuZeroConfig:
     ``unroll_steps`` moves, and runs ``trainer.update_epochs`` passes of AdamW over them (``trainer.lr``,
     ``trainer.max_grad_norm``): the policy learns the search's move distribution, the value an n-step target
     (``td_steps`` rewards and the search's value after them), the dynamics the rewards, all unrolled from the
-    first row's hidden state with the stored moves."""
+    first row's hidden state with the stored moves.
+
+    With ``layout.mode=distributed`` (any env: envpool, Python, a JAX env's host face) it runs in the worker graph:
+    actors (or the policy workers, ``layout.inference=remote``) search every move and push segments of ``num_steps``
+    rows, the buffer workers keep them (``replay_capacity`` rows over all of them) and send the trainer batches of
+    ``trainer.num_minibatches x batch_size`` windows with their targets, one per ``trainer.batch_envs x num_steps``
+    env steps inserted; ``reanalyse_ratio`` of those windows searched again there with the newest params
+    (``srljax/system/staging/search_buffer.py``)."""
 
     consumes: ClassVar[str] = "search"
     name: Literal["muzero"] = "muzero"
@@ -64,6 +72,9 @@ class MuZeroConfig:
     hidden_sizes: tuple[int, ...] = (256, 256)
     """the layers of each of the three MLPs."""
     activation: Literal["tanh", "relu"] = "relu"
+    reanalyse_ratio: float = 0.0
+    """the worker graph: the share of each batch's windows (0..1) that the buffer workers search again with the newest
+    params they hold, refreshing the policy and value targets before the trainer gets them (MuZero Reanalyse)."""
 
     def problems(self, cfg: Any) -> list[str]:
         out = gamma_problems(self)
@@ -85,10 +96,42 @@ class MuZeroConfig:
         if self.replay_capacity < rows * cfg.env.num_envs:
             out.append(f"algo.replay_capacity={self.replay_capacity} must hold a window of unroll_steps + td_steps + 1 "
                        f"= {rows} rows of every env ({rows * cfg.env.num_envs}); raise it")
-        if cfg.layout.mode != "single":
-            out.append(f"algo=muzero with layout.mode={cfg.layout.mode}: MuZero runs on the device (the Anakin "
-                       "loop); set layout.mode=single")
+        if not 0 <= self.reanalyse_ratio <= 1:
+            out.append(f"algo.reanalyse_ratio={self.reanalyse_ratio} must be in [0, 1] (the share of windows "
+                       "searched again)")
+        if cfg.layout.mode == "distributed":
+            return out + distributed_problems(self, cfg)
+        if self.reanalyse_ratio:
+            out.append(f"algo.reanalyse_ratio={self.reanalyse_ratio} with layout.mode=single: the buffer workers of "
+                       "the worker graph reanalyse; set layout.mode=distributed (configs/cartpole_muzero_distributed.py) "
+                       "or algo.reanalyse_ratio=0")
         if not cfg.env.is_jax:
             out.append(f"algo=muzero on env {cfg.env.factory or cfg.env.id!r}: its acting and replay run inside the "
-                       "compiled program, so the env must be a JAX env (env.id=gymnax/Breakout-MinAtar, ...)")
+                       "compiled program, so the env must be a JAX env (env.id=gymnax/Breakout-MinAtar, ...), or run "
+                       "it in the worker graph with layout.mode=distributed")
         return out
+
+
+def distributed_problems(a: MuZeroConfig, cfg: Any) -> list[str]:
+    """What the worker graph's MuZero (``srljax/system/staging/search_buffer.py``) does not do."""
+    out = []
+    span = a.unroll_steps + a.td_steps + 1
+    if a.num_steps + 1 < span:
+        out.append(f"algo.num_steps={a.num_steps}: a segment's {a.num_steps + 1} rows must hold a window of "
+                   f"unroll_steps + td_steps + 1 = {span} rows (windows are cut inside segments); raise algo.num_steps")
+    if cfg.layout.num_buffer_workers < 1:
+        out.append("algo=muzero with layout.mode=distributed keeps its replay in the buffer workers; set "
+                   "layout.num_buffer_workers>=1")
+    elif a.replay_capacity < cfg.layout.num_buffer_workers * (a.num_steps + 1) * cfg.env.num_envs:
+        out.append(f"algo.replay_capacity={a.replay_capacity} must give each of layout.num_buffer_workers="
+                   f"{cfg.layout.num_buffer_workers} at least one segment of every env of an actor "
+                   f"({(a.num_steps + 1) * cfg.env.num_envs} rows); raise it")
+    windows = a.batch_size * cfg.trainer.num_minibatches
+    if cfg.trainer.devices > 1 and a.batch_size % cfg.trainer.devices:
+        out.append(f"algo.batch_size={a.batch_size} windows per minibatch do not split over trainer.devices="
+                   f"{cfg.trainer.devices} ({windows} windows per update); use a multiple of it")
+    for what, bad in (("trainer.num_hosts>1", cfg.trainer.num_hosts > 1), ("layout.deterministic", cfg.layout.deterministic),
+                      ("pbt", cfg.pbt.enabled), ("policies", cfg.policies.enabled), ("selfplay", cfg.selfplay.enabled)):
+        if bad:
+            out.append(f"algo=muzero with layout.mode=distributed does not support {what}; turn it off")
+    return out

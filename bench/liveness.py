@@ -2,6 +2,7 @@
 
     python bench/liveness.py --trials 200 --backend threads   # the grid, sampled; prints a table
     python bench/liveness.py --trials 200 --algo apex  # only the Ape-X draws of the same grid
+    python bench/liveness.py --trials 5 --algo muzero  # the MuZero graph's draws: a buffer killed during reanalyse
     python bench/liveness.py --trials 10 --seed 3      # a sample (the default test run takes ~6, tests/test_liveness_chaos.py)
     python bench/liveness.py --one '{"algo": "ppo", "actors": 3, ...}'   # one trial, its JSON result on the last line
 
@@ -17,6 +18,11 @@ workers); ``layout.ring_size`` 1-2. Into every worker it injects:
   each send on any socket up to a tenth of that, with the same probability;
 * kills: 0-2 workers of any role (trainer included) raise once, either in ``setup`` (start-up) or after a
   random number of loop turns; the controller restarts them (``layout.max_restarts``).
+
+MuZero's graph has its own draws (``--algo muzero``; not part of the grid above, whose draws stay as they were):
+actors 1-3 (inline or remote search, 1-2 policy workers), 1-2 buffer workers reanalysing half of each batch,
+and always one buffer worker killed inside its reanalyse (its ``_reanalyse`` raises at its 2nd-8th batch), plus
+0-1 kills of any role as above.
 
 A trial passes when the launcher's result is ``done`` (exit 0) at its update count, ``metrics.jsonl`` has
 every update exactly once and in order, and (on-policy) no trained column was older than
@@ -42,8 +48,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-UPDATES = {"ppo": 8, "apex": 20}  # per trial: enough updates for kills and version changes to matter
+UPDATES = {"ppo": 8, "apex": 20, "muzero": 16}  # per trial: enough updates for kills and version changes to matter
 TRIAL_TIMEOUT_S = 420.0
+TRIAL_TIMEOUT_S_OF = {"muzero": 1200.0}  # MuZero's trials compile three searches (actor or policy worker, buffer)
 
 
 def draw(rng: random.Random, index: int) -> dict[str, Any]:
@@ -74,6 +81,28 @@ def draw(rng: random.Random, index: int) -> dict[str, Any]:
     return trial
 
 
+def draw_muzero(index: int) -> dict[str, Any]:
+    """One draw of the MuZero graph (seeded by ``index`` on its own stream)."""
+    rng = random.Random(f"muzero{index}")
+    actors, buffers = rng.randint(1, 3), rng.randint(1, 2)
+    trial: dict[str, Any] = {
+        "index": index, "algo": "muzero", "actors": actors, "seed": rng.randrange(10**6), "buffers": buffers,
+        "publish_every": 1, "max_policy_lag": 1000, "inference": rng.choice(["inline", "remote"]),
+        "policy_workers": rng.randint(1, 2), "ring_size": 1,
+    }
+    victim = rng.randrange(buffers)
+    kills = {("buffer", victim): {"role": "buffer", "index": victim, "when": "reanalyse", "at": rng.randint(2, 8)}}
+    roles = ["trainer", "actor", "buffer"] + (["policy"] if trial["inference"] == "remote" else [])
+    counts = {"trainer": 1, "actor": actors, "buffer": buffers, "policy": trial["policy_workers"]}
+    for _ in range(rng.choice([0, 1])):
+        role = rng.choice(roles)
+        key = (role, rng.randrange(counts[role]))
+        kills.setdefault(key, {"role": role, "index": key[1],
+                               "when": "setup" if rng.random() < 0.3 else rng.randint(5, 150)})
+    trial["kills"] = list(kills.values())
+    return trial
+
+
 def overrides(trial: dict[str, Any], run_root: str) -> tuple[str, list[str]]:
     """The config file and overrides of ``trial`` (CartPole, small updates)."""
     common = [f"log.run_root={run_root}", "log.wandb=disabled", "log.progress=lines", "log.log_every=1",
@@ -88,6 +117,15 @@ def overrides(trial: dict[str, Any], run_root: str) -> tuple[str, list[str]]:
             *common, f"env.num_envs={envs}", f"trainer.batch_envs={8}", "algo.num_steps=16",
             "trainer.num_minibatches=2", "trainer.update_epochs=1", f"total_env_steps={8 * 16 * UPDATES['ppo']}",
             f"layout.inference={trial['inference']}", f"layout.num_policy_workers={trial['policy_workers']}"]
+    if trial["algo"] == "muzero":  # small nets; one update per 8 x 32 env steps, half of each batch reanalysed
+        return "configs/cartpole_muzero_distributed.py", [
+            *common, "env.num_envs=8", "trainer.batch_envs=8", "algo.num_steps=32", "algo.batch_size=32",
+            "algo.hidden_sizes=[32]", "algo.state_size=16", "algo.num_simulations=2", "algo.reanalyse_ratio=0.5",
+            f"total_env_steps={8 * 32 * UPDATES['muzero']}", f"layout.inference={trial['inference']}",
+            f"layout.num_policy_workers={trial['policy_workers']}",
+            # every worker of the trial is a thread of one process, and tracing a search holds the GIL for seconds
+            # (a restarted worker compiles again): 5 s of silence lost workers to it on a loaded box (draw 4)
+            "layout.heartbeat_timeout_seconds=30"]
     # Ape-X: the replay ratio paces the updates; learning starts after 512 inserted rows
     return "configs/cartpole_apex_distributed.py", [
         *common, "env.num_envs=8", "algo.learning_starts=512", "algo.batch_size=32", "eval.every_updates=0",
@@ -103,6 +141,7 @@ def install_chaos(trial: dict[str, Any], p_delay: float, max_delay: float) -> No
     rng = random.Random(trial["seed"])
     lock = threading.Lock()
     pending = {(k["role"], k["index"]): k["when"] for k in trial["kills"]}
+    reanalyses = {(k["role"], k["index"]): k["at"] for k in trial["kills"] if k["when"] == "reanalyse"}
     turns: dict[tuple[str, int], int] = {}
 
     def maybe_sleep(scale: float) -> None:
@@ -156,8 +195,29 @@ def install_chaos(trial: dict[str, Any], p_delay: float, max_delay: float) -> No
     from srljax.system.staging.replay_buffer import ReplayBufferWorker
     from srljax.system.training.trainer import TrainerWorker
 
+    if reanalyses:  # MuZero: a buffer worker raises inside its reanalyse, once
+        from srljax.system.staging.search_buffer import SearchBufferWorker
+
+        reanalyse = SearchBufferWorker._reanalyse
+        calls: dict[tuple[str, int], int] = {}
+
+        def dying_reanalyse(self: Any, *args: Any) -> Any:
+            key = (self.role, self.index)
+            with lock:
+                calls[key] = calls.get(key, 0) + 1
+                due = reanalyses.get(key) == calls[key] and self.follower is not None and self.follower.params is not None
+                if due:
+                    del reanalyses[key]
+            if due:
+                raise RuntimeError(f"chaos: {self.name} killed during reanalyse (batch {calls[key]})")
+            return reanalyse(self, *args)
+
+        SearchBufferWorker._reanalyse = dying_reanalyse
+        extra: tuple[type, ...] = (SearchBufferWorker,)
+    else:
+        extra = ()
     for cls in (ActorWorker, ApexActorWorker, BufferWorker, EvalManager, PolicyWorker, ReplayBufferWorker,
-                TrainerWorker):
+                TrainerWorker, *extra):
         for where in ("setup", "poll"):
             if where in cls.__dict__:
                 setattr(cls, where, wrap(cls.__dict__[where], where))
@@ -180,6 +240,11 @@ def run_one(trial: dict[str, Any], p_delay: float, max_delay: float) -> dict[str
     updates = [int(r["update"]) for r in lines]
     lags = [int(r["lag/max"]) for r in lines if "lag/max" in r]
     problems = []
+    events = result.restarts.get("events", [])
+    unkilled = [k for k in trial["kills"] if k["when"] == "reanalyse" and not any(
+        e["worker"] == f"buffer/{k['index']}" and "killed during reanalyse" in e["reason"] for e in events)]
+    if unkilled:
+        problems.append(f"the kill during reanalyse never happened ({unkilled})")
     if result.exit_code != 0 or result.reason != "done":
         problems.append(f"ended {result.reason} ({result.exit_code}): {result.message.splitlines()[0][:300]}")
     if updates != list(range(1, cfg.num_updates + 1)):
@@ -210,18 +275,18 @@ def run_trials(trials: list[dict[str, Any]], p_delay: float, max_delay: float, j
             cmd = [sys.executable, str(Path(__file__).resolve()), "--one", json.dumps(trial),
                    "--p-delay", str(p_delay), "--max-delay", str(max_delay)]
             try:
-                done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=TRIAL_TIMEOUT_S,
-                                      env=env)
+                timeout = TRIAL_TIMEOUT_S_OF.get(trial["algo"], TRIAL_TIMEOUT_S)
+                done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
                 out, err = done.stdout, done.stderr
                 last = out.strip().splitlines()[-1] if out.strip() else ""
                 result = json.loads(last) if last.startswith("{") else {
                     "trial": trial, "passed": False, "wall_s": None, "max_lag": None, "restarts": None, "updates": 0,
                     "problems": [f"exit {done.returncode}: {abort_line(err) or (err or out)[-400:]}"]}
-            except subprocess.TimeoutExpired as timeout:
+            except subprocess.TimeoutExpired as expired:
                 out, err = (x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
-                            for x in (timeout.stdout, timeout.stderr))
-                result = {"trial": trial, "passed": False, "wall_s": TRIAL_TIMEOUT_S, "max_lag": None,
-                          "restarts": None, "updates": 0, "problems": [f"no result within {TRIAL_TIMEOUT_S:g} s"]}
+                            for x in (expired.stdout, expired.stderr))
+                result = {"trial": trial, "passed": False, "wall_s": timeout, "max_lag": None,
+                          "restarts": None, "updates": 0, "problems": [f"no result within {timeout:g} s"]}
             if not result["passed"] and logs is not None:
                 logs.mkdir(parents=True, exist_ok=True)
                 (logs / f"trial-{trial['index']}.log").write_text(
@@ -260,7 +325,7 @@ def table(results: list[dict[str, Any]]) -> str:
                 f"{np.percentile(walls, 50):.1f} / {np.percentile(walls, 99):.1f} s | "
                 f"{max((r['max_lag'] or 0) for r in results)} | {sum((r['restarts'] or 0) for r in results)} | "
                 f"{sum(len(r['trial']['kills']) for r in results)} |")
-    for algo in ("ppo", "apex"):
+    for algo in ("ppo", "apex", "muzero"):
         some = [r for r in results if r["trial"]["algo"] == algo]
         if some:
             rows.append(f"| {algo}: {len(some)} | {sum(r['passed'] for r in some)} | | | | |")
@@ -280,8 +345,9 @@ def main() -> int:
     parser.add_argument("--one", help="run one drawn trial (JSON) in this process")
     parser.add_argument("--logs", type=Path, default=Path(tempfile.gettempdir()) / "srljax-liveness",
                         help="where a failed trial's whole output goes (trial-<index>.log)")
-    parser.add_argument("--algo", choices=["ppo", "apex"], help="run only the draws of this algorithm (the same draws "
-                        "as the whole grid's: a rerun of one family after a change to it)")
+    parser.add_argument("--algo", choices=["ppo", "apex", "muzero"], help="run only the draws of this algorithm (the "
+                        "same draws as the whole grid's: a rerun of one family after a change to it; muzero: the "
+                        "MuZero graph's own draws, a buffer worker killed during reanalyse in each)")
     args = parser.parse_args()
     if args.one:
         print(json.dumps(run_one(json.loads(args.one), args.p_delay, args.max_delay)), flush=True)
@@ -290,7 +356,10 @@ def main() -> int:
 
     print(describe(), flush=True)
     rng = random.Random(args.seed)
-    trials = [t for t in (draw(rng, i) for i in range(args.trials)) if args.algo in (None, t["algo"])]
+    if args.algo == "muzero":
+        trials = [draw_muzero(i) for i in range(args.trials)]
+    else:
+        trials = [t for t in (draw(rng, i) for i in range(args.trials)) if args.algo in (None, t["algo"])]
     started = time.monotonic()
     results = run_trials(trials, args.p_delay, args.max_delay, args.jobs, logs=args.logs)
     aborted = [r for r in results if any("exit -6" in p or "Assertion" in p for p in r["problems"])]

@@ -60,6 +60,8 @@ FIGURES = {  # role -> {name: sample key} read from the endpoints' windows (mean
     ACTOR: {"inference latency p50 ms": 'srljax_latency_inference_ms{stat="p50"}'},
     POLICY: {"batch fill": 'srljax_batch_fill{stat="mean"}'},
     TRAINER: {"update s p50": 'srljax_time_update_s{stat="p50"}'},
+    BUFFER: {"reanalyse s/sample": "srljax_reanalyse_seconds_per_sample", "reanalysed share": "srljax_reanalyse_share",
+             "target lag": "srljax_reanalyse_target_lag"},  # MuZero's buffers (search_buffer.py); absent elsewhere
 }
 
 
@@ -131,7 +133,8 @@ def _role(role: str, workers: list[tuple[Mapping[str, float], Mapping[str, float
         for counter in THROUGHPUT.get(role, ()):
             throughput[counter] += _delta(before, after, f"srljax_{counter}_total") / dt
         for name, key in FIGURES.get(role, {}).items():
-            figures[name] += after.get(key, 0.0) / n
+            if key in after or role != BUFFER:  # a buffer's reanalyse figures: MuZero's buffers only
+                figures[name] += after.get(key, 0.0) / n
         if role == TRAINER:  # the lag of the columns taken in the window (whole run if none came)
             count = _delta(before, after, "srljax_lag_received_count")
             lag = (_delta(before, after, "srljax_lag_received_sum") / count if count else

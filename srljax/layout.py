@@ -84,6 +84,11 @@ REPLAY_WORKERS: dict[str, str] = {  # a replay algorithm (Ape-X): the same roles
 }
 
 
+SEARCH_WORKERS: dict[str, str] = {  # MuZero in the worker graph: the buffers keep its replay and reanalyse
+    BUFFER: "srljax.system.staging.search_buffer:SearchBufferWorker",
+}
+
+
 def parse_custom(entry: str) -> tuple[str, int]:
     """``"pkg.mod:Class*2"`` -> ("pkg.mod:Class", 2); the count defaults to 1."""
     path, _, count = entry.partition("*")
@@ -128,6 +133,8 @@ def worker_path(cfg: Experiment, role: str) -> str:
     its plan (``srljax.system.training.parts``)."""
     if consumes(cfg.algo) == "replay" and role in REPLAY_WORKERS:
         return REPLAY_WORKERS[role]
+    if consumes(cfg.algo) == "search" and role in SEARCH_WORKERS:
+        return SEARCH_WORKERS[role]
     return role_spec(cfg, role).worker
 
 
@@ -197,6 +204,8 @@ def build_layout(cfg: Experiment) -> Layout:
         streams.append(Stream(SAMPLES, BUFFER, TRAINER))
     if sink == BUFFER and consumes(cfg.algo) == "replay":
         streams.append(Stream(PRIORITIES, TRAINER, BUFFER))
+    if sink == BUFFER and consumes(cfg.algo) == "search":  # MuZero's buffers reanalyse with the newest params
+        streams.append(Stream(PARAMS, TRAINER, BUFFER))
     if remote:
         streams += [Stream(INFERENCE, ACTOR, POLICY), Stream(PARAMS, TRAINER, POLICY)]
     if inline:  # actors that act a policy themselves follow its params
@@ -223,8 +232,8 @@ class Plan:
     """``single`` (one process, ``srljax/loops/``) or ``distributed`` (a worker graph, ``srljax/system/``)."""
     consumes: str
     """what the update trains on: ``segments`` (PPO, IMPALA, ...), ``replay`` (DQN, R2D2, SAC, TD3), ``search``
-    (AlphaZero: rows chosen by a tree search) or ``sequences`` (QMIX, VDN: a replay of sequences on the device); the
-    last two on the Anakin loop only."""
+    (AlphaZero, MuZero: rows chosen by a tree search; MuZero also in the worker graph, ``SEARCH_WORKERS``) or
+    ``sequences`` (QMIX, VDN: a replay of sequences on the device, the Anakin loop only)."""
     loop: str
     """the single-process loop that runs it: ``on_policy``, ``replay``, ``population``, ``league``, ``psro`` or ``anakin`` (a
     JAX env stepped inside the compiled program, ``srljax/loops/anakin.py``)."""

@@ -10,6 +10,7 @@ params go are three parts:
 |-------------------------------------------|-------------------------|--------------------------------|-------------------|
 | one policy, segments (PPO, IMPALA, ...)   | ``RunLearning``         | ``SegmentSource``              | ``Publisher``     |
 | one policy, replay (Ape-X)                | ``RunLearning``         | ``ReplaySource``               | ``Publisher``     |
+| one policy, search (MuZero)               | ``RunLearning``         | ``SearchSource``               | ``Publisher``     |
 | several policies (trainer i: policy i)    | ``PolicyLearning``      | ``SegmentSource(policy=...)``  | ``PolicyPublisher`` |
 | PBT population or league (trainer i: member i) | ``MemberLearning`` | ``SegmentSource``              | ``MemberPublisher`` |
 
@@ -26,13 +27,14 @@ from srljax.system.training.learners import MemberLearning, PolicyLearning, RunL
 from srljax.system.training.members import MemberPublisher
 from srljax.system.training.publishers import PolicyPublisher, Publisher
 from srljax.system.training.replay_source import ReplaySource
+from srljax.system.training.search_source import SearchSource
 from srljax.system.training.sources import SegmentSource
 
 
 @dataclass(frozen=True)
 class TrainerParts:
     learning: RunLearning
-    source: SegmentSource | ReplaySource
+    source: SegmentSource | ReplaySource | SearchSource
     publisher: Publisher
 
 
@@ -49,4 +51,6 @@ def trainer_parts(worker: Worker) -> TrainerParts:
                             PolicyPublisher(worker, policy, len(plan.policies), policies=plan.policies))
     if plan.replay:  # Ape-X's learner: batches from the replay shards
         return TrainerParts(RunLearning(), ReplaySource(worker), Publisher(worker))
+    if plan.consumes == "search":  # MuZero's learner: window batches from the buffers, targets made there
+        return TrainerParts(RunLearning(), SearchSource(worker), Publisher(worker))
     return TrainerParts(RunLearning(), SegmentSource(worker, lockstep=lockstep), Publisher(worker))

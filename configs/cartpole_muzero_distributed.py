@@ -1,0 +1,45 @@
+"""CartPole-v1 (envpool) by MuZero as a worker graph: 2 actors searching every move, 1 buffer worker keeping the replay
+and reanalysing half of each batch's windows with the newest params, 1 trainer.
+
+    python -m launch.local configs/cartpole_muzero_distributed.py                       # one process per worker
+    python -m launch.local configs/cartpole_muzero_distributed.py algo.reanalyse_ratio=0   # no reanalyse
+    python -m launch.local configs/cartpole_muzero_distributed.py layout.inference=remote  # the search batched at a policy worker
+    python -m launch.status runs/cartpole_muzero_distributed/<trial>   # the buffer's reanalyse cost and target lag
+
+The MuZero of ``configs/minatar_muzero.py`` (``algos/muzero.py``: representation, dynamics and prediction MLPs, value
+and reward on a categorical support, Gumbel MuZero search by mctx), with its acting and replay spread over workers
+(``srljax/system/staging/search_buffer.py``): each actor steps 8 envpool envs and searches every move with 8
+simulations (inline; ``layout.inference=remote``: the policy worker runs the same search for every actor's rows),
+and pushes segments of 32 rows with the searches' values and move distributions. The buffer worker keeps the last
+50k rows; for every 256 env steps inserted it sends the trainer one batch of 128 windows (5 moves unrolled,
+10-step value targets), of which ``algo.reanalyse_ratio`` (0.5) were searched again with the newest params, and
+the trainer runs one AdamW pass over them.
+
+What it learns at this size (bench/RESULTS.md, issue 40, session 24): the model's reward and value losses fall, but
+the return stays near always-one-move (~9) for long stretches, with episodes up to ~50 between; it is the plumbing's
+demonstration, not a tuned CartPole agent.
+"""
+
+from srljax.config import EnvConfig, Experiment, LayoutConfig, LogConfig, MuZeroConfig, Promise, TrainerConfig
+
+PROMISE = Promise(
+    "best_return", median=15, worst=15, wall_s=90, seeds=(1,), quick=False, overrides=("total_env_steps=16384",),
+    source="bench/RESULTS.md (issue 40, session 24: MuZero in the worker graph): one seed, launch.local at 16,384 env "
+    "steps, log.log_every=4, load 30-50: best line 51.2 at update 56, last line 18.1, 56 s; it does not learn to "
+    "balance at this budget (the search's policy collapses to one move for long stretches, return ~9)",
+)
+
+
+def experiment() -> Experiment:
+    return Experiment(
+        name="cartpole_muzero_distributed",
+        total_env_steps=100_000,
+        env=EnvConfig(id="CartPole-v1", num_envs=8),
+        algo=MuZeroConfig(num_steps=32, gamma=0.99, num_simulations=8, unroll_steps=5, td_steps=10, support_size=10,
+                          batch_size=128, replay_capacity=50_000, state_size=32, hidden_sizes=(64, 64),
+                          reanalyse_ratio=0.5),
+        trainer=TrainerConfig(lr=1e-3, anneal_lr=False, num_minibatches=1, update_epochs=1, max_grad_norm=5.0,
+                              max_policy_lag=1_000),
+        layout=LayoutConfig(mode="distributed", num_actors=2, num_buffer_workers=1, inference="inline"),
+        log=LogConfig(log_every=10),
+    )

@@ -1,0 +1,110 @@
+"""MuZero's replay of searched segments on the host, with reanalyse: what a search buffer worker holds.
+
+    replay = SearchReplay(algo, spec, cfg.algo, columns=1515, seed=0)
+    steps = replay.insert(segment)                       # a Trajectory [T+1, b] with search_value / search_policy
+    tree, meta = replay.batch(params, version)           # one update's UnrollBatch (numpy) and what it cost
+
+Each env column of a segment is one stored column of ``T + 1`` rows (a ring of ``columns``, the oldest overwritten),
+in the rows of ``algos.muzero.Window``: row j's reward and termination are those of stepping with its move (the
+segment's row j + 1), ``searched`` is False on a game's last row. A batch is ``algo.windows`` windows of
+``K + n + 1`` consecutive rows (a uniform column and start inside it: windows never cross a segment's end, so a
+column's last ``K + n`` rows are never a window's first); the first ``round(reanalyse_ratio x windows)`` of them are
+searched again row by row with ``params`` (``algos.muzero.reanalyse``: fresh search values and move distributions),
+and ``algos.muzero.unroll_targets`` makes every window's targets. ``meta``: windows, how many were reanalysed, the
+seconds that took, the targets' mean params version (``version`` for reanalysed windows, the segment's acting
+version for the rest).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import jax
+import numpy as np
+
+from algos.muzero import SEARCH_POLICY, SEARCH_VALUE, Window, reanalyse, unroll_targets
+from srljax.types import EnvSpec, Trajectory
+
+
+def window_rows(traj: Trajectory) -> dict[str, np.ndarray]:
+    """A segment ``[T+1, b]`` -> its columns as ``Window`` rows ``[b, T+1, ...]`` (the last row's reward and
+    termination are the next segment's: 0 / False here; ``unroll_targets`` never reads a window's last row's)."""
+    done = np.logical_or(traj.terminated, traj.truncated)
+    shifted = lambda x: np.concatenate([x[1:], np.zeros_like(x[:1])], axis=0)  # noqa: E731 - row j <- row j + 1
+    out = Window(obs=traj.obs, action=np.asarray(traj.action, np.int32), reward=shifted(traj.reward),
+                 terminated=shifted(traj.terminated), searched=~done, value=traj.extras[SEARCH_VALUE],
+                 policy=traj.extras[SEARCH_POLICY])
+    return {k: np.swapaxes(v, 0, 1) for k, v in out._asdict().items()}
+
+
+class SearchReplay:
+    def __init__(self, algo: Any, spec: EnvSpec, config: Any, columns: int, seed: int | list[int], key: Any = None):
+        self.algo, self.config = algo, config
+        self.rows = config.num_steps + 1
+        self.span = config.unroll_steps + config.td_steps + 1
+        self.columns = columns
+        c, r = columns, self.rows
+        self.store = Window(obs=np.zeros((c, r, *spec.obs_shape), spec.obs_dtype), action=np.zeros((c, r), np.int32),
+                            reward=np.zeros((c, r), np.float32), terminated=np.zeros((c, r), bool),
+                            searched=np.zeros((c, r), bool), value=np.zeros((c, r), np.float32),
+                            policy=np.zeros((c, r, spec.num_actions), np.float32))._asdict()
+        self.versions = np.zeros(c, np.int64)
+        self.filled = self.next_column = 0
+        self.rng = np.random.default_rng(seed)
+        self.key = jax.random.PRNGKey(0) if key is None else key
+        self.reanalyse_count = int(round(config.reanalyse_ratio * algo.windows))
+        K, n, gamma, sims = config.unroll_steps, config.td_steps, config.gamma, config.num_simulations
+        self.targets = jax.jit(lambda w: unroll_targets(w, K, n, gamma))
+        self.search = jax.jit(lambda params, key, obs, w: reanalyse(algo, params, key, obs, w, sims))
+
+    def warm_up(self, params: Any) -> None:
+        """Compile the targets and (reanalysing) the search now, for params shaped like ``params`` (a worker's setup:
+        a compile inside its loop could outlast ``layout.hang_seconds`` on a loaded machine)."""
+        n, w = self.algo.windows, self.span
+        zeros = Window(**{k: np.zeros((n, w, *v.shape[2:]), v.dtype) for k, v in self.store.items()})
+        jax.block_until_ready(self.targets(zeros._replace(obs=zeros.obs[:, 0])))
+        if self.reanalyse_count:
+            head = jax.tree.map(lambda x: x[: self.reanalyse_count], zeros)
+            jax.block_until_ready(self.search(params, self.key, head.obs, head))
+
+    def insert(self, traj: Trajectory) -> int:
+        """Store a segment's columns (at most ``columns``: the newest); returns the env steps it holds."""
+        rows = window_rows(traj)
+        b = min(traj.reward.shape[1], self.columns)
+        slots = (self.next_column + np.arange(b)) % self.columns
+        for name, store in self.store.items():
+            store[slots] = rows[name][-b:]
+        self.versions[slots] = np.asarray(traj.policy_version, np.int64)[-b:]
+        self.next_column = int((self.next_column + b) % self.columns)
+        self.filled = min(self.columns, self.filled + b)
+        return (self.rows - 1) * traj.reward.shape[1]
+
+    def sample(self) -> tuple[Window, np.ndarray]:
+        """``algo.windows`` windows (every row's obs: ``[N, W, *O]``) and their columns' acting versions."""
+        n, w = self.algo.windows, self.span
+        column = self.rng.integers(0, self.filled, n)
+        start = self.rng.integers(0, self.rows + 1 - w, n)
+        rows = start[:, None] + np.arange(w)
+        return Window(**{k: v[column[:, None], rows] for k, v in self.store.items()}), self.versions[column]
+
+    def batch(self, params: Any, version: int) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """One update's windows with their targets, the first ``reanalyse_count`` searched again with ``params``
+        (none when ``params`` is None)."""
+        window, versions = self.sample()
+        versions = versions.astype(np.float64)
+        m = self.reanalyse_count if params is not None else 0
+        seconds = 0.0
+        if m:
+            started = time.monotonic()
+            self.key, key = jax.random.split(self.key)
+            head = jax.tree.map(lambda x: x[:m], window)
+            fresh = jax.device_get(self.search(params, key, head.obs, head))
+            window = window._replace(value=np.concatenate([fresh.value, window.value[m:]]),
+                                     policy=np.concatenate([fresh.policy, window.policy[m:]]))
+            versions[:m] = version
+            seconds = time.monotonic() - started
+        batch = jax.device_get(self.targets(window._replace(obs=window.obs[:, 0])))
+        meta = {"windows": int(self.algo.windows), "reanalysed": m, "reanalyse_s": round(seconds, 6),
+                "target_version": float(versions.mean())}
+        return {k: np.asarray(v) for k, v in batch._asdict().items()}, meta

@@ -1,0 +1,169 @@
+"""MuZero in the worker graph: the buffer's replay of searched segments and its reanalyse (targets refreshed with new
+params; a ratio of 0 leaves them as the actors' searches made them), the plan and what it refuses, and (slow) a short
+distributed run on envpool CartPole in the processes and threads backends that learns."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from srljax.config import ConfigError, EnvConfig, Experiment, LayoutConfig, LogConfig, TrainerConfig
+from srljax.layout import BUFFER, PARAMS, TRAINER, Stream, plan_of
+from srljax.prepare import check
+
+pytest.importorskip("mctx")
+
+from algos import make as make_algo  # noqa: E402
+from algos.muzero import unroll_targets  # noqa: E402
+from algos.muzero_config import MuZeroConfig  # noqa: E402
+from srljax.replay.search import SearchReplay, window_rows  # noqa: E402
+from srljax.types import EnvSpec, Trajectory  # noqa: E402
+
+T, B, A = 12, 4, 2
+SPEC = EnvSpec(id="CartPole-v1", obs_shape=(4,), obs_dtype="float32", action_kind="discrete", num_actions=A,
+               num_envs=B, batch_size=B)
+
+
+def _cfg(tmp_path, ratio=0.0, **kw) -> Experiment:
+    base = Experiment(name="mzd", trial="t", total_env_steps=4096, env=EnvConfig(id="CartPole-v1", num_envs=B),
+                      algo=MuZeroConfig(num_steps=T, num_simulations=4, unroll_steps=2, td_steps=3, batch_size=16,
+                                        replay_capacity=1000, hidden_sizes=(16,), state_size=8, reanalyse_ratio=ratio),
+                      trainer=TrainerConfig(lr=1e-3, anneal_lr=False, num_minibatches=1, update_epochs=1),
+                      layout=LayoutConfig(mode="distributed", num_actors=1, num_buffer_workers=1),
+                      log=LogConfig(run_root=str(tmp_path), wandb="disabled", log_every=1))
+    return dataclasses.replace(base, **kw)
+
+
+def _segment(seed=0) -> Trajectory:
+    rng = np.random.default_rng(seed)
+    terminated = np.zeros((T + 1, B), bool)
+    terminated[5, 1] = True  # env 1's game ends on row 5; row 6 is its next game's first
+    policy = rng.random((T + 1, B, A)).astype(np.float32)
+    return Trajectory(obs=rng.normal(size=(T + 1, B, 4)).astype(np.float32),
+                      action=rng.integers(0, A, (T + 1, B)).astype(np.int32),
+                      reward=np.where(np.arange(T + 1)[:, None] == 6, 0.0, 1.0).astype(np.float32) * np.ones((1, B), np.float32),
+                      terminated=terminated, truncated=np.zeros((T + 1, B), bool),
+                      extras={"search_value": rng.normal(size=(T + 1, B)).astype(np.float32),
+                              "search_policy": policy / policy.sum(-1, keepdims=True)},
+                      policy_version=np.full(B, 3, np.int32))
+
+
+def _replay(cfg, algo, segment) -> SearchReplay:
+    replay = SearchReplay(algo, SPEC, cfg.algo, columns=8, seed=0, key=jax.random.PRNGKey(9))
+    assert replay.insert(segment) == T * B
+    return replay
+
+
+def test_segment_columns_become_window_rows():
+    seg = _segment()
+    rows = window_rows(seg)
+    assert rows["obs"].shape == (B, T + 1, 4) and rows["policy"].shape == (B, T + 1, A)
+    np.testing.assert_array_equal(rows["reward"][:, :T], seg.reward[1:].T)  # row j: the reward of stepping from j
+    np.testing.assert_array_equal(rows["terminated"][1, 4], True)  # stepping from row 4 ends env 1's game
+    assert not rows["searched"][1, 5] and rows["searched"][1, 6] and rows["searched"][0].all()  # row 5: its last row
+    np.testing.assert_array_equal(rows["value"], seg.extras["search_value"].T)
+
+
+def test_reanalyse_refreshes_the_targets_with_new_params_and_ratio_zero_keeps_them(tmp_path):
+    seg = _segment()
+    cfg0, cfg_half = _cfg(tmp_path, 0.0), _cfg(tmp_path, 0.5)
+    algo = make_algo(cfg0, SPEC)
+    old = algo.init(jax.random.PRNGKey(1)).params
+    new = algo.init(jax.random.PRNGKey(2)).params
+    n = algo.windows
+
+    # ratio 0: exactly the targets of the stored (acting) searches, whatever params are given
+    replay = _replay(cfg0, algo, seg)
+    window, _ = replay.sample()
+    want = unroll_targets(window._replace(obs=window.obs[:, 0]), 2, 3, cfg0.algo.gamma)
+    replay.rng = np.random.default_rng(0)  # the same windows again
+    tree, meta = replay.batch(new, version=7)
+    assert meta["reanalysed"] == 0 and meta["target_version"] == 3.0
+    for name in ("value", "policy", "reward", "obs", "value_mask"):
+        np.testing.assert_allclose(tree[name], np.asarray(getattr(want, name)), rtol=1e-6)
+
+    # ratio 0.5: the first half's targets come from a new search; they differ with the params searched with
+    got = {}
+    replay = _replay(cfg_half, make_algo(cfg_half, SPEC), seg)
+    for name, params in (("old", old), ("new", new)):
+        replay.rng = np.random.default_rng(0)
+        tree, meta = replay.batch(params, version=7)
+        assert meta["reanalysed"] == n // 2 and meta["target_version"] == (7 * (n // 2) + 3 * (n - n // 2)) / n
+        got[name] = tree
+    half = n // 2
+    for tree in got.values():  # the second half untouched
+        np.testing.assert_allclose(tree["policy"][half:], np.asarray(want.policy)[half:], rtol=1e-6)
+        np.testing.assert_allclose(tree["value"][half:], np.asarray(want.value)[half:], rtol=1e-6)
+        mask = tree["policy_mask"][:half] > 0
+        assert mask.any()
+        assert np.abs(tree["policy"][:half] - np.asarray(want.policy)[:half])[mask].max() > 1e-3
+        assert np.abs(tree["value"][:half] - np.asarray(want.value)[:half]).max() > 1e-3
+    assert np.abs(got["old"]["policy"][:half] - got["new"]["policy"][:half]).max() > 1e-3
+    assert np.abs(got["old"]["value"][:half] - got["new"]["value"][:half]).max() > 1e-3
+    # no params yet: nothing reanalysed
+    assert replay.batch(None, version=-1)[1]["reanalysed"] == 0
+
+
+def test_the_worker_graph_plan_and_what_it_refuses(tmp_path):
+    cfg = _cfg(tmp_path, 0.5)
+    check(cfg)
+    plan = plan_of(cfg)
+    assert plan.mode == "distributed" and plan.consumes == "search"
+    assert plan.workers[BUFFER] == "srljax.system.staging.search_buffer:SearchBufferWorker"
+    assert Stream(PARAMS, TRAINER, BUFFER) in plan.layout.streams
+    with pytest.raises(ConfigError, match="layout.num_buffer_workers>=1"):
+        check(dataclasses.replace(cfg, layout=dataclasses.replace(cfg.layout, num_buffer_workers=0)))
+    with pytest.raises(ConfigError, match="must hold a window"):
+        check(dataclasses.replace(cfg, algo=dataclasses.replace(cfg.algo, num_steps=4)))
+    with pytest.raises(ConfigError, match="reanalyse_ratio=0.5 with layout.mode=single"):
+        check(dataclasses.replace(cfg, layout=LayoutConfig(), env=EnvConfig(id="gymnax/CartPole-v1", num_envs=B)))
+    with pytest.raises(ConfigError, match=r"must be in \[0, 1\]"):
+        check(_cfg(tmp_path, 1.5))
+
+
+def test_status_shows_a_buffers_reanalyse_figures():
+    from launch.status import summarise
+
+    gauges = {"srljax_reanalyse_seconds_per_sample": 0.004, "srljax_reanalyse_share": 0.5,
+              "srljax_reanalyse_target_lag": 3.0}
+    roles = summarise([("buffer", {}, gauges, 1.0)])
+    assert roles["buffer"].figures == {"reanalyse s/sample": 0.004, "reanalysed share": 0.5, "target lag": 3.0}
+    assert summarise([("buffer", {}, {}, 1.0)])["buffer"].figures == {}  # another algorithm's buffer: none
+
+
+def _learns(tmp_path, backend: str) -> None:
+    """A short run of configs/cartpole_muzero_distributed.py: its model learns CartPole's rewards and values (the
+    losses a broken learner keeps), with half of each batch reanalysed by the buffer, whose figures it writes."""
+    from srljax.config import apply_overrides, load_file
+
+    cfg = apply_overrides(load_file("configs/cartpole_muzero_distributed.py"), [
+        f"log.run_root={tmp_path}", "log.wandb=disabled", "log.progress=lines", "log.log_every=4", f"trial={backend}",
+        "total_env_steps=16384", "seed=1"])
+    if backend == "threads":
+        from launch.threads import run_threads
+
+        result = run_threads(cfg)
+        assert result.exit_code == 0, result.message
+    else:
+        from launch import local
+
+        assert local.main(cfg) == 0
+    lines = [json.loads(x) for x in (cfg.run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert lines[-1]["update"] == cfg.num_updates == 64 and lines[-1]["env_steps"] >= 16384 - 2 * 256
+    assert lines[-1]["reanalyse/share"] == pytest.approx(0.5) and lines[-1]["reanalyse/seconds_per_sample"] > 0
+    first, last = lines[0], lines[-2:]
+    assert max(r["reward_loss"] for r in last) < 0.5 * first["reward_loss"], [r["reward_loss"] for r in lines]
+    assert max(r["value_loss"] for r in last) < 0.75 * first["value_loss"], [r["value_loss"] for r in lines]
+    status = json.loads((cfg.run_dir / "workers" / "buffer-0.jsonl").read_text().splitlines()[-1])
+    assert status["reanalyse/seconds_per_sample"] > 0 and status["reanalyse/share"] == pytest.approx(0.5)
+    assert status["reanalyse_params_version"] >= cfg.num_updates - 2 and "reanalyse/target_lag" in status
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["processes", "threads"])
+def test_a_short_distributed_run_learns_cartpole(tmp_path, backend):
+    _learns(tmp_path, backend)
