@@ -25,7 +25,13 @@ from srljax.comm.security import KeyRing
 from srljax.config import Experiment
 from srljax.layout import BUFFER, SAMPLES, TRAINER
 from srljax.learning.rollout import JoinPool
-from srljax.system.shell.common import bind_address, checked_trajectory, episode_meta, episodes_from_meta, wins_from_meta
+from srljax.system.shell.common import (
+    bind_address,
+    checked_trajectory,
+    episode_meta,
+    episodes_from_meta,
+    wins_from_meta,
+)
 from srljax.system.shell.worker import Worker
 from srljax.types import Trajectory
 
