@@ -352,9 +352,8 @@ class ActorWorker(Worker):
     def _outcomes(self, ts: TimeStep) -> None:
         """The ended episodes' outcomes where the env reports them (``JaxVecEnv.episode_won``: the step just
         received's, in env order), read at the receive: a remote reply is recorded after the next step is sent."""
-        won = getattr(self.env, "episode_won", None)
-        if won is not None:
-            w = np.asarray(won)[ts.env_id]
+        if getattr(self.env, "reports_outcomes", False):
+            w = np.asarray(self.env.episode_won)[ts.env_id]
             self.wins += w[~np.isnan(w)].tolist()
 
     # -- segments --------------------------------------------------------------------------------
