@@ -3,6 +3,8 @@ Anakin path: env, rollout and update compiled into one program.
 
     pip install -e '.[jaxenvs]'            # or '.[marl]': jaxmarl alone
     python -m launch.local configs/smax_3m_mappo.py
+    python -m launch.local configs/smax_3m_mappo.py layout.mode=distributed layout.num_actors=2 \
+        trainer.batch_envs=64 env.num_envs=32      # a worker graph: actors step SMAX on the host (also launch.slurm)
 
 Each agent's row is its own view (75), SMAX's world state (72, the centralised critic's input) and its 8 legal-action
 flags (``envs/jax_envs/jaxmarl_family.py``); one actor and one critic are shared by the three marines (told their

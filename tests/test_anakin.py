@@ -105,6 +105,7 @@ def test_host_face_is_a_vecenv_for_eval_and_actors():
     assert ts.obs.shape == (2, 4) and ts.obs.dtype == np.float32
     env.send(np.array([1, 0]), np.array([1, 0]))
     assert env.recv().obs.shape == (2, 4)
+    assert np.isnan(env.episode_won).all() and not env.reports_outcomes  # gymnax reports no outcomes (SMAX does)
     with pytest.raises(ValueError, match="all 2 envs"):
         env.step(np.array([0]), np.array([0]))
 

@@ -130,6 +130,23 @@ def test_window_win_rate_counts_only_reported_outcomes():
     assert restored.summary() == w.summary()
 
 
+def test_outcomes_travel_in_segment_meta_and_malformed_ones_count_as_none():
+    """The worker graph's path for ``win_rate``: an actor's ``episode_wins`` (codec round trip) into the trainer's
+    window; wrong values, shapes or too many for the segment are dropped, not raised."""
+    from srljax.comm.codec import decode, encode
+    from srljax.system.shell.common import episode_meta, episodes_from_meta, wins_from_meta
+
+    meta = episode_meta([1.5, 0.2], [16, 20], [1.0, 0.0])
+    assert episode_meta([1.0], [3]) == {"episode_returns": [1.0], "episode_lengths": [3]}  # no outcomes: no key
+    w = EpisodeWindow(10)
+    back = decode(encode("samples", "t", {"x": np.zeros(1)}, meta=meta), "t").meta
+    w.add(*episodes_from_meta(back))
+    w.add_wins(wins_from_meta(back, max_count=4))
+    assert w.summary()["win_rate"] == 0.5 and w.summary()["episodes"] == 2
+    for bad in ([0.5], [[1.0]], ["won"], [1.0] * 5):
+        assert wins_from_meta({"episode_wins": bad}, max_count=4).size == 0, bad
+
+
 def test_mappo_on_mpe_in_the_anakin_loop(tmp_path):
     cfg = Experiment(name="mpe", trial="t", total_env_steps=8 * 32 * 3,
                      env=EnvConfig(id="jaxmarl/mpe:simple_spread", num_envs=8),
@@ -155,3 +172,32 @@ def test_mappo_trains_on_smax_in_the_anakin_loop(tmp_path):
     assert [r["update"] for r in lines] == [1, 2, 3] and result.env_steps == 384
     assert all(0.0 <= r["win_rate"] <= 1.0 for r in lines if "win_rate" in r)
     assert any("win_rate" in r for r in lines) and lines[-1]["legal_actions"] < 8  # the masks reach the policy
+
+
+@pytest.mark.slow  # each actor compiles SMAX's step (minutes on a crowded 2-core box), then ~1-2 min of training
+def test_smax_mappo_learns_as_a_worker_graph(tmp_path):
+    """configs/smax_3m_mappo.py as a worker graph (threads: 2 actors stepping SMAX on the host, a trainer): the lines
+    carry the actors' SMAX outcomes (``win_rate``) and the team return rises well above random play's (~0.18 on the
+    first line; bench/RESULTS.md, session 24 issue 41: 1.07 at 52k env steps, 1.39 and win rate 0.48 at 102k)."""
+    import math
+    from pathlib import Path
+
+    from launch.threads import run_threads
+    from srljax.config import LayoutConfig, apply_overrides, load_file
+
+    base = load_file(Path(__file__).resolve().parents[1] / "configs" / "smax_3m_mappo.py")
+    cfg = dataclasses.replace(
+        base, trial="graph", total_env_steps=16 * 32 * 120, env=dataclasses.replace(base.env, num_envs=8),
+        algo=dataclasses.replace(base.algo, num_steps=32),
+        trainer=dataclasses.replace(base.trainer, batch_envs=16, num_minibatches=2, update_epochs=2),
+        layout=LayoutConfig(mode="distributed", num_actors=2, inference="inline", stall_seconds=1200))
+    cfg = apply_overrides(cfg, [f"log.run_root={tmp_path}", "log.wandb=disabled", "log.progress=lines",
+                                "log.window=50"])
+    result = run_threads(cfg)
+    assert result.exit_code == 0, result.message
+    lines = result.metrics
+    assert lines[-1]["update"] == 120 and all(math.isfinite(x["value_loss"]) for x in lines)
+    assert all(0.0 <= x["win_rate"] <= 1.0 for x in lines if "win_rate" in x) and "win_rate" in lines[-1]
+    assert 1.0 < lines[-1]["legal_actions"] < 8.0  # the legal-action flags reach the policy
+    assert lines[0]["episode_return"] < 0.4 and lines[-1]["episode_return"] > 0.6, \
+        [(x["env_steps"], round(x["episode_return"], 2)) for x in lines[::10]]

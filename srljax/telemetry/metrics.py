@@ -48,6 +48,10 @@ class EpisodeWindow:
         if won is not None:
             self.wins.extend(float(w) for w in np.asarray(won)[ended & ~np.isnan(won)])
 
+    def add_wins(self, wins: np.ndarray) -> None:
+        """Outcomes reported apart from the returns (1.0 / 0.0 each: the worker graph's actors send them so)."""
+        self.wins.extend(float(w) for w in wins)
+
     def state(self) -> dict[str, Any]:
         """JSON-able contents, for a run's checkpoint."""
         return {"returns": list(self.returns), "lengths": list(self.lengths), "wins": list(self.wins),

@@ -79,6 +79,7 @@ class ActorWorker(Worker):
         self.outgoing: deque[tuple[Any, dict[str, Any]]] = deque()  # (segment, meta) waiting for room in a sink
         self.returns: list[float] = []
         self.lengths: list[int] = []
+        self.wins: list[float] = []  # outcomes of ended episodes, where the env reports them (a JAX env's: SMAX)
         self.ahead_columns = 0
         self.share = 0.0
         self.first_version = -1
@@ -120,6 +121,7 @@ class ActorWorker(Worker):
         self.outgoing = deque()  # (segment, meta)
         self.returns = []
         self.lengths = []
+        self.wins = []
         self.ahead_columns = segments_ahead(cfg) * cfg.env.num_envs
         self.share = columns_per_version(cfg)
         self.first_version = -1  # the first params version this actor saw; grants count from there
@@ -273,6 +275,7 @@ class ActorWorker(Worker):
             ts = self.env.recv()
         if self._empty(ts):
             return
+        self._outcomes(ts)
         if self.lockstep:  # envpool returns a batch's rows in the order its threads finish
             ts = TimeStep(*(x[np.argsort(ts.env_id, kind="stable")] for x in ts))
         self.blocked = ""
@@ -312,6 +315,7 @@ class ActorWorker(Worker):
             with self.stats.time("wait/env"):
                 ts = self.env.recv()
             if not self._empty(ts):
+                self._outcomes(ts)
                 self.blocked = ""
                 self.stepping -= 1
                 self.inference.request(ts)
@@ -345,6 +349,13 @@ class ActorWorker(Worker):
         self.stepping += 1
         self._record(ts, action, extras, version)
 
+    def _outcomes(self, ts: TimeStep) -> None:
+        """The ended episodes' outcomes where the env reports them (``JaxVecEnv.episode_won``: the step just
+        received's, in env order), read at the receive: a remote reply is recorded after the next step is sent."""
+        if getattr(self.env, "reports_outcomes", False):
+            w = np.asarray(self.env.episode_won)[ts.env_id]
+            self.wins += w[~np.isnan(w)].tolist()
+
     # -- segments --------------------------------------------------------------------------------
     def _record(self, ts: TimeStep, action: np.ndarray, extras: dict[str, np.ndarray], version: int) -> None:
         self.builder.add(ts, action, extras, version)
@@ -355,9 +366,9 @@ class ActorWorker(Worker):
         self.stats.add("episodes", int(ended.sum()))
         if self.builder.ready(self.spec.num_envs):
             segment = self.builder.pop(self.spec.num_envs)  # fresh arrays: safe to send zero-copy
-            self.outgoing.append((segment, episode_meta(self.returns, self.lengths)))
+            self.outgoing.append((segment, episode_meta(self.returns, self.lengths, self.wins)))
             self.segments_done += 1
-            self.returns, self.lengths = [], []
+            self.returns, self.lengths, self.wins = [], [], []
             self._push(timeout_ms=0)
 
     def _push(self, timeout_ms: int) -> None:
@@ -371,11 +382,15 @@ class ActorWorker(Worker):
                     else stale == set(self.plan.policies)):
                 self.outgoing.popleft()  # the trainer would drop it; its episodes still count
                 self.stats.add("dropped_stale_columns", segment.reward.shape[1])
+                wins = meta.get("episode_wins", [])
                 if self.outgoing:
                     self.outgoing[0][1]["episode_returns"][:0] = meta["episode_returns"]
                     self.outgoing[0][1]["episode_lengths"][:0] = meta["episode_lengths"]
+                    if wins:
+                        self.outgoing[0][1].setdefault("episode_wins", [])[:0] = wins
                 else:
-                    self.returns[:0], self.lengths[:0] = meta["episode_returns"], meta["episode_lengths"]
+                    self.returns[:0], self.lengths[:0], self.wins[:0] = (meta["episode_returns"],
+                                                                         meta["episode_lengths"], wins)
                 continue
             if self._throttled():
                 return

@@ -97,9 +97,28 @@ def checked_trajectory(tree: Any, spec: EnvSpec, num_steps: int,
     )
 
 
-def episode_meta(returns: list[float], lengths: list[int]) -> dict[str, list[float] | list[int]]:
-    """Completed games travel in a segment's ``meta`` so the trainer can log true returns."""
-    return {"episode_returns": [float(r) for r in returns], "episode_lengths": [int(n) for n in lengths]}
+def episode_meta(returns: list[float], lengths: list[int], wins: list[float] | None = None
+                 ) -> dict[str, list[float] | list[int]]:
+    """Completed games travel in a segment's ``meta`` so the trainer can log true returns; ``wins``: the outcomes
+    (1.0 won, 0.0 not) of the games whose env reports one (a JAX env's ``episode_won``, SMAX), for ``win_rate``."""
+    out: dict[str, list[float] | list[int]] = {"episode_returns": [float(r) for r in returns],
+                                               "episode_lengths": [int(n) for n in lengths]}
+    if wins:
+        out["episode_wins"] = [float(w) for w in wins]
+    return out
+
+
+def wins_from_meta(meta: Mapping[str, Any], max_count: int | None = None) -> np.ndarray:
+    """The ``episode_wins`` of ``episode_meta`` (1.0 / 0.0 each); malformed, out of range or more than ``max_count``:
+    none."""
+    none = np.zeros(0, np.float32)
+    try:
+        wins = np.asarray(meta.get("episode_wins", []), np.float32)
+    except (TypeError, ValueError, OverflowError):
+        return none
+    if wins.ndim != 1 or (max_count is not None and wins.size > max_count) or not np.isin(wins, (0.0, 1.0)).all():
+        return none
+    return wins
 
 
 def episodes_from_meta(meta: Mapping[str, Any], max_count: int | None = None) -> tuple[np.ndarray, np.ndarray]:

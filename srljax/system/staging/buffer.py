@@ -31,7 +31,13 @@ from srljax.comm.sockets import KEEP_MMAP_THRESHOLD
 from srljax.config import Experiment
 from srljax.layout import BUFFER, SAMPLES, TRAINER
 from srljax.learning.rollout import JoinPool
-from srljax.system.shell.common import bind_address, checked_trajectory, episode_meta, episodes_from_meta
+from srljax.system.shell.common import (
+    bind_address,
+    checked_trajectory,
+    episode_meta,
+    episodes_from_meta,
+    wins_from_meta,
+)
 from srljax.system.shell.worker import Worker
 from srljax.types import Trajectory
 
@@ -68,6 +74,7 @@ class BufferWorker(Worker):
         self.held_columns = 0
         self.returns: list[float] = []
         self.lengths: list[int] = []
+        self.wins: list[float] = []
         self.outgoing: deque[tuple[Trajectory, dict[str, Any]]] = deque()
         self.pool = JoinPool(keep=MAX_QUEUED + 2)
 
@@ -85,6 +92,7 @@ class BufferWorker(Worker):
         self.held_columns = 0
         self.returns = []
         self.lengths = []
+        self.wins = []
         self.outgoing = deque()
         self.log(f"samples at {self.receiver.address}; forwarding up to {self.chunk} columns per message")
 
@@ -101,14 +109,14 @@ class BufferWorker(Worker):
                 msg = self.receiver.recv(timeout_ms=0) if taken < DRAIN_MAX else None
         self.stats.gauge("queue/held_columns", self.held_columns)
         if self.held:
-            meta = episode_meta(self.returns, self.lengths)
+            meta = episode_meta(self.returns, self.lengths, self.wins)
             held, left = self.held, self.held_columns
             while held:
                 head, held = self.pool.join(held, min(self.chunk, left))
                 left -= head.reward.shape[1]
                 self.outgoing.append((head, meta))
                 meta = episode_meta([], [])
-            self.held, self.held_columns, self.returns, self.lengths = [], 0, [], []
+            self.held, self.held_columns, self.returns, self.lengths, self.wins = [], 0, [], [], []
         self._push(0)
 
     def _take(self, msg: Message) -> None:
@@ -120,6 +128,7 @@ class BufferWorker(Worker):
         returns, lengths = episodes_from_meta(msg.meta, max_count=traj.reward.size)
         self.returns += returns.tolist()
         self.lengths += lengths.tolist()
+        self.wins += wins_from_meta(msg.meta, max_count=traj.reward.size).tolist()
         self.held.append(traj)
         self.held_columns += traj.reward.shape[1]
         self.stats.add("samples")

@@ -33,7 +33,7 @@ from srljax.learning.policies import POLICY_KEY
 from srljax.learning.rollout import JoinPool, zeros_trajectory
 from srljax.storage.samples_record import SampleRecorder
 from srljax.system.shell.bounds import stream_limits, stream_message_limits
-from srljax.system.shell.common import checked_trajectory, episodes_from_meta
+from srljax.system.shell.common import checked_trajectory, episodes_from_meta, wins_from_meta
 from srljax.system.shell.worker import Worker
 from srljax.telemetry.metrics import EpisodeWindow
 from srljax.types import Trajectory
@@ -169,6 +169,7 @@ class SegmentSource(SampleCounts):
         w.stats.add("env_steps", num_steps * columns)
         w.stats.add("samples")
         episodes = episodes_from_meta(msg.meta, max_count=num_steps * columns)
+        self.episodes.add_wins(wins_from_meta(msg.meta, max_count=num_steps * columns))
         if self.lockstep is not None:  # counted when its batch is cut, in actor order
             self.lockstep[actor].append((traj, {"episodes": episodes}))
             self.pending_columns += columns
