@@ -3,7 +3,7 @@
 libzmq 4.3.5 aborts the whole process (``Assertion failed: !_more (src/fq.cpp:80)`` in a client's receive, or
 ``Resource temporarily unavailable (src/session_base.cpp:233)`` on its I/O thread) when a peer goes away while
 a multipart message is between it and a DEALER: a plain pyzmq script of ``churn``'s shape (IMMEDIATE DEALER,
-three-frame replies, ipc) aborted in 2 of 4 runs of 150 rounds, and two of 200 threads-backend chaos trials
+three-frame replies, ipc) aborted in 4 of 7 runs of 100-150 rounds, and two of 200 threads-backend chaos trials
 aborted so at their end; ``churn`` itself with multipart messages passed the one time it was run.
 The inference stream sends each message as one packed frame (``codec.pack``); this runs the same churn
 through the real ``InferenceServer`` / ``InferenceClient`` in a child process and wants it to exit 0.
