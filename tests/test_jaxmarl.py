@@ -201,3 +201,94 @@ def test_smax_mappo_learns_as_a_worker_graph(tmp_path):
     assert 1.0 < lines[-1]["legal_actions"] < 8.0  # the legal-action flags reach the policy
     assert lines[0]["episode_return"] < 0.4 and lines[-1]["episode_return"] > 0.6, \
         [(x["env_steps"], round(x["episode_return"], 2)) for x in lines[::10]]
+
+
+def test_hanabi_the_waiting_players_action_has_no_effect():
+    """From the same state and key, whatever the player not to move sends (its one legal move, the no-op, or any
+    other), the step is the same: only the player to move acts."""
+    fam = jaxmarl_family.family(EnvConfig(id="jaxmarl/hanabi"))
+    row, n_act = fam.spec.agent_row(), fam.spec.num_actions
+    step = jax.jit(jax.vmap(fam.step, in_axes=(None, None, 0)))  # one state, a batch of joint actions
+    obs, inner = jax.jit(fam.reset)(jax.random.PRNGKey(3))
+    one = jax.jit(fam.step)
+    rng = np.random.default_rng(3)
+    checked = 0
+    for t in range(12):
+        legal = np.asarray(obs[:, row["mask"]]) > 0.5
+        mover = int(np.argmax(legal.sum(-1)))
+        assert legal.sum(-1)[1 - mover] == 1 and legal[1 - mover, n_act - 1]  # the waiting player: the no-op only
+        move = int(rng.choice(np.flatnonzero(legal[mover])))
+        joint = np.zeros((n_act, 2), np.int32)
+        joint[:, mover], joint[:, 1 - mover] = move, np.arange(n_act)  # the waiting player tries every action
+        key = jax.random.PRNGKey(100 + t)
+        out = jax.device_get(step(key, inner, jnp.asarray(joint)))
+        for leaf in jax.tree.leaves(out):
+            np.testing.assert_array_equal(leaf, np.broadcast_to(leaf[:1], leaf.shape))
+        checked += 1
+        obs, inner, _, terminated, _ = one(key, inner, jnp.asarray(joint[n_act - 1]))
+        if bool(terminated):
+            break
+    assert checked >= 3
+
+
+def test_hanabi_masked_policy_plays_only_legal_moves_and_the_return_is_the_score(tmp_path):
+    """MAPPO's policy (fresh parameters: spread over the legal moves) on 16 games until several end: every sampled
+    move is legal, the waiting player's always the no-op; an ended game's return is its score (the fireworks built,
+    0 when the team lost its last life)."""
+    from algos.mappo import make_mappo
+
+    cfg = Experiment(name="h", trial="t", env=EnvConfig(id="jaxmarl/hanabi", num_envs=16), algo=MAPPOConfig(),
+                     log=LogConfig(run_root=str(tmp_path), wandb="disabled"))
+    env = jax_envs.make(cfg.env)
+    s, row = env.spec, env.spec.agent_row()
+    algo = make_mappo(cfg, s)
+    pp = algo.policy_params(algo.init(jax.random.PRNGKey(0)))
+    act = jax.jit(lambda obs, key: algo.act(pp, obs, (), None, key)[0])
+    state, ts = jax.jit(env.reset)(jax.random.PRNGKey(1))
+    step = jax.jit(env.step)
+    moves, ended = set(), 0
+    for t in range(120):
+        legal = np.asarray(ts.obs[..., row["mask"]]) > 0.5  # [B, 2, 21]
+        action = act(ts.obs, jax.random.PRNGKey(t))
+        live = ~np.asarray(ts.terminated)  # a finished game's row: its action is dropped (the next step resets)
+        a, legal = np.asarray(action)[live], legal[live]
+        assert np.take_along_axis(legal, a[..., None], -1).all()  # never an illegal move
+        waiting = legal.sum(-1) == 1
+        assert (a[waiting] == s.num_actions - 1).all() and (waiting.sum(-1) == 1).all()
+        moves |= set(a[~waiting].tolist())
+        state, ts = step(state, action)
+        done = np.asarray(ts.terminated)
+        if done.any():
+            inner = jax.device_get(state.inner)
+            score = np.where(inner.out_of_lives, 0, inner.fireworks.reshape(16, -1).sum(-1))
+            np.testing.assert_array_equal(np.asarray(ts.episode_return)[done], score[done])
+            ended += int(done.sum())
+    assert ended >= 8 and len(moves) > 8  # the player to move chose among many moves
+
+
+def test_overcooked_shaped_reward_trains_and_the_score_stays_the_delivery_reward():
+    """``env.options.reward_shaping``: the agents' rows carry delivery + weight * JaxMARL's shaped reward; the team
+    reward (the episode return) is the delivery reward alone. Cook 0 fetches an onion and puts it in the pot."""
+    plain = jaxmarl_family.family(EnvConfig(id="jaxmarl/overcooked:cramped_room"))
+    fam = jaxmarl_family.family(EnvConfig(id="jaxmarl/overcooked:cramped_room", options={"reward_shaping": 0.5}))
+    s = fam.spec
+    assert s.agent_rewards and s.obs_shape == (2, 520 + 1) and plain.spec.obs_shape == (2, 520)
+    reward_col = s.agent_row()["reward"]
+    up, right, left, stay, interact = 0, 2, 3, 4, 5
+    script = [left, interact, right, up, interact]  # face the onion pile, take one, step under the pot, face it, put
+    step, p_step = jax.jit(fam.step), jax.jit(plain.step)
+    obs, inner = jax.jit(fam.reset)(jax.random.PRNGKey(0))
+    p_obs, p_inner = jax.jit(plain.reset)(jax.random.PRNGKey(0))
+    rows, teams = [], []
+    for t, a in enumerate(script):
+        key, joint = jax.random.PRNGKey(t), jnp.array([a, stay], jnp.int32)
+        obs, inner, team, terminated, truncated = step(key, inner, joint)
+        p_obs, p_inner, p_team, *_ = p_step(key, p_inner, joint)
+        np.testing.assert_array_equal(np.asarray(obs[:, :520]), np.asarray(p_obs))  # the same views
+        rows.append(np.asarray(obs[:, reward_col])[:, 0])
+        teams.append((float(team), float(p_team)))
+    np.testing.assert_allclose(rows[-1], [0.5 * 3, 0.0])  # an onion in the pot: JaxMARL's 3, weighted 0.5
+    assert all(r.sum() == 0 for r in rows[:-1]) and teams == [(0.0, 0.0)] * len(script)
+    problem = jax_envs.problems(EnvConfig(id="jaxmarl/overcooked:cramped_room", options={"reward_shaping": -1}))
+    assert "give a weight >= 0" in problem[0]
+    assert "does not take" in jax_envs.problems(EnvConfig(id="jaxmarl/smax:3m", options={"reward_shaping": 1.0}))[0]

@@ -11,7 +11,16 @@ gives one (SMAX's ``world_state``), the agent's own reward where rewards differ 
 flags where the env has them (SMAX's available actions, Hanabi's legal moves). The action is ``[N]`` int32, one per
 agent; ``TimeStep.reward`` is the team reward: the shared one where every agent gets the same (SMAX, Overcooked,
 Hanabi), the agents' sum otherwise (MPE). Hanabi is turn-based: only the player to move has more than one legal
-move (the others' only legal move is JaxMARL's no-op), so the mask reaching the policy is what makes only one act.
+move (the others' only legal move is JaxMARL's no-op), so the masked policy (``algos/mappo.py``) sends the no-op for
+the others, and JaxMARL's step reads the mover's action alone (whatever the others send changes nothing). Its team
+reward is the change in the fireworks built, less all of them when the last life goes: an episode's return is its
+score (0 for a lost game).
+
+Overcooked's ``env.options.reward_shaping=w`` (this module's option, not the env's; 0 by default): each agent's row
+carries its learning reward, the delivery reward plus ``w`` times JaxMARL's shaped reward (3 an onion into a pot, 3 a
+dish picked up, 5 a soup picked up; ``EnvSpec.agent_rewards``, which MAPPO learns from), while the team reward, the
+episode return, stays the delivery reward alone (20 a soup): the score JaxMARL's IPPO logs. JaxMARL anneals its
+shaping to 0 over its run; a family sees no run-wide step count, so ``w`` is constant.
 
 Episode ends: a wiped-out team (SMAX) and a finished game (Hanabi) terminate; a time limit (SMAX's ``max_steps``,
 MPE's, Overcooked's) truncates. SMAX reports each episode's outcome (``Family.won``: every enemy dead and an ally
@@ -51,6 +60,7 @@ class _Kind:
     won: Callable[[Any, Any], Any] | None = None  # (env, inner after a done) -> bool
     time_limit: bool = True  # takes max_steps
     late: int = 0  # JaxMARL ends the episode on step max_steps + late (SMAX and MPE test the count before adding 1)
+    extra: tuple[str, ...] = ()  # ``env.options`` keys this module reads itself (not the env constructor's)
 
 
 def _smax_terminated(env: Any, inner: Any) -> Any:
@@ -67,7 +77,7 @@ _KINDS = {
     "smax": _Kind(True, _smax_terminated, mask=lambda env, inner: env.get_avail_actions(inner), won=_smax_won,
                   late=1),
     "mpe": _Kind(False, lambda env, inner: jnp.zeros((), bool), late=1),
-    "overcooked": _Kind(True, lambda env, inner: jnp.zeros((), bool)),
+    "overcooked": _Kind(True, lambda env, inner: jnp.zeros((), bool), extra=("reward_shaping",)),
     "hanabi": _Kind(True, lambda env, inner: jnp.ones((), bool), mask=lambda env, inner: env.get_legal_moves(inner),
                     time_limit=False),
 }
@@ -143,11 +153,15 @@ def problems(cfg: EnvConfig) -> list[str]:
     if cfg.max_episode_steps and cfg.max_episode_steps <= _KINDS[kind].late:
         return [f"env.max_episode_steps={cfg.max_episode_steps}: {cfg.id}'s episodes last at least "
                 f"{_KINDS[kind].late + 1} steps; give more"]
+    shaping = cfg.options.get("reward_shaping", 0.0)
+    if "reward_shaping" in cfg.options and (not isinstance(shaping, int | float) or isinstance(shaping, bool)
+                                            or shaping < 0):
+        return [f"env.options.reward_shaping={shaping!r}: give a weight >= 0 (0: the delivery reward alone)"]
     if "max_steps" in cfg.options:
         return [f"env.options.max_steps: set the time limit with env.max_episode_steps={cfg.options['max_steps']} "
                 "(env steps per episode)"]
     _, fixed, fns = _constructor(kind, name)
-    known = _keywords(fns) - set(fixed)
+    known = (_keywords(fns) - set(fixed)) | set(_KINDS[kind].extra)
     unknown = sorted(set(cfg.options) - known)
     if unknown:
         return [f"env.options has {', '.join(unknown)}, which {cfg.id} does not take; its options: "
@@ -162,7 +176,7 @@ def build(cfg: EnvConfig) -> Any:
         raise ValueError(problem[0])
     kind, name = _parse(cfg.id)
     cls, fixed, _ = _constructor(kind, name)
-    kwargs = {**fixed, **cfg.options}
+    kwargs = {**fixed, **{k: v for k, v in cfg.options.items() if k not in _KINDS[kind].extra}}
     if cfg.max_episode_steps:
         kwargs["max_steps"] = cfg.max_episode_steps - _KINDS[kind].late
     return cls(**kwargs)
@@ -184,7 +198,8 @@ def family(cfg: EnvConfig) -> Family:
     if any(int(jnp.size(jnp.zeros(obs[a].shape))) != view for a in agents):
         raise ValueError(f"env.id={cfg.id!r}: its agents' observations differ in size; the agent axis needs one size")
     state_size = int(jnp.size(jnp.zeros(obs["world_state"].shape))) if "world_state" in obs else 0
-    per_agent = not kind.shared_reward
+    shaping = float(cfg.options.get("reward_shaping", 0.0))
+    per_agent = not kind.shared_reward or shaping > 0
     limit = int(getattr(env, "max_steps", 0) or 0) + kind.late if kind.time_limit else 0
     spec = EnvSpec(id=cfg.id, obs_shape=(n, view + state_size + int(per_agent) + (num_actions if kind.mask else 0)),
                    obs_dtype="float32", action_kind="discrete", num_actions=num_actions, action_shape=(n,),
@@ -207,11 +222,13 @@ def family(cfg: EnvConfig) -> Family:
         return rows(obs, inner, jnp.zeros(n, jnp.float32)), inner
 
     def step(key: Any, inner: Any, action: Any) -> Any:
-        obs, inner, reward, dones, _ = env.step_env(key, inner, {a: action[i] for i, a in enumerate(agents)})
+        obs, inner, reward, dones, info = env.step_env(key, inner, {a: action[i] for i, a in enumerate(agents)})
         reward = jnp.stack([jnp.asarray(reward[a], jnp.float32) for a in agents])
         done = jnp.asarray(dones["__all__"], bool)
         terminated = done & kind.terminated(env, inner)
         team = reward[0] if kind.shared_reward else jnp.sum(reward)
+        if shaping:  # the agents learn from the shaped reward; the team's (the score) stays the env's own
+            reward = reward + shaping * jnp.stack([jnp.asarray(info["shaped_reward"][a], jnp.float32) for a in agents])
         return rows(obs, inner, reward), inner, team, terminated, done & ~terminated
 
     won = None if kind.won is None else (lambda inner: kind.won(env, inner))

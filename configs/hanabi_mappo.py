@@ -1,0 +1,42 @@
+"""Hanabi, 2 players (JaxMARL's port: 5 colours x 5 ranks, 8 hints, 3 lives; 21 moves: discard / play one of 5
+cards, hint one of 4 colours or ranks... and a no-op) with MAPPO on the Anakin path, in at most 60 minutes.
+
+    pip install -e '.[jaxenvs]'            # or '.[marl]': jaxmarl alone
+    python -m launch.local configs/hanabi_mappo.py
+
+Turn-based on the agent axis (``envs/jax_envs/jaxmarl_family.py``): each agent's row is its own view (658: the
+partner's hand, the board, hints, discards, the last move) and its 21 legal-move flags; the player to move has its
+legal moves, the other only the no-op, which the masked policy (``algos/mappo.py``) then always sends, and JaxMARL's
+step reads the mover's move alone. The team reward is the change in the fireworks built (all of them taken back when
+the last life goes), so ``episode_return`` is the game's score (0 for a lost game). One actor shared by the two
+players (told their seat); the critic sees both views (MAPPO: both hands are in them). Settings after JaxMARL's IPPO
+for Hanabi (``baselines/IPPO/config/ippo_ff_hanabi.yaml``: relu, lr 5e-4, 128 steps, 4 epochs of 4 minibatches,
+clip 0.2, entropy 0.01, grad norm 0.5) with 64 envs instead of 1024 (more updates for a budget this small) and
+256 x 256 instead of its 512-wide layers. ``timeout_seconds`` is the 60-minute budget.
+
+Budget: 2.5M env steps, what 50 minutes buy at the 833 env steps/s measured here (bench/RESULTS.md, "Overcooked
+cramped_room and Hanabi", session 24, issue 41; a 4-update timing run); that 60-minute run has not been made (the box
+sat at load 30-65 for most of the session); measured at 131,072 env steps, seed 1: score 0.4 (last 20 games), JaxMARL's
+IPPO with 64 envs 0.23 (its last update's games).
+"""
+
+from algos.mappo_config import MAPPOConfig
+from srljax.config import EnvConfig, Experiment, Promise, TrainerConfig
+
+PROMISE = Promise(
+    "return", median=0.4, worst=0.4, seeds=(1,), wall_s=660, quick=False, overrides=("total_env_steps=131072",),
+    source="bench/RESULTS.md (Overcooked cramped_room and Hanabi, session 24, issue 41): seed 1 at 131,072 env steps, "
+    "last line's score 0.4 (last 20 games; 0.6 / 0.9 / 0.55 the lines before), JaxMARL's IPPO (64 envs) 0.23 over its "
+    "last update at the same steps; 654 s wall at load 17 -> 6; the 60-minute run (2.5M steps) is not measured",
+)
+
+
+def experiment() -> Experiment:
+    return Experiment(
+        total_env_steps=2_500_000,
+        env=EnvConfig(id="jaxmarl/hanabi", num_envs=64),
+        algo=MAPPOConfig(critic="central", num_steps=128, clip_coef=0.2, ent_coef=0.01, gamma=0.99, gae_lambda=0.95,
+                         hidden_sizes=(256, 256), activation="relu"),
+        trainer=TrainerConfig(lr=5e-4, num_minibatches=4, update_epochs=4, max_grad_norm=0.5, anneal_lr=True),
+        timeout_seconds=3600,
+    )
