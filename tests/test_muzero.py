@@ -137,16 +137,16 @@ def test_windows_are_consecutive_written_rows_of_one_env_across_the_ring_end(tmp
 def _batch(algo, env, n, key):
     """``n`` windows of real MinAtar rows (random moves, one env each), as the program hands them to the update."""
     K, W = algo.unroll_steps, algo.unroll_steps + algo.td_steps + 1
-    state, ts = env.reset(key)
-    rows = []
-    for t in range(W + n):
-        key, k = jax.random.split(key)
+
+    def step(c, k):
+        state, obs = c
         action = jax.random.randint(k, (env.spec.num_envs,), 0, env.spec.num_actions)
-        searched = ~state.done
-        state, nxt = env.step(state, action)
-        rows.append((ts.obs, action, nxt.reward, nxt.terminated, searched))
-        ts = nxt
-    obs, action, reward, term, searched = (jnp.stack(x, 1)[0] for x in zip(*rows))  # env 0: [T, ...]
+        nxt_state, nxt = env.step(state, action)
+        return (nxt_state, nxt.obs), (obs[0], action[0], nxt.reward[0], nxt.terminated[0], ~state.done[0])
+
+    state, ts = env.reset(key)
+    _, (obs, action, reward, term, searched) = jax.jit(lambda c, ks: jax.lax.scan(step, c, ks))(
+        (state, ts.obs), jax.random.split(key, W + n))  # env 0's rows: [T, ...]
     pick = lambda x, width: jnp.stack([x[i: i + width] for i in range(n)])  # noqa: E731
     w = Window(obs=pick(obs, K + 1), action=pick(action, W), reward=pick(reward, W), terminated=pick(term, W),
                searched=pick(searched, W), value=jnp.zeros((n, W)),
@@ -161,16 +161,17 @@ def test_the_consistency_loss_pulls_the_dynamics_state_to_the_next_rows_represen
     state = algo.init(jax.random.PRNGKey(0))
     assert "projector" in state.params["params"] and "predictor" in state.params["params"]
     batch = _batch(algo, env, 32, jax.random.PRNGKey(1))
+    update = jax.jit(algo.update)
     first = None
     for _ in range(30):
-        state, metrics = algo.update(state, batch)
+        state, metrics = update(state, batch)
         first = float(metrics["consistency_loss"]) if first is None else first
     last = float(metrics["consistency_loss"])
     assert -1.0 <= last < first - 0.1, (first, last)  # negative cosine similarity, falling towards -1
     # off: no heads, no term
     plain = make_algo(_cfg(tmp_path), env.spec)
     assert "projector" not in plain.init(jax.random.PRNGKey(0)).params["params"]
-    assert "consistency_loss" not in plain.update(plain.init(jax.random.PRNGKey(0)), batch)[1]
+    assert "consistency_loss" not in jax.jit(plain.update)(plain.init(jax.random.PRNGKey(0)), batch)[1]
 
 
 def test_fresh_bootstrap_values_are_the_current_networks_at_rows_n_to_n_plus_k(tmp_path):
@@ -206,13 +207,16 @@ def test_rescale_values_changes_the_gumbel_policy_target(tmp_path):
     for rescale in (True, False):
         cfg = _cfg(tmp_path, algo=dataclasses.replace(_cfg(tmp_path).algo, rescale_values=rescale))
         algo = make_algo(cfg, env.spec)
-        params = algo.init(jax.random.PRNGKey(0)).params
-        params = jax.tree.map(lambda x: x + 0.3 * jax.random.normal(jax.random.PRNGKey(2), x.shape), params)
+        params = algo.init(jax.random.PRNGKey(0)).params  # values 0, a near-uniform prior
+        head = params["params"]["reward_head"]
+        head["kernel"] = 0.01 * head["kernel"]  # rewards, so q-values, a few hundredths apart
         _, ts = env.reset(jax.random.PRNGKey(1))
-        targets.append(algo.search(params, jax.random.PRNGKey(5), ts.obs, None, None, 8)[1])
-    # min-max rescaled q differences become whole steps: a sharper target than the values at their own scale
+        search = jax.jit(lambda p, k, o: algo.search(p, k, o, None, None, 8)[1])  # noqa: B023 - called here
+        targets.append(search(params, jax.random.PRNGKey(5), ts.obs))
+    # min-max rescaled, the tiny q differences of a fresh model become whole steps: a sharp target; at their own
+    # scale they leave it near the uniform prior
     entropy = [float(-jnp.sum(p * jnp.log(p + 1e-12), -1).mean()) for p in targets]
-    assert entropy[0] < entropy[1] - 0.05, entropy
+    assert entropy[0] < 0.8 < 1.0 < entropy[1], entropy
 
 def test_the_plan_and_what_muzero_refuses(tmp_path):
     cfg = _cfg(tmp_path)
