@@ -9,7 +9,11 @@ Three MLPs (representation, dynamics, prediction; 128x128, a 64-wide hidden stat
 8 simulations per move, unroll 5 moves, 10-step value targets from the search's values, value and reward on a
 categorical support of 21 bins (``algos/muzero.py``). Each iteration: 16 searched moves per env (512 env steps),
 then 4 minibatches of 128 windows from the last 100k rows. bench/RESULTS.md ("Planning agents: MuZero") has the
-comparison with ``configs/minatar_breakout_ppo.py`` at the same env-step budget.
+comparison with ``configs/minatar_breakout_ppo.py`` at the same env-step budget; its "issue 40, session 24" section
+has the replay ratio measured higher (``trainer.num_minibatches=16`` / ``32``: well above this config's return up
+to ~100k env steps, ahead of PPO at 50k, behind it from ~90k) and the options not yet measured to the end:
+``algo.consistency_coef=2`` (EfficientZero's consistency loss), ``algo.value_bootstrap=fresh`` (the current
+network's bootstrap values), ``algo.rescale_values=false`` (Gumbel q-values at their own scale).
 """
 
 from srljax.config import EnvConfig, EvalConfig, Experiment, LogConfig, MuZeroConfig, Promise, TrainerConfig
