@@ -21,6 +21,7 @@ newer params (the buffer workers' reanalyse, ``srljax/system/staging/search_buff
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -77,7 +78,7 @@ def scale_gradient(x: Array, scale: float) -> Array:
 
 class Window(NamedTuple):
     """``W = K + n + 1`` consecutive rows of one env from the replay, leaves ``[N, W, ...]`` (``obs`` only the first
-    row's, ``[N, *O]``). Row j: the move searched there, the reward and termination of stepping with it, the search's
+    ``K + 1`` rows', ``[N, K + 1, *O]``). Row j: the move searched there, the reward and termination of stepping with it, the search's
     value and move distribution, ``searched`` (False: a game's last row, whose step resets the env)."""
 
     obs: Array
@@ -102,10 +103,12 @@ def reanalyse(algo: SearchAlgorithm, params: Any, key: Array, obs: Array, w: Win
 
 
 class UnrollBatch(NamedTuple):
-    """What the loss reads, leaves ``[N, ...]``: the first row's obs, the ``K`` moves unrolled, the targets of the
-    ``K + 1`` positions (value, policy) and ``K`` steps (reward) and their masks (0 past a game's end)."""
+    """What the loss reads, leaves ``[N, ...]``: the first row's obs, the next ``K`` rows' obs (the consistency
+    loss's targets), the ``K`` moves unrolled, the targets of the ``K + 1`` positions (value, policy) and ``K`` steps
+    (reward) and their masks (0 past a game's end)."""
 
     obs: Array
+    next_obs: Array  # [N, K, *O]
     action: Array  # [N, K]
     reward: Array  # [N, K]
     value: Array  # [N, K + 1]
@@ -137,7 +140,7 @@ def unroll_targets(w: Window, unroll_steps: int, td_steps: int, gamma: float) ->
     # in the first row's game: every row before k searched
     before = jnp.concatenate([jnp.ones_like(searched[:, :1]), jnp.cumprod(searched[:, :unroll_steps], axis=1)], axis=1)
     value_mask = before * searched[:, :1]
-    return UnrollBatch(obs=w.obs, action=w.action[:, :unroll_steps], reward=w.reward[:, :unroll_steps], value=z,
+    return UnrollBatch(obs=w.obs[:, 0], next_obs=w.obs[:, 1:k1], action=w.action[:, :unroll_steps], reward=w.reward[:, :unroll_steps], value=z,
                        policy=w.policy[:, :k1], reward_mask=value_mask[:, 1:], value_mask=value_mask,
                        policy_mask=value_mask * searched[:, :k1])
 
@@ -150,6 +153,8 @@ class MuZeroNets(nn.Module):
     support_size: int
     hidden_sizes: tuple[int, ...] = (256, 256)
     activation: str = "relu"
+    projection_size: int = 0
+    """> 0: a projection and a predictor head (``project``, ``consistency``) for the consistency loss."""
 
     def setup(self) -> None:
         support = 2 * self.support_size + 1
@@ -159,6 +164,12 @@ class MuZeroNets(nn.Module):
         self.pred_torso = mlp()
         self.policy_head = nn.Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(0.01))
         self.value_head = nn.Dense(support, kernel_init=nn.initializers.zeros)
+        if self.projection_size:
+            p = self.projection_size
+            self.projector = MLP(hidden_sizes=(p,), activation="relu")
+            self.projector_out = nn.Dense(p)
+            self.predictor = MLP(hidden_sizes=(p,), activation="relu")
+            self.predictor_out = nn.Dense(p)
 
     @staticmethod
     def _normalise(s: Array) -> Array:
@@ -176,9 +187,17 @@ class MuZeroNets(nn.Module):
         h = self.pred_torso(s)
         return self.policy_head(h), self.value_head(h)
 
+    def project(self, s: Array) -> Array:
+        return self.projector_out(self.projector(s))
+
+    def consistency(self, s: Array) -> Array:
+        """The online branch: the predictor on the projection of a hidden state."""
+        return self.predictor_out(self.predictor(self.project(s)))
+
     def __call__(self, obs: Array, action: Array) -> Any:
         s = self.represent(obs)
-        return self.predict(s), self.dynamics(s, action)
+        out = self.predict(s), self.dynamics(s, action)
+        return (*out, self.consistency(s)) if self.projection_size else out
 
 
 @dataclass(frozen=True)
@@ -190,6 +209,9 @@ class MuZeroAlgorithm(SearchAlgorithm):
     gamma: float = 0.99
     windows: int = 256
     """windows sampled per update."""
+    fresh_values: bool = False
+    """the program replaces the stored search values of each window's bootstrap rows with the current network's
+    (``MuZeroConfig.value_bootstrap="fresh"``)."""
 
 
 def make_muzero(cfg: Experiment, spec: EnvSpec) -> MuZeroAlgorithm:
@@ -198,7 +220,8 @@ def make_muzero(cfg: Experiment, spec: EnvSpec) -> MuZeroAlgorithm:
         raise ValueError(f"algo=muzero needs discrete moves; {spec.id} has {spec.action_kind} actions")
     size, num_actions = a.support_size, spec.num_actions
     net = MuZeroNets(num_actions=num_actions, state_size=a.state_size, support_size=size,
-                     hidden_sizes=tuple(a.hidden_sizes), activation=a.activation)
+                     hidden_sizes=tuple(a.hidden_sizes), activation=a.activation,
+                     projection_size=a.projection_size if a.consistency_coef > 0 else 0)
     steps = cfg.num_updates * t.update_epochs * t.num_minibatches
     schedule = optax.linear_schedule(t.lr, 0.0, max(steps, 1)) if t.anneal_lr else optax.constant_schedule(t.lr)
     adam = optax.adamw(schedule, eps=t.adam_eps, weight_decay=a.weight_decay)
@@ -232,14 +255,19 @@ def make_muzero(cfg: Experiment, spec: EnvSpec) -> MuZeroAlgorithm:
         s, logits, value = root(params, obs)
         rootout = mctx.RootFnOutput(prior_logits=logits, value=value, embedding=s)
         if a.search == "gumbel":
+            qtransform = functools.partial(mctx.qtransform_completed_by_mix_value, rescale_values=a.rescale_values)
             out = mctx.gumbel_muzero_policy(params, key, rootout, recurrent_fn, simulations,
                                             max_num_considered_actions=a.max_considered_actions,
-                                            gumbel_scale=1.0 if explore else 0.0)
+                                            gumbel_scale=1.0 if explore else 0.0, qtransform=qtransform)
         else:
             out = mctx.muzero_policy(params, key, rootout, recurrent_fn, simulations,
                                      dirichlet_fraction=a.dirichlet_fraction if explore else 0.0,
                                      dirichlet_alpha=a.dirichlet_alpha, temperature=1.0 if explore else 0.0)
         return out.action, out.action_weights, out.search_tree.summary().value
+
+    def cosine(x: Array, y: Array) -> Array:
+        unit = lambda v: v / jnp.maximum(jnp.linalg.norm(v, axis=-1, keepdims=True), 1e-8)  # noqa: E731
+        return jnp.sum(unit(x) * unit(y), axis=-1)
 
     def xent(target: Array, logits: Array) -> Array:
         return -jnp.sum(target * jax.nn.log_softmax(logits), axis=-1)
@@ -247,9 +275,17 @@ def make_muzero(cfg: Experiment, spec: EnvSpec) -> MuZeroAlgorithm:
     def loss(params: Any, mb: dict[str, Array]) -> tuple[Array, dict[str, Array]]:
         s = net.apply(params, mb["obs"], method=MuZeroNets.represent)
         parts = {"policy_loss": 0.0, "value_loss": 0.0, "reward_loss": 0.0}
+        if a.consistency_coef > 0:
+            parts["consistency_loss"] = 0.0
+            nxt = mb["next_obs"]
+            real = net.apply(params, nxt.reshape(-1, *nxt.shape[2:]), method=MuZeroNets.represent)
+            target = jax.lax.stop_gradient(net.apply(params, real, method=MuZeroNets.project)).reshape(*nxt.shape[:2], -1)
         for k in range(K + 1):
             if k:
                 s, reward = net.apply(params, s, mb["action"][:, k - 1], method=MuZeroNets.dynamics)
+                if a.consistency_coef > 0:  # the dynamics' state against the representation of the real row k
+                    online = net.apply(params, s, method=MuZeroNets.consistency)
+                    parts["consistency_loss"] -= mb["reward_mask"][:, k - 1] * cosine(online, target[:, k - 1]) / K
                 s = scale_gradient(s, 0.5)
                 parts["reward_loss"] += mb["reward_mask"][:, k - 1] * xent(to_support(mb["reward"][:, k - 1], size),
                                                                            reward) / K
@@ -260,6 +296,8 @@ def make_muzero(cfg: Experiment, spec: EnvSpec) -> MuZeroAlgorithm:
         n = jnp.maximum(mb["value_mask"][:, 0].sum(), 1.0)
         parts = {name: jnp.sum(x) / n for name, x in parts.items()}
         total = parts["policy_loss"] + a.value_coef * parts["value_loss"] + parts["reward_loss"]
+        if a.consistency_coef > 0:
+            total = total + a.consistency_coef * parts["consistency_loss"]
         return total, parts
 
     step = actor_critic.sgd_step(jax.value_and_grad(loss, has_aux=True), tx)
@@ -288,4 +326,5 @@ def make_muzero(cfg: Experiment, spec: EnvSpec) -> MuZeroAlgorithm:
         extras_spec={SEARCH_VALUE: ((), "float32"), SEARCH_POLICY: ((num_actions,), "float32")}, consumes="search",
         act_deterministic=act_greedy, predict=predict, search=search,
         num_simulations=a.num_simulations, eval_simulations=a.num_simulations, replay_iterations=1, augment=False,
-        unroll_steps=K, td_steps=a.td_steps, gamma=a.gamma, windows=num_mb * a.batch_size)
+        unroll_steps=K, td_steps=a.td_steps, gamma=a.gamma, windows=num_mb * a.batch_size,
+        fresh_values=a.value_bootstrap == "fresh")

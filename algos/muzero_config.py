@@ -50,6 +50,10 @@ class MuZeroConfig:
     """simulations per move."""
     max_considered_actions: int = 16
     """gumbel: actions sampled at the root for sequential halving."""
+    rescale_values: bool = True
+    """gumbel: the completed q-values of the root's moves are min-max rescaled to [0, 1] before they move the
+    policy target (mctx's default: the smallest q difference becomes a full step); False: the values as they are
+    (their own scale, times mctx's ``value_scale`` 0.1 and the visits)."""
     dirichlet_alpha: float = 0.25
     dirichlet_fraction: float = 0.25
     """puct: the root's Dirichlet noise."""
@@ -57,6 +61,10 @@ class MuZeroConfig:
     """K: moves the dynamics network is unrolled from each sampled row."""
     td_steps: int = 10
     """n: rewards summed before the search's value bootstraps the value target."""
+    value_bootstrap: Literal["search", "fresh"] = "search"
+    """the value the n-step target bootstraps from: ``search``, the search's value stored when the row was played;
+    ``fresh``, the current network's value of that row, computed when the window is sampled (MuZero Reanalyze's
+    fresh bootstrap; the policy targets stay the stored ones)."""
     support_size: int = 10
     """value and reward are categorical over the integers -S..S of the transformed scale
     h(x) = sign(x)(sqrt(|x| + 1) - 1) + 0.001 x (h(10) = 2.3, h(100) = 9.1)."""
@@ -65,6 +73,12 @@ class MuZeroConfig:
     replay_capacity: int = 100_000
     """rows kept (all envs together, rounded up to a multiple of ``num_envs x num_steps``), oldest overwritten."""
     value_coef: float = 0.25
+    consistency_coef: float = 0.0
+    """> 0: EfficientZero's self-supervised consistency loss at this weight: at each unrolled step the dynamics'
+    hidden state, through a projection and a predictor head, is pulled (negative cosine similarity) towards the
+    projection of the representation of the real row there (no gradient through that side); 0: none."""
+    projection_size: int = 256
+    """width of the consistency loss's projection and predictor heads (used where ``consistency_coef > 0``)."""
     weight_decay: float = 1e-4
     """AdamW's decoupled weight decay."""
     state_size: int = 128
@@ -87,8 +101,12 @@ class MuZeroConfig:
         if min(self.unroll_steps, self.td_steps, self.support_size, self.batch_size, self.num_steps) < 1:
             out.append(f"algo.unroll_steps={self.unroll_steps}, td_steps={self.td_steps}, support_size="
                        f"{self.support_size}, batch_size={self.batch_size} and num_steps={self.num_steps} must be >= 1")
-        if self.value_coef < 0 or self.weight_decay < 0:
-            out.append(f"algo.value_coef={self.value_coef} and algo.weight_decay={self.weight_decay} must be >= 0")
+        if self.value_coef < 0 or self.weight_decay < 0 or self.consistency_coef < 0:
+            out.append(f"algo.value_coef={self.value_coef}, algo.weight_decay={self.weight_decay} and "
+                       f"algo.consistency_coef={self.consistency_coef} must be >= 0")
+        if self.consistency_coef > 0 and self.projection_size < 1:
+            out.append(f"algo.consistency_coef={self.consistency_coef} needs algo.projection_size >= 1 (got "
+                       f"{self.projection_size})")
         if not (self.dirichlet_alpha > 0 and 0 <= self.dirichlet_fraction <= 1):
             out.append(f"algo.dirichlet_alpha={self.dirichlet_alpha} must be > 0 and algo.dirichlet_fraction="
                        f"{self.dirichlet_fraction} in [0, 1]")

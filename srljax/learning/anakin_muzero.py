@@ -59,7 +59,8 @@ class MuZeroProgram(SearchProgram):
         return MuZeroCarry(env_state, ts.obs, replay, jnp.int32(0), jnp.int32(0), act_key)
 
     def sample(self, replay: Window, ptr: jax.Array, count: jax.Array, key: jax.Array) -> Window:
-        """``algo.windows`` windows ``[N, W, ...]`` (obs: the first row's); ``searched`` all False while fewer than
+        """``algo.windows`` windows ``[N, W, ...]`` (obs: the first ``K + 1`` rows', all ``W`` with
+        ``algo.fresh_values``); ``searched`` all False while fewer than
         ``W`` rows are written."""
         n, w, length = self.algo.windows, self.span, self.length
         k_age, k_env = jax.random.split(key)
@@ -68,10 +69,20 @@ class MuZeroProgram(SearchProgram):
         env = jax.random.randint(k_env, (n,), 0, self.num_envs)
         rows = (first[:, None] + jnp.arange(w)) % length
         pick = lambda x: x[rows, env[:, None]]  # noqa: E731 - [L, B, ...] -> [N, W, ...]
-        out = Window(obs=replay.obs[first, env], action=pick(replay.action), reward=pick(replay.reward),
+        obs_rows = rows if self.algo.fresh_values else rows[:, : self.algo.unroll_steps + 1]
+        out = Window(obs=replay.obs[obs_rows, env[:, None]], action=pick(replay.action), reward=pick(replay.reward),
                      terminated=pick(replay.terminated), searched=pick(replay.searched) & (count >= w),
                      value=pick(replay.value), policy=pick(replay.policy))
         return out
+
+    def refresh(self, params: Any, w: Window) -> Window:
+        """The current network's values at the rows the n-step targets bootstrap from (``n .. n + K``) in place of
+        the stored search values; obs cut back to the first ``K + 1`` rows."""
+        n, k1 = self.algo.td_steps, self.algo.unroll_steps + 1
+        obs = w.obs[:, n: n + k1]
+        _, value = self.algo.predict(params, obs.reshape(-1, *obs.shape[2:]))
+        value = lax.stop_gradient(value).reshape(obs.shape[:2]).astype(w.value.dtype)
+        return w._replace(obs=w.obs[:, :k1], value=w.value.at[:, n: n + k1].set(value))
 
     def iteration(self, train_state: Any, carry: MuZeroCarry) -> tuple[Any, MuZeroCarry, Any]:
         params = self.algo.policy_params(train_state)
@@ -95,7 +106,10 @@ class MuZeroProgram(SearchProgram):
         count = jnp.minimum(carry.count + self.num_steps, self.length)
         key, k_sample = jax.random.split(key)
         a = self.algo
-        batch = unroll_targets(self.sample(replay, ptr, count, k_sample), a.unroll_steps, a.td_steps, a.gamma)
+        window = self.sample(replay, ptr, count, k_sample)
+        if a.fresh_values:
+            window = self.refresh(params, window)
+        batch = unroll_targets(window, a.unroll_steps, a.td_steps, a.gamma)
         train_state, metrics = a.update(train_state, batch)
         metrics |= {"searched_value": jnp.mean(rows.value), "rows_searched": jnp.mean(rows.searched.astype(jnp.float32))}
         return train_state, MuZeroCarry(env_state, obs, replay, ptr, count, key), (metrics, ep_return, ep_length,
