@@ -29,7 +29,8 @@ from srljax.comm import (
     SampleReceiver,
     SampleSender,
 )
-from srljax.comm.security import AuthError, KeyRing, WireContext, WireRules
+from srljax.comm.codec import PACK_ALIGN, PACK_MAX_PARTS
+from srljax.comm.security import MIN_HWM, AuthError, KeyRing, WireContext, WireRules
 from srljax.config import apply_overrides, load_file
 from srljax.system.shell import auth
 from srljax.system.shell.common import checked_trajectory
@@ -233,8 +234,14 @@ def test_an_oversized_frame_is_refused_at_its_header(bounded: bool, contexts) ->
 def test_receive_limits_come_from_the_spec_and_the_queue_is_bounded_in_bytes(contexts) -> None:
     ctx = contexts(None, "policy", limits={"requests": 8 << 20, "control": 256 << 10}, queue_bytes=64 << 20)
     server = InferenceServer("tcp://127.0.0.1:*", TRIAL, ctx=ctx)
-    assert server.sock.getsockopt(zmq.MAXMSGSIZE) == 8 << 20
-    assert server.sock.getsockopt(zmq.RCVHWM) == 8  # 64 MiB / 8 MiB, not the 1,000 messages asked for
+    # a one-frame stream (codec.pack): the frame is the whole message, its bound the message's (4 frame bounds
+    # here) plus the part table; the queue holds 64 MiB of such messages, not the 1,000 asked for
+    frame = (4 * 8 << 20) + PACK_MAX_PARTS * (8 + PACK_ALIGN) + 4
+    assert server.max_message == 4 * 8 << 20 and server.sock.getsockopt(zmq.MAXMSGSIZE) == frame
+    assert server.sock.getsockopt(zmq.RCVHWM) == max(MIN_HWM, (64 << 20) // frame)
+    samples = SampleReceiver("tcp://127.0.0.1:*", TRIAL, ctx=contexts(None, "trainer", limits={"samples": 8 << 20}))
+    assert samples.sock.getsockopt(zmq.MAXMSGSIZE) == 8 << 20  # a multipart stream: the frame bound
+    samples.close()
     control = ControlServer("tcp://127.0.0.1:*", TRIAL, ctx=ctx)
     assert control.sock.getsockopt(zmq.MAXMSGSIZE) == 256 << 10
     server.close()

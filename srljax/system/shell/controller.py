@@ -414,7 +414,7 @@ class Controller:
         exited = self._exited()
         if exited:  # a worker's last words (its error) may have arrived after this tick read the socket
             self._read_messages(50)  # (sent before it exited; on its way for a moment at most)
-            deadline = time.monotonic() + 0.5  # on a crowded machine the moment can be longer: half a second more
+            deadline = time.monotonic() + 2.0  # on a crowded machine the moment can be longer (0.5 s was not, at load 20+)
             while time.monotonic() < deadline and any(
                     self.states.get(self._key_of.get(n)) not in ("stopped", "error") for n in exited):
                 self._read_messages(50)
