@@ -195,6 +195,16 @@ _PACK_HEAD = np.dtype("<u4")
 _PACK_SIZES = np.dtype("<u8")
 
 
+def _aligned(offset: int) -> int:
+    return -(-offset // PACK_ALIGN) * PACK_ALIGN
+
+
+def packed_bound(message_bytes: int) -> int:
+    """The largest frame ``pack`` makes of a message of at most ``message_bytes`` (its frames together): the
+    part table and each part's alignment padding, for up to ``PACK_MAX_PARTS`` parts."""
+    return message_bytes + _PACK_HEAD.itemsize + PACK_MAX_PARTS * (_PACK_SIZES.itemsize + PACK_ALIGN)
+
+
 def pack(frames: Sequence[Any]) -> bytes:
     """``encode``'s frames as ONE frame: the part count (u4), each part's size (u8), then the parts, each at a
     multiple of ``PACK_ALIGN``. One copy at the sender; ``unpack`` gives the parts back without copying.
@@ -206,7 +216,7 @@ def pack(frames: Sequence[Any]) -> bytes:
     offset = _PACK_HEAD.itemsize + _PACK_SIZES.itemsize * len(views)
     starts = []
     for view in views:
-        offset = -(-offset // PACK_ALIGN) * PACK_ALIGN
+        offset = _aligned(offset)
         starts.append(offset)
         offset += view.nbytes
     out = bytearray(offset)
@@ -230,7 +240,7 @@ def unpack(frame: Any) -> list[memoryview]:
     sizes = np.frombuffer(buf[_PACK_HEAD.itemsize:table_end], _PACK_SIZES)
     parts, offset = [], table_end
     for size in sizes.tolist():
-        offset = -(-offset // PACK_ALIGN) * PACK_ALIGN
+        offset = _aligned(offset)
         if offset + size > buf.nbytes:
             raise DecodeError(FRAMES, f"a packed frame's parts need more than its {buf.nbytes} bytes")
         parts.append(buf[offset:offset + size])

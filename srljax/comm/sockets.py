@@ -26,14 +26,13 @@ from zmq.utils.monitor import recv_monitor_message
 
 from srljax.comm.codec import (
     FRAMES,
-    PACK_ALIGN,
-    PACK_MAX_PARTS,
     DecodeError,
     DropCounter,
     Message,
     decode,
     encode,
     pack,
+    packed_bound,
     unpack,
 )
 from srljax.comm.security import MIN_HWM, rules_of
@@ -188,7 +187,7 @@ class Endpoint:
         if max_bytes and max_bytes > 0 and self.max_message:
             max_bytes = min(max_bytes, self.max_message)  # a frame cannot be larger than its message
             if self.single_frame:  # the frame is the message, with its parts' table and alignment
-                max_bytes = self.max_message + PACK_MAX_PARTS * (8 + PACK_ALIGN) + 4
+                max_bytes = packed_bound(self.max_message)
         self.max_bytes = max_bytes
         if max_bytes:
             sock.setsockopt(zmq.MAXMSGSIZE, max_bytes)

@@ -526,25 +526,24 @@ class Controller:
         tiers = [[k for k in keys if self.states.get(k) not in ("lost", "stopped", "error") and k in self.info]
                  for keys in order]
         deadline = time.monotonic() + grace_s
-        exited: set[str] = set()
-        self._stop_waits = True  # a second Ctrl-C: stop waiting (the backend kills what is left)
         for tier in (t for t in tiers if t):
             self.server.send_many(tier, "stop")
-            exited = self._await_stopped(tier, min(deadline, time.monotonic() + TIER_WAIT_S))
+            if self._await_stopped(tier, min(deadline, time.monotonic() + TIER_WAIT_S)) is None:
+                deadline = 0.0  # a second Ctrl-C: the rest are told, nobody is waited for (the backend kills them)
         live = [k for tier in tiers for k in tier]
-        exited = self._await_stopped(live, deadline)
+        exited = self._await_stopped(live, deadline) or set(self._exited())
         late = [self.expected[k] for k in live if self.states.get(k) not in ("stopped", "error")
                 and self.expected[k] not in exited]
         if late:
             self.say(f"did not stop within {grace_s:g} s: {', '.join(late)}")
         return late
 
-    def _await_stopped(self, keys: list[str], until: float) -> set[str]:
+    def _await_stopped(self, keys: list[str], until: float) -> set[str] | None:
         """Read status messages until every one of ``keys`` has stopped (or its process exited) or ``until``;
-        the exited workers' names."""
+        the exited workers' names, or None when a Ctrl-C ended the wait."""
         exited: set[str] = set(self._exited())
         waiting, next_look = keys, 0.0
-        while self._stop_waits and (now := time.monotonic()) < until:
+        while (now := time.monotonic()) < until:
             if now >= next_look:  # O(still running), a few times a second
                 exited = set(self._exited())
                 waiting = [k for k in waiting if self.states.get(k) not in ("stopped", "error")
@@ -559,7 +558,7 @@ class Controller:
                         if isinstance(state, str) and self.states.get(msg.worker) != "stopped":
                             self.states[msg.worker] = state
             except KeyboardInterrupt:
-                self._stop_waits = False
+                return None
         return exited
 
     def close(self) -> None:
