@@ -319,7 +319,16 @@ def _fix(role: str) -> str:
 
 
 def layout_problems(cfg: Experiment) -> list[str]:
-    """Every problem with a distributed layout (graph and sizes); [] for ``layout.mode=single``."""
+    """Every problem with a distributed layout (graph and sizes); for ``layout.mode=single``, only a distributed
+    layout's key set."""
+    if cfg.layout.shared_memory:
+        if cfg.layout.mode != "distributed":
+            return ["layout.shared_memory=true moves a distributed layout's samples through shared memory, and "
+                    "layout.mode=single has no sample stream: drop it, or set layout.mode=distributed"]
+        from srljax.comm.shm import available
+
+        if why := available():
+            return [f"layout.shared_memory=true cannot work here: {why}; set layout.shared_memory=false"]
     if cfg.layout.mode != "distributed":
         return []
     lay, env = cfg.layout, cfg.env

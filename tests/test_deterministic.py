@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -31,8 +32,13 @@ def without_timing(line: dict) -> dict:
     return {k: v for k, v in line.items() if k not in TIMING}
 
 
-def test_two_runs_with_one_seed_write_the_same_metrics(tmp_path):
-    a, said = run(tmp_path, "a")
+@pytest.fixture(scope="module")
+def first(tmp_path_factory):
+    return run(tmp_path_factory.mktemp("det"), "a")
+
+
+def test_two_runs_with_one_seed_write_the_same_metrics(tmp_path, first):
+    a, said = first
     b, _ = run(tmp_path, "b", "layout.transport=ipc")  # other sockets, other timing
     assert "actors act inline" in said  # the config file's remote inference was set aside, and the user told
     assert len(a) == len(b) == 12
@@ -40,6 +46,18 @@ def test_two_runs_with_one_seed_write_the_same_metrics(tmp_path):
     returns = [x["episode_return"] for x in a if x.get("episode_return") is not None]
     assert len(set(returns)) > 3  # the runs learned something, not a constant
     assert max(x["lag/max"] for x in a) == 0  # every segment acted with the version its update trains
+
+
+def test_samples_through_shared_memory_train_on_the_same_bits(tmp_path, first):
+    """layout.shared_memory: the same metrics as over the socket, every segment through a ring, no ring left."""
+    from srljax.comm import shm
+
+    c, _ = run(tmp_path, "c", "layout.shared_memory=true")
+    assert [without_timing(x) for x in c] == [without_timing(x) for x in first[0]]
+    trainer = json.loads((tmp_path / "det" / "c" / "workers" / "trainer-0.jsonl").read_text().splitlines()[-1])
+    assert trainer["samples/shm.received"] == trainer["samples/received"] == 24  # 12 updates x 2 actors
+    assert not any(k.startswith("samples/drop.") for k in trainer)
+    assert not [f for f in os.listdir(shm.DIR) if f.startswith(f"srljax-{shm.trial_tag('det/c')}-")]
 
 
 @pytest.mark.slow  # ~1 minute; the contrast that makes the test above meaningful, run with -m slow

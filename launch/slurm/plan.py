@@ -210,6 +210,9 @@ def slurm_problems(cfg: Experiment) -> list[str]:
         layout = Layout(groups=tuple(g for g in layout.groups if g.role == TRAINER), streams=())
     elif cfg.layout.transport != "tcp":
         out.append("layout.transport=ipc only reaches workers on one node; launch.slurm needs layout.transport=tcp")
+    if cfg.layout.shared_memory and not anakin(cfg):
+        out.append("layout.shared_memory=true only reaches workers on one node, and launch.slurm places worker groups "
+                   "on nodes of their own: set layout.shared_memory=false (or run on one host with launch.local)")
     limit, signal_s = time_limit(cfg), cfg.slurm.signal_seconds
     seconds = time_limit_seconds(limit)
     if seconds is None:

@@ -337,7 +337,7 @@ class Endpoint:
         try:
             if len(frames) <= envelope:
                 raise DecodeError(FRAMES, "no body after the envelope")
-            body = frames[envelope:]
+            body = self._resolve(frames[envelope:])
             if self.single_frame:
                 if len(body) != 1:
                     raise DecodeError(FRAMES, f"{len(body)} body frames on a one-frame stream")
@@ -367,6 +367,10 @@ class Endpoint:
         frames.clear()  # the caller's list: the frames' memory is freed here, before the trim
         self.drops.add(DecodeError(TOO_BIG, f"{size:,} bytes in {count} frames, over {self.max_message:,}"))
         give_back_memory()
+
+    def _resolve(self, body: list[Any]) -> list[Any]:
+        """The message's frames as ``decode`` takes them (``SampleReceiver``: a shared-memory descriptor's arrays)."""
+        return body
 
     def _validate(self, msg: Message) -> None:
         """Stream-specific checks on a decoded message; raise DecodeError to drop it."""

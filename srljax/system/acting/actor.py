@@ -112,7 +112,7 @@ class ActorWorker(Worker):
         if self.plan.policies:  # each policy's part of a segment to its own trainer (srljax/learning/policies.py)
             self.sender, sinks = connect_policy_senders(self, SEND_HWM)
         else:
-            self.sender = SampleSender(None, self.trial, ctx=self.ctx, hwm=SEND_HWM)
+            self.sender = SampleSender(None, self.trial, ctx=self.ctx, hwm=SEND_HWM, **self.samples_options(sender=True))
             sink = BUFFER if self.peers_of(BUFFER, SAMPLES) else TRAINER  # buffers if the layout has any
             members = [member_of_actor(cfg, self.index)] if self.plan.members else None  # a population: its member's
             sinks = self.connect_peers(self.sender, sink, SAMPLES, members)  # follows a restarted buffer to its new address

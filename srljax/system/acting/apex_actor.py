@@ -129,7 +129,7 @@ class ApexActorWorker(ActorWorker):
         self.epsilon = self.explore.get("epsilon")  # reported to the replay buffer and trainer when there is one
         self.env_steps = 0  # this actor's, the clock of its exploration values
         self.shard = shard_of(self.index, cfg)
-        self.sender = SampleSender(None, self.trial, ctx=self.ctx, hwm=SEND_HWM)
+        self.sender = SampleSender(None, self.trial, ctx=self.ctx, hwm=SEND_HWM, **self.samples_options(sender=True))
         if not self.connect_peers(self.sender, BUFFER, SAMPLES, [self.shard]):  # follows a restarted shard
             raise RuntimeError(f"the configure message named no replay buffer worker {self.shard} to push to")
         key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 1000 + self.index)

@@ -185,6 +185,10 @@ class Controller:
             result = dataclasses.replace(result, message=f"{result.message}\n{self.restarts.describe()}")
         self.say(f"ending the trial: {result.message}")
         self.stop_all()
+        if self.cfg.layout.shared_memory:  # rings of senders killed before they could remove them (threads: all)
+            from srljax.comm.shm import remove_dead_rings
+
+            remove_dead_rings(trial_name(self.cfg), also_pid=os.getpid())
         try:
             write_status(self.cfg.run_dir, result, self.restarts.summary())
         except OSError as err:  # a full or read-only disk: the result still reaches the launcher

@@ -51,6 +51,8 @@ from srljax.telemetry.exporter import METRICS_STREAM, serve_worker
 from srljax.telemetry.stats import WorkerStats
 from srljax.types import EnvSpec
 
+SLOT_SLACK = 1 << 16  # a shared-memory slot's room for its arrays' alignment beyond the largest message
+
 HEARTBEAT_S = 1.0
 STARTUP_HEARTBEAT_S = 5.0  # before ``start`` (the controller allows 30 s of silence then): 10,000 workers
 # registering and configuring send the controller 2,000 heartbeats a second instead of 10,000
@@ -173,6 +175,16 @@ class Worker:
         workers configured after this one; the names service keeps it for tools and debugging."""
         self._addresses[stream] = address
         self.names.add(stream_key(self.cfg, self.role, self.index, stream), address)
+
+    def samples_options(self, sender: bool) -> dict[str, Any]:
+        """A samples endpoint's keyword arguments under ``layout.shared_memory`` (``srljax/comm/shm.py``): a sender's
+        ring has slots of this trial's largest sample message, a receiver takes descriptors; {} without it."""
+        if not self.cfg.layout.shared_memory:
+            return {}
+        if not sender or self.spec is None:
+            return {"shared_memory": True}
+        return {"shared_memory": True, "slot_bytes": largest_messages(self.cfg, self.spec, self.extras_spec)["samples"]
+                + SLOT_SLACK}
 
     def peers_of(self, role: str, stream: str) -> list[str]:
         """Addresses of every ``role`` worker serving ``stream``, by index (from the configure message)."""

@@ -84,9 +84,9 @@ class BufferWorker(Worker):
             raise RuntimeError("the configure message carried no env spec")
         self.chunk = min(max(1, cfg.batch_envs // cfg.trainer.num_hosts),
                          message_columns(cfg.algo.num_steps, self.spec, self.extras_spec, cfg.env.num_envs))
-        self.receiver = SampleReceiver(bind_address(cfg), self.trial, ctx=self.ctx)
+        self.receiver = SampleReceiver(bind_address(cfg), self.trial, ctx=self.ctx, **self.samples_options(sender=False))
         self.register(SAMPLES, self.receiver.address)
-        self.sender = SampleSender(None, self.trial, ctx=self.ctx)
+        self.sender = SampleSender(None, self.trial, ctx=self.ctx, **self.samples_options(sender=True))
         self.connect_peers(self.sender, TRAINER, SAMPLES)
         self.held = []
         self.held_columns = 0

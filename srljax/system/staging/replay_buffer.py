@@ -85,12 +85,13 @@ class ReplayBufferWorker(Worker):
         self.replay = config_replay(cfg, spec, shard_capacity(cfg), shard_streams(cfg, self.index))
         self.rng = np.random.default_rng([cfg.seed, 7919, self.index])
         self.shard_incarnation = uuid.uuid4().hex[:8]  # in every batch: priorities for another one are dropped
-        self.receiver = SampleReceiver(bind_address(cfg), self.trial, ctx=self.ctx, hwm=4)
+        self.receiver = SampleReceiver(bind_address(cfg), self.trial, ctx=self.ctx, hwm=4,
+                                       **self.samples_options(sender=False))
         self.register(SAMPLES, self.receiver.address)
         limit = FLOOR + HEADROOM * 24 * max(a.batch_size, 1)  # three [N] arrays of 8 bytes
         self.back = PriorityReceiver(bind_address(cfg), self.trial, ctx=self.ctx, max_bytes=limit)
         self.register(PRIORITIES, self.back.address)
-        self.sender = SampleSender(None, self.trial, ctx=self.ctx, hwm=4)
+        self.sender = SampleSender(None, self.trial, ctx=self.ctx, hwm=4, **self.samples_options(sender=True))
         self.poller = zmq.Poller()
         self.poller.register(self.receiver.sock, zmq.POLLIN)
         self.poller.register(self.back.sock, zmq.POLLIN)

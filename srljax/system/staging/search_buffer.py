@@ -79,9 +79,9 @@ class SearchBufferWorker(Worker):
         self.replay = SearchReplay(algo, spec, a, columns, seed=[cfg.seed, 4099, self.index],
                                    key=jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 5000 + self.index))
         self.per_batch = cfg.env_steps_per_update / cfg.layout.num_buffer_workers
-        self.receiver = SampleReceiver(bind_address(cfg), self.trial, ctx=self.ctx)
+        self.receiver = SampleReceiver(bind_address(cfg), self.trial, ctx=self.ctx, **self.samples_options(sender=False))
         self.register(SAMPLES, self.receiver.address)
-        self.sender = SampleSender(None, self.trial, ctx=self.ctx, hwm=2)
+        self.sender = SampleSender(None, self.trial, ctx=self.ctx, hwm=2, **self.samples_options(sender=True))
         self.connect_peers(self.sender, TRAINER, SAMPLES)
         codec = ParamsCodec(algo)
         with self.stats.time("compute/warm_up"):

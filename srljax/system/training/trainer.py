@@ -107,7 +107,8 @@ class TrainerWorker(Worker):
         self.learner.compile(self.source.example_batch())
         self.receiver = SampleReceiver(bind_address(cfg), self.trial, ctx=self.ctx, hwm=SAMPLE_HWM,
                                        max_bytes=self.source.samples_limit(),
-                                       max_message_bytes=self.source.samples_message_limit())
+                                       max_message_bytes=self.source.samples_message_limit(),
+                                       **self.samples_options(sender=False))
         self.register(SAMPLES, self.receiver.address)
         self.update_end = UpdateEnd(context(self.ctx))
         self.poller = zmq.Poller()
