@@ -3,6 +3,7 @@ and through buffer workers, over the real sample streams; GB/s per trainer again
 
     python bench/ingest.py                                   # 1, 2, 4 actors direct; 4 actors through 1 and 2 buffers
     python bench/ingest.py --actors 8 --buffers 0 2 --seconds 10
+    python bench/ingest.py --put --shared-memory both         # each row over TCP, then through /dev/shm rings
     python bench/ingest.py --costs runs/plan/atari_ppo-<digest>.json --cores 10000   # and the 10,000-core table
 
 Each actor, buffer and the trainer is a process of its own (``python bench/ingest.py --child ROLE JSON``, in a
@@ -21,7 +22,9 @@ buffers keep freed memory for the next frames (``comm.sockets.keep_freed_memory`
 does), or with ``--memory fresh`` keep glibc's defaults (every received 29 MB frame a fresh mapping, faulted in);
 a buffer's messages stay below 32 MB, whole segments forwarded unjoined (``staging.buffer.message_columns``), or
 with ``--buffer-messages batch`` are one trainer batch (116 MB at 4 actors). ``--transport ipc``: unix sockets,
-as ``layout.transport=ipc``. The trainer's page faults per MB received are printed beside its GB/s. Figures over the window after ``--warmup`` s: the trainer's GB/s and env steps/s,
+as ``layout.transport=ipc``. ``--shared-memory on``: as ``layout.shared_memory=true``, each sender (actor, buffer)
+copies a message into a slot of its ring in ``/dev/shm`` and sends a descriptor, and the receiver reads the slot in
+place (``srljax/comm/shm.py``); ``both``: every row over the socket, then through shared memory, back to back. The trainer's page faults per MB received are printed beside its GB/s. Figures over the window after ``--warmup`` s: the trainer's GB/s and env steps/s,
 its process's CPU (zmq's I/O thread included) and the GB/s one core of it would take (bytes over its CPU seconds);
 each buffer's the same; this machine's memcpy bandwidth (``np.copyto`` of 256 MB, one thread, best of 5) and the
 ratio. With ``--costs`` (what ``python -m launch.plan CFG --measure`` wrote for the same config), the table of
@@ -96,7 +99,7 @@ def child_actor(a: dict[str, Any]) -> None:
     from srljax.comm.samples import SampleSender
 
     segment = _segment(_spec(a["spec"]), _extras(a["extras"]), a["t"], a["b"], a["index"])
-    sender = SampleSender(None, TRIAL)
+    sender = SampleSender(None, TRIAL, shared_memory=a["shm"])
     for address in a["to"]:
         sender.connect(address)
     sent, deadline = 0, time.monotonic() + a["run_s"]
@@ -120,8 +123,10 @@ def child_buffer(a: dict[str, Any]) -> None:
         from srljax.system.staging.buffer import message_columns
 
         chunk = min(chunk, message_columns(a["t"], spec, extras, a["b"]))
-    receiver = SampleReceiver("ipc://*" if a["transport"] == "ipc" else "tcp://127.0.0.1:*", TRIAL)
-    sender = SampleSender(a["to"][0], TRIAL)
+    receiver = SampleReceiver("ipc://*" if a["transport"] == "ipc" else "tcp://127.0.0.1:*", TRIAL,
+                              shared_memory=a["shm"])
+    sender = SampleSender(a["to"][0], TRIAL, shared_memory=a["shm"],
+                          slot_bytes=a["segment_bytes"] * -(-chunk // a["b"]) + (1 << 16))
     pool = JoinPool(keep=6) if a["join"] == "pool" else None
 
     def send(batch: Any, timeout_ms: int) -> bool:
@@ -179,7 +184,8 @@ def child_trainer(a: dict[str, Any]) -> None:
 
     spec, extras = _spec(a["spec"]), _extras(a["extras"])
     _memory(a)
-    receiver = SampleReceiver("ipc://*" if a["transport"] == "ipc" else "tcp://127.0.0.1:*", TRIAL)
+    receiver = SampleReceiver("ipc://*" if a["transport"] == "ipc" else "tcp://127.0.0.1:*", TRIAL,
+                              shared_memory=a["shm"])
     pool = JoinPool(keep=3) if a["join"] == "pool" else None
     if a["put"]:  # as Learner.put: the batch to the (CPU) device, waited for
         import jax
@@ -219,7 +225,8 @@ def child_trainer(a: dict[str, Any]) -> None:
         return
     wall, cpu = time.monotonic() - window[0], time.process_time() - window[1]
     _say(role="trainer", messages=got - window[2], bytes=nbytes - window[3], batches=batches - window[4],
-         columns=taken - window[5], wall_s=wall, cpu_s=cpu, faults=_faults() - window[6])
+         columns=taken - window[5], wall_s=wall, cpu_s=cpu, faults=_faults() - window[6],
+         counters=receiver.counters())
     receiver.close()
 
 
@@ -249,11 +256,11 @@ def first_line(proc: subprocess.Popen) -> dict[str, Any]:
     return json.loads(line)
 
 
-def one_row(setup: dict[str, Any], actors: int, buffers: int, opts: argparse.Namespace) -> dict[str, Any]:
+def one_row(setup: dict[str, Any], actors: int, buffers: int, opts: argparse.Namespace, shared: bool) -> dict[str, Any]:
     settle = 1.0 + 0.3 * (actors + buffers)  # the children's start-up (imports) before the first segment
     run_s = settle + opts.warmup + opts.seconds + 5.0
     batch = (opts.batch or actors) * setup["b"]  # a planned layout's trainer.batch_envs: every actor's columns
-    common = {**setup, "join": opts.join, "put": opts.put, "memory": opts.memory, "buffer_messages": opts.buffer_messages, "transport": opts.transport, "warmup_s": opts.warmup, "window_s": opts.seconds, "run_s": run_s, "settle_s": settle,
+    common = {**setup, "join": opts.join, "put": opts.put, "memory": opts.memory, "buffer_messages": opts.buffer_messages, "transport": opts.transport, "shm": shared, "warmup_s": opts.warmup, "window_s": opts.seconds, "run_s": run_s, "settle_s": settle,
               "batch": batch, "chunk": batch}
     trainer = start("trainer", common)
     procs = [trainer]
@@ -278,10 +285,15 @@ def one_row(setup: dict[str, Any], actors: int, buffers: int, opts: argparse.Nam
                 p.wait(10)
             except subprocess.TimeoutExpired:
                 p.kill()
+        if shared:  # the terminated children's rings
+            from srljax.comm.shm import remove_dead_rings
+
+            remove_dead_rings(TRIAL)
     if "error" in got or not got:
         raise SystemExit(f"{actors} actors, {buffers} buffers: {got.get('error', 'the trainer said nothing')}")
     steps = got["columns"] * setup["t"]
-    row = {"actors": actors, "buffers": buffers, "trainer_gbps": got["bytes"] / got["wall_s"] / 1e9,
+    drops = {k: v for k, v in got.get("counters", {}).items() if k.startswith("drop.")}
+    row = {"actors": actors, "buffers": buffers, "shm": shared, "trainer_drops": drops, "trainer_gbps": got["bytes"] / got["wall_s"] / 1e9,
            "trainer_env_steps_per_s": steps / got["wall_s"], "trainer_cores": got["cpu_s"] / got["wall_s"],
            "trainer_gbps_per_core": got["bytes"] / max(got["cpu_s"], 1e-9) / 1e9, "batches": got["batches"],
            "batch_columns": batch, "trainer_messages_per_s": got["messages"] / got["wall_s"],
@@ -376,6 +388,9 @@ def main() -> int:
                              "one trainer batch whatever its size (before)")
     parser.add_argument("--transport", choices=("tcp", "ipc"), default="tcp",
                         help="loopback TCP, or unix sockets (what layout.transport=ipc binds on one host)")
+    parser.add_argument("--shared-memory", choices=("off", "on", "both"), default="off",
+                        help="samples through rings in /dev/shm (layout.shared_memory: only a descriptor on the "
+                             "socket), or over it; both: each row both ways, back to back")
     parser.add_argument("--costs", default="", help="launch.plan --measure's unit costs of --config: print the table")
     parser.add_argument("--cores", type=int, default=10_000, help="the table's cluster: cores of actors")
     parser.add_argument("--set", action="append", default=[], help="config override key=value (repeatable)")
@@ -394,22 +409,23 @@ def main() -> int:
           f"env step); memcpy {copy:.2f} GB/s (one thread)", flush=True)
     rows = []
     plan = [(a, 0) for a in opts.actors] + [(opts.through, k) for k in opts.buffers if k > 0]
-    for actors, buffers in plan:
-        row = one_row(setup, actors, buffers, opts)
+    modes = {"off": [False], "on": [True], "both": [False, True]}[opts.shared_memory]
+    for (actors, buffers), shared in [(p, m) for p in plan for m in modes]:
+        row = one_row(setup, actors, buffers, opts, shared)
         row["memcpy_gbps"] = copy
         rows.append(row)
         print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
-    print("\n| actors | buffers | trainer GB/s | / memcpy | trainer env steps/s | trainer cores | trainer GB/s per core "
-          "| trainer faults per MB | per buffer: GB/s, GB/s per core |\n|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("\n| actors | buffers | samples | trainer GB/s | / memcpy | trainer env steps/s | trainer cores | trainer GB/s per core "
+          "| trainer faults per MB | per buffer: GB/s, GB/s per core |\n|---:|---:|---|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
         per_buffer = ", ".join(f"{g:.2f} / {c:.2f}" for g, c in zip(r.get("buffer_gbps", []),
                                                                    r.get("buffer_gbps_per_core", []))) or "-"
-        print(f"| {r['actors']} | {r['buffers']} | {r['trainer_gbps']:.2f} | {r['trainer_gbps'] / copy:.2f} | "
+        print(f"| {r['actors']} | {r['buffers']} | {'shared memory' if r['shm'] else opts.transport} | {r['trainer_gbps']:.2f} | {r['trainer_gbps'] / copy:.2f} | "
               f"{r['trainer_env_steps_per_s']:,.0f} | {r['trainer_cores']:.2f} | {r['trainer_gbps_per_core']:.2f} | "
               f"{r['trainer_faults_per_mb']:.1f} | {per_buffer} |")
     if opts.costs:
-        direct = [r for r in rows if not r["buffers"]]
-        buffered = [g for r in rows for g in r.get("buffer_gbps_per_core", [])]
+        direct = [r for r in rows if not r["buffers"] and r["shm"] == modes[-1]]
+        buffered = [g for r in rows if r["shm"] == modes[-1] for g in r.get("buffer_gbps_per_core", [])]
         ingest = max(r["trainer_gbps_per_core"] for r in direct) if direct else 0.0
         print("\n" + "\n".join(table(opts.costs, opts.cores, ingest, min(buffered) if buffered else ingest,
                                      setup["bytes_per_step"])))

@@ -275,24 +275,65 @@ def test_the_config_key_is_refused_where_it_cannot_work():
     assert not any("shared_memory" in p for p in slurm_problems(cartpole_ppo_distributed.experiment()))
 
 
-def test_worker_processes_pass_the_key_to_their_sample_endpoints():
-    """What a worker builds its sample sockets with (actors, buffers: slots of the trial's largest message)."""
+def test_worker_processes_pass_the_key_to_their_sample_endpoints(trial):
+    """What a worker builds its sample sockets with: an actor's ring holds a whole batch of its segments beyond 8
+    (a trainer holds a batch's segments until it cuts it, maybe all from one actor); a buffer's slots fit its
+    messages; a policy's parts may be one column wide. And a sender with those slots is not stopped by a receiver
+    holding a batch's worth of its segments."""
     from configs import atari_ppo
+    from srljax.comm.samples import SHM_SLOTS
     from srljax.config import apply_overrides
     from srljax.system.shell.worker import SLOT_SLACK, Worker
     from srljax.types import EnvSpec
 
-    cfg = apply_overrides(atari_ppo.experiment(), ["layout.mode=distributed", "layout.shared_memory=true"])
+    cfg = apply_overrides(atari_ppo.experiment(), ["layout.mode=distributed", "layout.shared_memory=true",
+                                                   "env.num_envs=2", "trainer.batch_envs=12"])
     w = Worker.__new__(Worker)
     w.cfg, w.extras_spec = cfg, {}
     w.spec = EnvSpec(id="pong", obs_shape=(4, 84, 84), obs_dtype="uint8", action_kind="discrete", num_actions=6)
     assert w.samples_options(sender=False) == {"shared_memory": True}
-    opts = w.samples_options(sender=True)
-    rows, cols = cfg.algo.num_steps + 1, max(cfg.env.num_envs, cfg.batch_envs)
-    assert opts["shared_memory"] and opts["slot_bytes"] > rows * cols * 4 * 84 * 84 + SLOT_SLACK - 1
+    actor = w.samples_options(sender=True)
+    assert actor == {"shared_memory": True, "slots": SHM_SLOTS + 6}
+    buffer = w.samples_options(True, message_columns=4)
+    assert buffer["slots"] == SHM_SLOTS + 3
+    assert buffer["slot_bytes"] >= 4 * (cfg.algo.num_steps + 1) * 4 * 84 * 84 + SLOT_SLACK
+    assert w.samples_options(True, fewest_columns=1)["slots"] == SHM_SLOTS + 12
     w.cfg = apply_overrides(cfg, ["layout.shared_memory=false"])
     assert w.samples_options(sender=True) == {}
-    json.dumps(opts)
+
+    rx = SampleReceiver("tcp://127.0.0.1:*", trial, shared_memory=True)
+    tx = SampleSender(rx.address, trial, **actor)
+    try:
+        held = []
+        for seed in range(6):  # a batch of 12 columns, all from this actor, held until the batch is cut
+            assert tx.send(segment(seed, b=2), timeout_ms=5000)
+            held.append(received(rx))
+        for seed in range(SHM_SLOTS):  # and the actor keeps going meanwhile
+            assert tx.send(segment(seed, b=2), timeout_ms=1000)
+        assert all(equal(h, segment(i, b=2)) for i, h in enumerate(held))
+    finally:
+        tx.close()
+        rx.close()
+
+
+def test_no_room_in_dev_shm_sends_over_the_socket(trial, monkeypatch):
+    """A full /dev/shm (a container's 64 MB one) is no SIGBUS: pages are reserved before the copy, and a message
+    that gets none goes over the socket."""
+    rx, tx = pair(trial)
+
+    def full(fd, offset, length):
+        raise OSError(28, "No space left on device")
+    try:
+        monkeypatch.setattr(os, "posix_fallocate", full)
+        assert tx.send(segment(1), timeout_ms=5000)
+        assert equal(received(rx), segment(1))
+        assert tx.counters()["shm.no_space"] == 1 and rx.counters().get("shm.received", 0) == 0
+        monkeypatch.undo()
+        assert tx.send(segment(2), timeout_ms=5000)
+        assert equal(received(rx), segment(2)) and rx.counters()["shm.received"] == 1
+    finally:
+        tx.close()
+        rx.close()
 
 
 def test_threads_backend_with_a_buffer_moves_every_segment_through_rings(tmp_path):

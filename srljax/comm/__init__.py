@@ -21,7 +21,7 @@ results    ResultsReceiver (PULL)          ResultsSender (PUSH)               le
 Each stream owns one socket (one thread; ``close()`` or ``with``); bad, foreign-trial or wrong-schema messages
 are dropped and counted per reason (``endpoint.counters()``), never raised. Modules: ``codec.py``,
 ``sockets.py``, one per stream (``inference.py``, ``samples.py``, ``params.py``, ``control.py``,
-``priorities.py``, ``directives.py``, ``results.py``; the last two on one generic meta-only PUSH/PULL pair,
+``priorities.py``, ``directives.py``, ``results.py``; samples through shared memory on one host, ``shm.py``; the last two on one generic meta-only PUSH/PULL pair,
 ``meta_stream.py``), ``names.py`` and ``served_names.py``, ``hosts.py`` (bind
 addresses), ``security.py`` (CURVE, receive bounds), ``doorbell.py``.
 """

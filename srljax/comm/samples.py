@@ -17,7 +17,10 @@ may ``connect`` to several receivers (round-robin).
 a slot of its ring in ``/dev/shm`` and sends only a descriptor; the receiver gives them back as read-only views of
 the slot, which stays the receiver's until every array made from it is gone (``srljax/comm/shm.py``). The sender
 then waits for a free slot as it waits for a full socket (``send`` returns False after ``timeout_ms``); a sent
-array may be written again at once. A message larger than the ring's slots goes over the socket as before.
+array may be written again at once. A message larger than the ring's slots (``shm.fallback``), or one ``/dev/shm``
+has no room for (``shm.no_space``), goes over the socket as before. A receiver must let go of what it received
+(slots come back then): a sender needs more slots than the receiver holds of its messages at once (the trainer:
+a batch's worth), so ``slots`` is set from the batch (``Worker.samples_options``).
 """
 
 from __future__ import annotations
@@ -90,6 +93,8 @@ class SampleSender(Endpoint):
             self.counts["send_timeouts"] += 1
             return False
         descriptor = self.ring.write(slot, buffers)
+        if descriptor is None:  # no room in /dev/shm: over the socket
+            return self._send(frames, 0, track)
         if not self._send([descriptor, head], 0):
             self.ring.unsent(slot)
             return False

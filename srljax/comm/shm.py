@@ -164,8 +164,10 @@ class SlotRing:
         self.mm[:_HEAD.size] = _HEAD.pack(_RING_MAGIC, 1, slots, self.slot_bytes, pid, _start_time(pid), self.data)
         self.entries = np.frombuffer(self.mm, np.uint64, count=slots * _ENTRY // 8, offset=self.table).reshape(slots, -1)
         self.sent_at: list[float | None] = [None] * slots  # when each slot was last sent (None: never)
-        self.counts = {"shm.sent": 0, "shm.full": 0, "shm.reclaimed": 0}
+        self.reserved = [0] * slots  # bytes of each slot given pages (posix_fallocate) so far
+        self.counts = {"shm.sent": 0, "shm.full": 0, "shm.reclaimed": 0, "shm.no_space": 0}
         self.closed = False
+        self._unlink = weakref.finalize(self, _unlink, self.path)  # at exit too, if close was never called
 
     def _entry(self, slot: int) -> int:
         return self.table + slot * _ENTRY
@@ -203,16 +205,25 @@ class SlotRing:
         """Give back an acquired slot unwritten."""
         _lock(self.fd, fcntl.F_UNLCK, self._entry(slot), _ENTRY)
 
-    def write(self, slot: int, buffers: Sequence[Any]) -> bytes:
-        """Copy ``buffers`` into the acquired ``slot`` and let go of it: the descriptor frame to send."""
+    def write(self, slot: int, buffers: Sequence[Any]) -> bytes | None:
+        """Copy ``buffers`` into the acquired ``slot`` and let go of it: the descriptor frame to send; None (the slot
+        given back unwritten) when ``/dev/shm`` has no room for it."""
         sizes = [memoryview(b).nbytes for b in buffers]
         offsets, total = _offsets(sizes)
         if total > self.slot_bytes:
             self.cancel(slot)
             raise ValueError(f"{total:,} bytes do not fit a slot of {self.slot_bytes:,}")
+        base = self.data + slot * self.slot_bytes
+        if total > self.reserved[slot]:  # pages first: a write through the mapping to a full tmpfs is a SIGBUS
+            try:
+                os.posix_fallocate(self.fd, base, _aligned(total, PAGE))
+            except OSError:
+                self.counts["shm.no_space"] += 1
+                self.cancel(slot)
+                return None
+            self.reserved[slot] = _aligned(total, PAGE)
         gen = int(self.entries[slot, 0]) + 1
         self.entries[slot, 0] = gen  # first: a descriptor of what was here is stale from now on
-        base = self.data + slot * self.slot_bytes
         dst = np.frombuffer(self.mm, np.uint8, count=self.slot_bytes, offset=base)
         for at, size, buf in zip(offsets, sizes, buffers):
             dst[at:at + size] = np.frombuffer(memoryview(buf).cast("B"), np.uint8)
@@ -238,9 +249,10 @@ class SlotRing:
         if self.closed:
             return
         self.closed = True
-        if not self.in_flight():
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.path)
+        if self.in_flight():
+            self._unlink.detach()  # left for the receivers, who unlink it once this process has exited
+        else:
+            self._unlink()
         del self.entries
         with contextlib.suppress(BufferError):
             self.mm.close()
@@ -404,6 +416,11 @@ class SlotReader:
             for ring in self.rings.values():
                 self._detach(ring)
         self.rings.clear()
+
+
+def _unlink(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
 
 
 def remove_dead_rings(trial: str, also_pid: int | None = None) -> int:

@@ -161,7 +161,8 @@ def connect_policy_senders(worker: Any, hwm: int) -> tuple[PolicySender, list[st
 
     senders, sinks = {}, []
     for i, name in enumerate(worker.cfg.policies.training()):
-        senders[name] = SampleSender(None, worker.trial, ctx=worker.ctx, hwm=hwm, **worker.samples_options(sender=True))
+        senders[name] = SampleSender(None, worker.trial, ctx=worker.ctx, hwm=hwm,
+                                     **worker.samples_options(sender=True, fewest_columns=1))  # parts: any width
         sinks += worker.connect_peers(senders[name], TRAINER, SAMPLES, [i])
     return PolicySender(worker.cfg, worker.spec, senders), sinks
 

@@ -40,6 +40,7 @@ import zmq
 from srljax.comm import ControlClient, ControlMessage, NameResolver, worker_key
 from srljax.comm.control import CONTROL_ADDRESS_ENV
 from srljax.comm.doorbell import Doorbell
+from srljax.comm.samples import SHM_SLOTS
 from srljax.comm.security import KeyRing, WireContext
 from srljax.comm.served_names import NameServiceError
 from srljax.config import Experiment
@@ -176,15 +177,27 @@ class Worker:
         self._addresses[stream] = address
         self.names.add(stream_key(self.cfg, self.role, self.index, stream), address)
 
-    def samples_options(self, sender: bool) -> dict[str, Any]:
-        """A samples endpoint's keyword arguments under ``layout.shared_memory`` (``srljax/comm/shm.py``): a sender's
-        ring has slots of this trial's largest sample message, a receiver takes descriptors; {} without it."""
+    def samples_options(self, sender: bool, message_columns: int = 0, fewest_columns: int = 0) -> dict[str, Any]:
+        """A samples endpoint's keyword arguments under ``layout.shared_memory`` (``srljax/comm/shm.py``); {} without.
+
+        A receiver takes descriptors. A sender's ring has room for a whole batch of its messages beyond
+        ``SHM_SLOTS`` (a trainer holds a batch's segments until it cuts the batch, and may need them all from one
+        sender: fewer slots would wait forever), messages of ``message_columns`` columns (a buffer's) or else
+        of ``env.num_envs`` (an actor's segment; its slots are as large as its first message), at least
+        ``fewest_columns`` each where given (a policy's part of a segment: 1). Slots are given pages only as far as
+        they are written."""
         if not self.cfg.layout.shared_memory:
             return {}
-        if not sender or self.spec is None:
+        if not sender:
             return {"shared_memory": True}
-        return {"shared_memory": True, "slot_bytes": largest_messages(self.cfg, self.spec, self.extras_spec)["samples"]
-                + SLOT_SLACK}
+        columns = max(1, fewest_columns or message_columns or self.cfg.env.num_envs)
+        out = {"shared_memory": True, "slots": SHM_SLOTS + math.ceil(max(self.cfg.batch_envs, 1) / columns)}
+        if message_columns and self.spec is not None:
+            cfg = self.cfg
+            per_column = largest_messages(cfg, self.spec, self.extras_spec)["samples"] // max(cfg.env.num_envs,
+                                                                                              cfg.batch_envs)
+            out["slot_bytes"] = per_column * message_columns + SLOT_SLACK
+        return out
 
     def peers_of(self, role: str, stream: str) -> list[str]:
         """Addresses of every ``role`` worker serving ``stream``, by index (from the configure message)."""

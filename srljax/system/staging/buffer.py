@@ -86,7 +86,7 @@ class BufferWorker(Worker):
                          message_columns(cfg.algo.num_steps, self.spec, self.extras_spec, cfg.env.num_envs))
         self.receiver = SampleReceiver(bind_address(cfg), self.trial, ctx=self.ctx, **self.samples_options(sender=False))
         self.register(SAMPLES, self.receiver.address)
-        self.sender = SampleSender(None, self.trial, ctx=self.ctx, **self.samples_options(sender=True))
+        self.sender = SampleSender(None, self.trial, ctx=self.ctx, **self.samples_options(True, self.chunk))
         self.connect_peers(self.sender, TRAINER, SAMPLES)
         self.held = []
         self.held_columns = 0
