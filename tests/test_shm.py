@@ -3,7 +3,6 @@ ZeroMQ sockets, real processes killed with SIGKILL."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
