@@ -245,6 +245,16 @@ def test_bad_descriptors_are_dropped_and_counted_and_the_next_good_one_arrives(t
         for reason, frames in bad.items():
             assert counts.get(f"drop.{reason}") == len(frames), (reason, counts)
         os.unlink(os.path.join(shm.DIR, forged))
+        kept = received(rx) if tx.send(segment(4), timeout_ms=5000) else None  # held here
+        (slot,) = rx.shm.rings[name].held
+        push.send_multipart([desc(slot=slot, gen=int(tx.ring.entries[slot, 0])), head])  # a replay of its descriptor
+        while rx.counters().get("drop.shm_stale") == 1 and time.monotonic() < deadline:
+            assert rx.recv(100) is None
+        assert rx.counters()["drop.shm_stale"] == 2
+        other_slot = tx.ring.acquire(100)
+        assert other_slot is not None and other_slot != slot  # the replay did not let go of the held slot's lock
+        tx.ring.cancel(other_slot)
+        assert equal(kept, segment(4))
         off = SampleReceiver("tcp://127.0.0.1:*", trial)  # without shared memory: a descriptor is not a sample
         to_off = zmq.Context.instance().socket(zmq.PUSH)
         try:

@@ -268,7 +268,7 @@ class _Attached:
         self.slots, self.slot_bytes, self.data, self.pid, self.started = slots, slot_bytes, data, pid, started
         self.table = _aligned(_HEAD.size, _ENTRY)
         self.entries = np.frombuffer(mm, np.uint64, count=slots * _ENTRY // 8, offset=self.table).reshape(slots, -1)
-        self.held = 0
+        self.held: set[int] = set()  # the slots this reader holds (read-locked)
         self.detached = False
 
 
@@ -319,6 +319,8 @@ class SlotReader:
 
             raise DecodeError(TOO_BIG, f"{sum(sizes):,} bytes in shared memory, over {max_bytes:,}")
         entry = ring.table + slot * _ENTRY
+        if slot in ring.held:  # a second descriptor of a slot this reader holds (no sender can have rewritten it)
+            raise DecodeError(SHM_STALE, f"slot {slot} is held here already")
         if not _lock(ring.fd, fcntl.F_RDLCK, entry, _ENTRY):
             raise DecodeError(SHM_STALE, f"slot {slot} is being rewritten")
         if int(ring.entries[slot, 0]) != gen:
@@ -328,8 +330,8 @@ class SlotReader:
         base = np.frombuffer(ring.mm, np.uint8, count=ring.slot_bytes, offset=ring.data + slot * ring.slot_bytes)
         base.flags.writeable = False  # the arrays made from it are read-only, as a received bytes frame's
         with self.lock:
-            ring.held += 1
-        weakref.finalize(base, self._release, ring, entry)
+            ring.held.add(slot)
+        weakref.finalize(base, self._release, ring, slot)
         self.counts["shm.received"] += 1
         view = memoryview(base)
         return [view[at:at + size] for at, size in zip(offsets, sizes)]
@@ -367,11 +369,11 @@ class SlotReader:
         self.counts["shm.rings"] = len(self.rings)
         return ring
 
-    def _release(self, ring: _Attached, entry: int) -> None:
+    def _release(self, ring: _Attached, slot: int) -> None:
         with self.lock:
             if not ring.detached:
-                _lock(ring.fd, fcntl.F_UNLCK, entry, _ENTRY)
-            ring.held -= 1
+                _lock(ring.fd, fcntl.F_UNLCK, ring.table + slot * _ENTRY, _ENTRY)
+            ring.held.discard(slot)
 
     # -- rings of senders that are gone ---------------------------------------------------------------------------
     def sweep(self, force: bool = False) -> None:
