@@ -22,7 +22,8 @@ is timed as on a quiet one, and so is a computing unit another job preempted:
   is no guide to the 100x larger batches a plan of many actors trains on;
 * ``sample_bytes_per_step``: a segment's bytes on the wire (``comm/codec.py``) per env step;
 * ``ingest``: (in the trainer's process) a ``SampleSender`` pushing segments of the config's ``env.num_envs`` columns as fast as it can
-  over loopback TCP to a ``SampleReceiver`` that checks them and cuts batches as the trainer does:
+  over loopback TCP (through shared memory with ``layout.shared_memory=true``) to a ``SampleReceiver`` that checks
+  them and cuts batches as the trainer does:
   samples/s, bytes/s and each side's CPU per sample.
 """
 
@@ -44,7 +45,7 @@ import envs
 from algos.testing import random_trajectory
 from srljax.comm.codec import encode
 from srljax.comm.inference import InferenceClient, InferenceServer
-from srljax.comm.samples import SampleReceiver, SampleSender
+from srljax.comm.samples import SHM_SLOTS, SampleReceiver, SampleSender
 from srljax.config import Experiment, apply_overrides
 from srljax.layout import ACTOR, TRAINER
 from srljax.learning.acting import Acting, jit_act
@@ -234,8 +235,10 @@ def measure_ingest(cfg: Experiment, spec: Any, extras_spec: Any, seconds: float)
     segment = random_trajectory(spec, t, b)
     segment = segment._replace(extras={k: np.zeros((t + 1, b, *shape), dtype) for k, (shape, dtype) in extras_spec.items()})
     nbytes = sum(len(memoryview(f)) if not isinstance(f, bytes) else len(f) for f in encode("sample", TRIAL, segment))
-    receiver = SampleReceiver("tcp://127.0.0.1:*", trial=TRIAL, hwm=4)
-    sender = SampleSender(receiver.address, trial=TRIAL, hwm=4)
+    shared = cfg.layout.shared_memory  # as the run will: through rings in /dev/shm, a descriptor on the socket
+    receiver = SampleReceiver("tcp://127.0.0.1:*", trial=TRIAL, hwm=4, shared_memory=shared)
+    sender = SampleSender(receiver.address, trial=TRIAL, hwm=4, shared_memory=shared,
+                          slots=SHM_SLOTS + -(-cfg.batch_envs // b))
     stop, sent = threading.Event(), [0.0, 0]
 
     def push() -> None:
@@ -269,6 +272,10 @@ def measure_ingest(cfg: Experiment, spec: Any, extras_spec: Any, seconds: float)
         thread.join(5)
         sender.close()
         receiver.close()
+        if shared:  # the sender's ring, if descriptors were still on their way when it closed
+            from srljax.comm.shm import remove_dead_rings
+
+            remove_dead_rings(TRIAL, also_pid=os.getpid())
     samples = received * t * b
     if not samples:
         raise RuntimeError("no segment arrived over loopback TCP in the ingest measurement")

@@ -394,3 +394,22 @@ def test_a_batch_put_on_the_cpu_device_is_the_slot_and_holds_it_until_the_device
     finally:
         tx.close()
         rx.close()
+
+
+def test_plan_measures_ingest_through_shared_memory_when_the_config_asks():
+    """``launch.plan --measure``'s ingest unit goes the way the run's samples will."""
+    import dataclasses
+
+    import algos
+    import envs
+    from configs import cartpole_ppo_distributed
+    from launch.plan_measure import TRIAL, measure_ingest
+    from srljax.config import apply_overrides
+
+    cfg = apply_overrides(cartpole_ppo_distributed.experiment(), ["layout.shared_memory=true"])
+    env = envs.make(dataclasses.replace(cfg.env, num_envs=1, batch_size=0), seed=0)
+    spec = env.spec
+    env.close()
+    got = measure_ingest(cfg, spec, algos.make(cfg, spec).extras_spec, 0.5)
+    assert got["segments"] > 0 and got["bytes_per_s"] > 0
+    assert rings(TRIAL) == []

@@ -34,6 +34,7 @@ sweeps a trial's rings left by killed senders. Linux only (``/dev/shm`` and OFD 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import fcntl
@@ -244,13 +245,13 @@ class SlotRing:
                    for i, s in enumerate(self.sent_at))
 
     def close(self) -> None:
-        """Unlink the ring, unless descriptors are still on their way (then the receivers' sweep does, once this
-        process has exited). Receivers keep what they mapped until they let go of it."""
+        """Unlink the ring, or, while descriptors are still on their way, at this process's exit (or by a receiver's
+        sweep, once this process has exited). Receivers keep what they mapped until they let go of it."""
         if self.closed:
             return
         self.closed = True
-        if self.in_flight():
-            self._unlink.detach()  # left for the receivers, who unlink it once this process has exited
+        if self.in_flight() and self._unlink.detach() is not None:
+            atexit.register(_unlink, self.path)
         else:
             self._unlink()
         del self.entries
