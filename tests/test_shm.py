@@ -413,3 +413,18 @@ def test_plan_measures_ingest_through_shared_memory_when_the_config_asks():
     got = measure_ingest(cfg, spec, algos.make(cfg, spec).extras_spec, 0.5)
     assert got["segments"] > 0 and got["bytes_per_s"] > 0
     assert rings(TRIAL) == []
+
+
+def test_a_sender_that_cannot_make_its_ring_sends_over_the_socket(trial, monkeypatch):
+    def refused(*a, **k):
+        raise OSError(24, "Too many open files")
+    monkeypatch.setattr(shm, "SlotRing", refused)
+    rx, tx = pair(trial)
+    try:
+        for seed in range(2):
+            assert tx.send(segment(seed), timeout_ms=5000)
+            assert equal(received(rx), segment(seed))
+        assert tx.counters()["shm.unavailable"] == 1 and rx.counters().get("shm.received", 0) == 0
+    finally:
+        tx.close()
+        rx.close()

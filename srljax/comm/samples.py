@@ -78,7 +78,12 @@ class SampleSender(Endpoint):
         head, buffers = frames[0], frames[1:]
         need = shm.slot_need([b.nbytes for b in buffers])
         if self.ring is None:
-            self.ring = shm.SlotRing(self.trial, self.slots, max(need, self.slot_bytes, 1))
+            try:
+                self.ring = shm.SlotRing(self.trial, self.slots, max(need, self.slot_bytes, 1))
+            except OSError:  # no ring here after all (descriptors, /dev/shm): over the socket from now on
+                self.shared_memory = False
+                self.counts["shm.unavailable"] += 1
+                return self._send(frames, timeout_ms, track)
         if need > self.ring.slot_bytes:  # larger than the ring's slots: over the socket
             self.counts["shm.fallback"] += 1
             return self._send(frames, timeout_ms, track)
@@ -137,7 +142,12 @@ class SampleReceiver(Endpoint):
             return body
         if self.shm is None:
             raise DecodeError(shm.SHM_OFF, "a shared-memory descriptor at a receiver without layout.shared_memory")
-        return [body[1], *self.shm.resolve(body[0], self.max_message)]
+        try:
+            return [body[1], *self.shm.resolve(body[0], self.max_message)]
+        except DecodeError:
+            raise
+        except Exception as err:  # whatever else a descriptor provokes (a lock refused, ...) only drops it
+            raise DecodeError(shm.SHM_BAD, repr(err)) from err
 
     def counters(self) -> dict[str, int]:
         return {**super().counters(), **(self.shm.counts if self.shm is not None else {})}
