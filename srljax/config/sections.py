@@ -66,12 +66,12 @@ class LayoutConfig:
     """distributed local runs: sockets on ``tcp://127.0.0.1`` or ``ipc://`` (unix sockets)."""
     shared_memory: bool = False
     """distributed, every worker on one host (``launch.local``: local processes or threads; ``launch.slurm`` refuses
-    it): samples travel through
-    shared memory. Each sender (actor, buffer) copies a message's arrays into a slot of its ring in ``/dev/shm`` and
-    sends only a descriptor over the samples socket; the receiver (buffer, trainer) reads the arrays in place, and the
-    trainer's join copies them into its batch (one copy on each side instead of three over a socket). A slot is the
-    sender's again when the receiver lets go of it or dies; a dead sender's ring is removed. Linux only; up to 8
-    slots of the largest sample message per sender, touched only as far as used (``srljax/comm/shm.py``)."""
+    it): samples travel through shared memory. Each sender (actor, buffer) copies a message's arrays into a slot of
+    its ring in ``/dev/shm`` and sends only a descriptor over the samples socket; the receiver (buffer, trainer) reads
+    the arrays in place, and the trainer's join copies them into its batch: one copy on each side, where a socket
+    takes two kernel copies and the join. A slot is the sender's again when the receiver lets go of it or dies; a
+    dead sender's ring is removed. Linux only. A sender's ring has a batch's worth of its messages plus 8 slots, given
+    memory only as far as they are written (``srljax/comm/shm.py``; bench/RESULTS.md, issue 42 session 25)."""
     heartbeat_timeout_seconds: float = 5.0
     """distributed: a worker silent this long is lost and the controller ends the trial."""
     hang_seconds: float = 30.0
