@@ -428,3 +428,38 @@ def test_a_sender_that_cannot_make_its_ring_sends_over_the_socket(trial, monkeyp
     finally:
         tx.close()
         rx.close()
+
+
+def test_random_descriptors_are_all_dropped_and_the_receiver_carries_on(trial):
+    """Fuzz: valid descriptors with fields swapped for random values, and random bytes after the magic."""
+    rx, tx = pair(trial, slots=2)
+    push = zmq.Context.instance().socket(zmq.PUSH)
+    push.connect(rx.address)
+    rng = np.random.default_rng(0)
+    try:
+        assert tx.send(segment(1), timeout_ms=5000)
+        assert equal(received(rx), segment(1))
+        head = encode("sample", trial, {"x": np.zeros(8, np.int64)})[0]
+        values = [None, -1, 0, 1, 2 ** 63 - 1, -2 ** 63, 3.5, "", "x" * 300, b"\0" * 5, [], [64] * 5000, [-1],
+                  [1 << 62, 1 << 62], {"a": 1}, True, tx.ring.name + "/..", "srljax-" + "0" * 16 + "-1-" + "0" * 12]
+        sent = 0
+        for _ in range(300):
+            d = {"ring": tx.ring.name, "slot": 0, "gen": 99, "sizes": [64]}
+            for key in rng.choice(list(d), size=rng.integers(1, 4), replace=False):
+                d[key] = values[rng.integers(len(values))]
+            if rng.random() < 0.2:
+                frame = shm.MAGIC + rng.bytes(int(rng.integers(0, 64)))
+            else:
+                frame = shm.MAGIC + msgpack.packb(d)
+            push.send_multipart([frame, head])
+            sent += 1
+        deadline = time.monotonic() + 20
+        while rx.drops.total() < sent and time.monotonic() < deadline:
+            assert rx.recv(100) is None
+        assert rx.drops.total() == sent and rx.counters()["received"] == 1
+        assert tx.send(segment(2), timeout_ms=5000)
+        assert equal(received(rx), segment(2))
+    finally:
+        push.close(linger=0)
+        tx.close()
+        rx.close()
