@@ -233,12 +233,16 @@ def test_the_worker_graph_plan_is_ape_x_with_value_decomposition(tmp_path):
         check(_cfg(tmp_path, checkpoint=CheckpointConfig(replay=True)))
 
 
+@pytest.mark.slow  # ~20 s of CPU (the host env's and four programs' compiles): 130 s wall at load 10
 def test_replay_rows_carry_the_gru_state_and_the_graph_update_is_the_anakin_update(tmp_path):
     """Rows acted by QMIX's epsilon-greedy GRU agents (the Ape-X actor's ``Acting`` and ``RowChunker``) go into the
     replay buffer worker's ``Replay``; a sampled sequence's stored GRU state re-unrolled over its rows (resets at
     episode starts) gives the state stored with every later row, and the trainer's update on the shard's
     ``SequenceBatch`` is the Anakin loop's update on the same sequences (same loss, same new params)."""
-    from algos.qmix import sequences_of
+    from jax import lax
+
+    from algos.qmix import AgentQ, sequences_of
+    from algos.recurrent import episode_starts
     from envs.jax_envs.host import JaxVecEnv
     from srljax.learning.acting import Acting
     from srljax.replay.buffer import config_replay
@@ -270,29 +274,32 @@ def test_replay_rows_carry_the_gru_state_and_the_graph_update_is_the_anakin_upda
                            extras={"h": rows["h"][t]})
         ts = env.step(action)
         ts = ts._replace(env_id=np.arange(spec.num_envs))
-    batch, _ = replay.sample(8, 1.0, np.random.default_rng(0))
+    batch, keys = replay.sample(8, 1.0, np.random.default_rng(0))
     assert batch.obs.shape == (8, 17, *spec.obs_shape) and batch.state["h"].shape == (8, 3, 16)
-    seq = sequences_of(jax.tree.map(jnp.asarray, batch))
-    # the stored state of row t+1 is the GRU run from row 0's stored state over rows 0..t (zeroed where one starts)
-    from algos.qmix import AgentQ
-    from algos.recurrent import episode_starts
+    batch = jax.tree.map(jnp.asarray, batch)
+    net = AgentQ(spec.num_actions, 16)
 
-    net, first = AgentQ(spec.num_actions, 16), episode_starts(seq.terminated, seq.truncated)
-    x = agent_inputs(spec, seq.obs, True)
-    h, starts = seq.h0, []
-    for t in range(seq.obs.shape[0]):
-        h = jnp.where(first[t][:, None, None], 0.0, h)
-        starts.append(h)
-        h, _ = net.apply(pp["agent"], h, x[t])
+    @jax.jit
+    def unrolled(agent, seq):  # the GRU run from row 0's stored state, zeroed where an episode starts: [T+1, M, N, H]
+        first = episode_starts(seq.terminated, seq.truncated)
+
+        def step(h, inp):
+            x_t, first_t = inp
+            h = jnp.where(first_t[:, None, None], 0.0, h)
+            return net.apply(agent, h, x_t)[0], h
+
+        return lax.scan(step, seq.h0, (agent_inputs(spec, seq.obs, True), first))[1], first
+
+    seq = jax.jit(sequences_of)(batch)
+    starts, first = unrolled(pp["agent"], seq)
     assert first.any()  # episodes of 10 steps end inside sequences of 16
-    # row t's stored h, read back from the replay slot by slot (the same draw again: its slots)
-    slots = replay.sample(8, 1.0, np.random.default_rng(0))[1].slot
-    base, pos = (slots // replay.length) * replay.length, slots % replay.length
+    # the stored state of every row of the sequence (read back slot by slot) is that unroll's
+    base, pos = (keys.slot // replay.length) * replay.length, keys.slot % replay.length
     for t in range(seq.obs.shape[0]):
         np.testing.assert_allclose(replay.extras["h"][base + (pos + t) % replay.length], starts[t], rtol=1e-4, atol=1e-5)
     # the trainer's update on the batch == the Anakin loop's on the same sequences (weights 1: uniform replay)
-    s1, m1, per = algo.update(state, jax.tree.map(jnp.asarray, batch))
-    s2, m2 = anakin.update(state, seq)
+    s1, m1, per = jax.jit(algo.update)(state, batch)
+    s2, m2 = jax.jit(anakin.update)(state, seq)
     np.testing.assert_allclose(m1["loss"], m2["loss"], rtol=1e-5)
     assert float(m1["loss"]) > 0 and per["priority"].shape == (8,) and (np.asarray(per["priority"]) >= 0).all()
     for a, b in zip(jax.tree.leaves(s1.params), jax.tree.leaves(s2.params)):
