@@ -7,6 +7,7 @@ Shape letters: T transitions of a sequence, M sampled sequences, B envs, N agent
     q, h = algo.q_values(pp, obs [B, N, F], h [B, N, H])                 # one row, masked Q [B, N, A]
     action, _, actor_state = algo.act(pp, obs, {"epsilon": [B], "h": [B, N, H]}, first [B], key)
     state, metrics = algo.update(state, Sequences)                      # one gradient step on [T+1, M] rows
+    state, metrics, per_sample = algo.update(state, SequenceBatch)      # a worker graph's: [M, T+1] from a replay shard
 
 The agent network (``AgentQ``: Dense + ReLU, a GRU cell, Dense to A) is shared by the agents, each seeing its own view
 and (``agent_id``) a one-hot of its index; its GRU state is the actor state, zeroed on an episode's first row.
@@ -22,6 +23,12 @@ agent's legal argmax of the online network (double Q); a transition out of a don
 masked out; a time limit bootstraps from the final observation, which is the done row itself. Mean squared (or
 Huber) error over the kept transitions; target network refreshed every ``target_update_every`` gradient steps
 (``algos.dqn.apply_q_gradients``).
+
+In a worker graph (``layout.mode=distributed``) the algorithm is a replay algorithm to Ape-X's workers: ``act``'s
+extras are the GRU state each row was acted with (``h`` ``[B, N, H]``, stored with the row by the replay buffer
+worker), ``exploration`` gives every actor the run's epsilon schedule at the trial's env steps, and ``update`` takes a
+replay shard's ``SequenceBatch`` (batch-major, the start row's ``h`` in ``state``; each sequence weighted by its
+importance weight) and returns each sequence's mean ``|td|`` as its priority.
 """
 
 from __future__ import annotations
@@ -37,11 +44,11 @@ import optax
 from jax import lax
 
 from algos.base import Algorithm, Metrics, Params, TrainState
-from algos.dqn import apply_q_gradients
+from algos.dqn import apply_q_gradients, linear_epsilon
 from algos.networks import MASKED
 from algos.recurrent import episode_starts
 from srljax.config import Experiment
-from srljax.types import EnvSpec
+from srljax.types import EnvSpec, SequenceBatch
 
 Array = jax.Array
 
@@ -167,6 +174,15 @@ def sequence_td(q_online: Array, q_target: Array, batch: Sequences, legal: Array
     return td, valid
 
 
+def sequences_of(batch: SequenceBatch) -> Sequences:
+    """A replay shard's ``SequenceBatch`` (batch-major ``[M, T+1, ...]``, the start row's GRU state in ``state["h"]``)
+    as ``Sequences`` (time-major ``[T+1, M, ...]``; the last row's action is not part of a transition)."""
+    tm = lambda x: jnp.swapaxes(x, 0, 1)  # noqa: E731
+    return Sequences(obs=tm(batch.obs), action=tm(batch.action)[:-1], reward=tm(batch.reward),
+                     terminated=tm(batch.terminated), truncated=tm(batch.truncated),
+                     h0=batch.state["h"].astype(jnp.float32))
+
+
 @dataclass(frozen=True)
 class QMixAlgorithm(Algorithm):
     """``Algorithm`` plus what the sequence program (``srljax/learning/anakin_qmix.py``) needs."""
@@ -191,7 +207,8 @@ def make_qmix(cfg: Experiment, spec: EnvSpec) -> QMixAlgorithm:
     n, num_actions, hidden = spec.num_agents, spec.num_actions, a.hidden_size
     net = AgentQ(num_actions, hidden)
     mixer = QMixer(a.mixer_embed, a.hypernet_hidden) if a.mixer == "qmix" else None
-    grad_steps = cfg.num_updates * t.update_epochs  # the run's gradient steps: the learning rate anneals over them
+    graph = cfg.layout.mode == "distributed"  # Ape-X's workers: an update is one gradient step (one sampled batch)
+    grad_steps = cfg.num_updates * (1 if graph else t.update_epochs)  # the learning rate anneals over the run's
     schedule = optax.linear_schedule(t.lr, 0.0, grad_steps) if t.anneal_lr else optax.constant_schedule(t.lr)
     adam = optax.adam(schedule, eps=t.adam_eps)
     tx = optax.chain(optax.clip_by_global_norm(t.max_grad_norm), adam) if t.max_grad_norm > 0 else adam
@@ -215,9 +232,10 @@ def make_qmix(cfg: Experiment, spec: EnvSpec) -> QMixAlgorithm:
         return h if first is None else jnp.where(first[:, None, None], 0.0, h)
 
     def act(pp: Params, obs: Array, actor_state: Any, first: Array | None, rng: Array) -> tuple[Array, dict, Any]:
-        q, h = q_values(pp, obs, reset(actor_state["h"], first))
+        h0 = reset(actor_state["h"], first)
+        q, h = q_values(pp, obs, h0)
         action = epsilon_greedy(q, legal_actions(spec, obs), actor_state["epsilon"], rng)
-        return action, {}, {**actor_state, "h": h}
+        return action, {"h": h0}, {**actor_state, "h": h}  # extras: the state this row was acted with
 
     def unroll(agent: Params, batch: Sequences) -> Array:
         """``[T+1, M, N, A]`` raw Q-values, the GRU reset where an episode starts inside the sequence."""
@@ -234,7 +252,9 @@ def make_qmix(cfg: Experiment, spec: EnvSpec) -> QMixAlgorithm:
     def mix(params: Params, q: Array, state: Array) -> Array:
         return vdn_mix(q) if mixer is None else mixer.apply(params["mixer"], q, state)
 
-    def loss_fn(online: Params, target: Params, batch: Sequences) -> tuple[Array, dict[str, Array]]:
+    def loss_fn(online: Params, target: Params, batch: Sequences, weight: Array | None = None
+                ) -> tuple[Array, dict[str, Array]]:
+        """``weight [M]``: each sequence's importance weight (a replay shard's batch); None: 1."""
         q_online, q_target = unroll(online["agent"], batch), lax.stop_gradient(unroll(target["agent"], batch))
         state = mixer_state(spec, batch.obs)
         td, valid = sequence_td(q_online, q_target, batch, legal_actions(spec, batch.obs),
@@ -243,17 +263,36 @@ def make_qmix(cfg: Experiment, spec: EnvSpec) -> QMixAlgorithm:
         per = optax.huber_loss(td, delta=1.0) if huber else jnp.square(td)
         w = valid.astype(jnp.float32)
         count = jnp.maximum(jnp.sum(w), 1.0)
+        weighted = w if weight is None else w * weight[None, :].astype(jnp.float32)
         q_taken = jnp.take_along_axis(q_online[:-1], batch.action[..., None].astype(jnp.int32), axis=-1)[..., 0]
-        return jnp.sum(w * per) / count, {"td_abs_mean": jnp.sum(w * jnp.abs(td)) / count,
-                                          "q_mean": jnp.sum(w[..., None] * lax.stop_gradient(q_taken)) / (count * n)}
+        abs_td = lax.stop_gradient(jnp.abs(td)) * w
+        return jnp.sum(weighted * per) / count, {
+            "td_abs_mean": jnp.sum(abs_td) / count,
+            "q_mean": jnp.sum(w[..., None] * lax.stop_gradient(q_taken)) / (count * n),
+            "priority": jnp.sum(abs_td, axis=0) / jnp.maximum(jnp.sum(w, axis=0), 1.0)}
 
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
 
     def update(state: TrainState, batch: Sequences) -> tuple[TrainState, Metrics]:
         (loss, aux), grads = grad_fn(state.params["online"], state.params["target"], batch)
         new_state = apply_q_gradients(state, grads, tx, a.target_update_every, a.tau)
+        aux = {k: v for k, v in aux.items() if k != "priority"}
         return new_state, {"loss": loss, **aux, "grad_norm": optax.tree.norm(grads),
                            "lr": jnp.asarray(schedule(state.step), jnp.float32)}
+
+    def update_sampled(state: TrainState, batch: SequenceBatch) -> tuple[TrainState, Metrics, dict[str, Array]]:
+        """A replay shard's ``SequenceBatch`` ``[M, T+1]``: the same gradient step, importance-weighted, with each
+        sequence's mean ``|td|`` (its priority, used where the replay is prioritized)."""
+        seq = sequences_of(batch)
+        (loss, aux), grads = grad_fn(state.params["online"], state.params["target"], seq, batch.weight)
+        new_state = apply_q_gradients(state, grads, tx, a.target_update_every, a.tau)
+        metrics = {"loss": loss, "td_abs_mean": aux["td_abs_mean"], "q_mean": aux["q_mean"],
+                   "grad_norm": optax.tree.norm(grads), "lr": jnp.asarray(schedule(state.step), jnp.float32)}
+        return new_state, metrics, {"priority": aux["priority"]}
+
+    def exploration(env_steps: int, actor: int | None, num_actors: int) -> dict[str, float]:
+        """Every actor: the run's epsilon at the trial's env steps (the Anakin loop's schedule)."""
+        return {"epsilon": linear_epsilon(env_steps, a.eps_start, a.eps_end, decay)}
 
     def epsilon(env_steps: Array) -> Array:
         frac = jnp.clip(env_steps.astype(jnp.float32) / decay, 0.0, 1.0)
@@ -269,9 +308,10 @@ def make_qmix(cfg: Experiment, spec: EnvSpec) -> QMixAlgorithm:
                                        "h": np.zeros((b, n, hidden), np.float32)},
         act=act,
         act_deterministic=act_greedy,
-        update=update,
-        extras_spec={},
-        consumes="sequences",
+        update=update_sampled if graph else update,
+        extras_spec={"h": ((n, hidden), "float32")},
+        consumes="replay" if graph else "sequences",
+        exploration=exploration,
         hidden_size=hidden,
         epsilon=epsilon,
         learning_starts=a.learning_starts,

@@ -3,6 +3,15 @@
     Experiment(env=EnvConfig(id="jaxmarl/smax:3m", num_envs=16), algo=QMixConfig(num_steps=32))
     python -m launch.local configs/smax_3m_qmix.py algo.hidden_size=128
     python -m launch.local configs/smax_3m_qmix.py algo=vdn      # VDN at its own defaults (algo=NAME resets the algo keys)
+    python -m launch.local configs/smax_3m_qmix.py layout.mode=distributed layout.num_actors=2 \
+        layout.num_buffer_workers=1                                # a worker graph: Ape-X's actors, replay shards, trainer
+
+In a worker graph (``layout.mode=distributed``) the same keys mean the same training: the actors (Ape-X's,
+``srljax/system/acting/apex_actor.py``) step the env on the host and act epsilon-greedily with the agents' GRU, every
+row stored with the GRU state it was acted with; the replay buffer workers (``srljax/system/staging/replay_buffer.py``)
+keep the rows per env and sample sequences of ``num_steps + 1`` rows uniformly; the trainer
+(``srljax/system/training/replay_source.py``) takes ``trainer.update_epochs`` gradient steps of ``batch_size``
+sequences for every ``env.num_envs x num_steps`` env steps inserted (``replay_ratio_of``), held there by ``throttle``.
 """
 
 from __future__ import annotations
@@ -10,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
+from algos.replay_config import ReplayConfig
 from srljax.config.algo import gamma_problems
 
 
@@ -55,10 +65,59 @@ class VDNConfig:
     loss: Literal["mse", "huber"] = "mse"
     reward_scale: float = 1.0
     """the team reward is multiplied by this in the targets (JaxMARL's SMAX QMIX: 10)."""
+    ratio_tolerance: float = 0.1
+    """worker graph only: the replay ratio (``replay_ratio_of``) is held within this fraction both ways (Ape-X's
+    ``srljax.replay.apex``); exported as ``samples_per_insert``."""
+    throttle: Literal["both", "updates", "inserts", "none"] = "both"
+    """worker graph only: who waits to hold the replay ratio: the trainer (``updates``), the actors (``inserts``),
+    both, or none."""
+
+    # what Ape-X's workers read of a replay algorithm (``srljax.replay``), fixed for value decomposition
+    n_step: ClassVar[int] = 1
+    updates_per_call: ClassVar[int] = 1
 
     @property
     def mixer(self) -> str:
         return "vdn"
+
+    @property
+    def replay(self) -> ReplayConfig:
+        """The worker graph's replay: ``replay_capacity`` rows over the shards, sampled uniformly (as the Anakin loop's)."""
+        return ReplayConfig(capacity=self.replay_capacity, alpha=0.0)
+
+    def sequence_rows(self) -> int:
+        """Rows of one sampled sequence: ``num_steps`` transitions (as the Anakin loop stores them)."""
+        return self.num_steps + 1
+
+    def replay_extras(self, spec: Any = None) -> dict[str, tuple[tuple[int, ...], str]]:
+        """What the replay stores per row: the agents' GRU state it was acted with (``[N, H]``; N from the env spec)."""
+        if spec is None:
+            raise ValueError(f"algo={self.name}: the stored GRU state's shape needs the env spec (its agents)")
+        return {"h": ((spec.num_agents, self.hidden_size), "float32")}
+
+    def replay_ratio_of(self, cfg: Any) -> float:
+        """Sequences trained per env step in a worker graph: ``trainer.update_epochs`` gradient steps of ``batch_size``
+        for every ``env.num_envs x num_steps`` env steps, the Anakin loop's iteration."""
+        return cfg.trainer.update_epochs * self.batch_size / max(1, cfg.env.num_envs * self.num_steps)
+
+    def num_updates(self, cfg: Any) -> int:
+        """Anakin: iterations of ``env.num_envs x num_steps`` env steps (``trainer.update_epochs`` gradient steps
+        each); a worker graph: gradient steps (one batch each) over the env steps after ``learning_starts``."""
+        if cfg.layout.mode != "distributed":
+            return max(1, cfg.total_env_steps // max(1, cfg.env.num_envs * self.num_steps))
+        owed = self.replay_ratio_of(cfg) * max(0, cfg.total_env_steps - self.learning_starts) / self.batch_size
+        return max(1, int(owed))
+
+    def describe_batch(self, cfg: Any) -> str:
+        rows = cfg.env.num_envs * self.num_steps
+        if cfg.layout.mode != "distributed":
+            return (f"{cfg.env.num_envs} envs x {self.num_steps} steps = {rows:,} env steps per iteration, then "
+                    f"{cfg.trainer.update_epochs} gradient steps of {self.batch_size} sequences of {self.num_steps + 1} "
+                    f"rows; {cfg.num_updates:,} iterations")
+        return (f"replay batch {self.batch_size} sequences of {self.num_steps + 1} rows, {cfg.trainer.update_epochs} "
+                f"gradient steps per {rows:,} env steps inserted (replay ratio {self.replay_ratio_of(cfg):.4g} "
+                f"sequences per env step) after {self.learning_starts:,} env steps, {cfg.num_updates:,} updates; "
+                f"{cfg.layout.num_actors} actors x {cfg.env.num_envs} envs, replay of {self.replay_capacity:,} rows")
 
     def problems(self, cfg: Any) -> list[str]:
         out = gamma_problems(self)
@@ -85,14 +144,16 @@ class VDNConfig:
         if t.update_epochs < 1 or t.num_minibatches != 1:
             out.append(f"trainer.update_epochs={t.update_epochs} (gradient steps per iteration, each on a fresh sample "
                        f"of algo.batch_size sequences) must be >= 1 and trainer.num_minibatches={t.num_minibatches} 1")
-        if cfg.layout.mode != "single":
-            out.append(f"algo={name} with layout.mode={cfg.layout.mode}: value decomposition runs on the device (the "
-                       "Anakin loop: acting, the replay of sequences and the updates in one program); the worker graph "
-                       "is not built for it; set layout.mode=single")
+        if cfg.layout.mode == "single" and (self.throttle, self.ratio_tolerance) != ("both", 0.1):
+            out.append(f"algo.throttle={self.throttle} / algo.ratio_tolerance={self.ratio_tolerance} apply to a worker "
+                       "graph (layout.mode=distributed); the Anakin loop trains exactly trainer.update_epochs gradient "
+                       "steps per iteration: drop the override")
+        if self.ratio_tolerance <= 0:
+            out.append(f"algo.ratio_tolerance={self.ratio_tolerance} must be > 0 (e.g. 0.1: within 10% of the ratio)")
         if not cfg.env.is_jax:
-            out.append(f"algo={name} on env {cfg.env.factory or cfg.env.id!r}: its acting and replay run inside the "
-                       "compiled program, so the env must be a JAX multi-agent env (env.id=jaxmarl/smax:3m, "
-                       "jaxmarl/mpe:simple_spread, ...)")
+            out.append(f"algo={name} on env {cfg.env.factory or cfg.env.id!r}: value decomposition is built for the "
+                       "JAX multi-agent envs (env.id=jaxmarl/smax:3m, jaxmarl/mpe:simple_spread, ...), on the device "
+                       "(the Anakin loop) or on the host in a worker graph")
         return out
 
 

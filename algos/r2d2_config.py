@@ -56,7 +56,7 @@ class R2D2Config(DQNConfig):
         """Rows of one sampled sequence: the trained sequence and the last row's n-step window."""
         return self.sequence_length + self.n_step
 
-    def replay_extras(self) -> dict[str, tuple[tuple[int, ...], str]]:
+    def replay_extras(self, spec: Any = None) -> dict[str, tuple[tuple[int, ...], str]]:
         """What the replay stores per row beside the transition: the LSTM carry it was acted with."""
         return {"lstm_c": ((self.lstm_size,), "float32"), "lstm_h": ((self.lstm_size,), "float32")}
 

@@ -23,9 +23,9 @@ import textwrap
 import typing
 from typing import Any, Literal
 
-from srljax.config import ConfigError, Experiment, apply_overrides, consumes, load_file, load_promise
+from srljax.config import ConfigError, Experiment, apply_overrides, load_file, load_promise
 from srljax.config.policies import inference_of
-from srljax.layout import ACTOR, build_layout, describe_batch, segments_ahead
+from srljax.layout import ACTOR, build_layout, describe_batch, graph_consumes, segments_ahead
 from srljax.prepare import problems
 from srljax.storage import run_dir
 
@@ -120,7 +120,7 @@ def _wrap(text: str, indent: str) -> str:
 
 def derived_lines(cfg: Experiment) -> list[str]:
     """The sizes a config implies (what the launchers print at start, and more)."""
-    if consumes(cfg.algo) == "replay":  # sampled batches: no segments, minibatches or epochs
+    if graph_consumes(cfg) == "replay":  # sampled batches: no segments, minibatches or epochs
         return replay_lines(cfg)
     t, batch = cfg.trainer, cfg.env_steps_per_update
     out = ["derived sizes", f"  {describe_batch(cfg)}",
@@ -170,14 +170,19 @@ def replay_lines(cfg: Experiment) -> list[str]:
     replay, workers."""
     from algos.dqn import apex_epsilon
     from algos.dqn_config import DQNConfig
-    from srljax.replay.apex import num_shards, shard_capacity, shard_streams
+    from srljax.replay.apex import num_shards, replay_ratio, shard_capacity, shard_streams
+    from srljax.replay.buffer import sequence_rows
 
     a = cfg.algo
+    ratio = ("algo.replay_ratio" if hasattr(a, "replay_ratio") else
+             "the replay ratio (trainer.update_epochs x algo.batch_size / (env.num_envs x algo.num_steps))")
+    rows = sequence_rows(a)
     out = ["derived sizes", f"  {describe_batch(cfg)}",
            f"  samples trained: {cfg.num_updates:,} updates x algo.batch_size={a.batch_size} = "
-           f"{cfg.num_updates * a.batch_size:,} = algo.replay_ratio={a.replay_ratio:g} x (total_env_steps="
+           f"{cfg.num_updates * a.batch_size:,} = {ratio}={replay_ratio(cfg):.4g} x (total_env_steps="
            f"{cfg.total_env_steps:,} - algo.learning_starts={a.learning_starts:,}); one gradient step per batch",
-           f"  n-step windows of {a.n_step}; replay: {a.replay.capacity:,} transitions, "
+           (f"  sequences of {rows} rows" if rows else f"  n-step windows of {a.n_step}")
+           + f"; replay: {a.replay.capacity:,} transitions, "
            + ("uniform (alpha=0)" if a.replay.alpha == 0 else f"prioritized (alpha={a.replay.alpha:g}, beta "
               f"{a.replay.beta0:g} -> 1)") + (", frames deduplicated" if a.replay.dedup_frames else "")]
     if cfg.layout.mode != "distributed":
@@ -191,6 +196,8 @@ def replay_lines(cfg: Experiment) -> list[str]:
     if n >= 1:
         eps = ", ".join(f"{apex_epsilon(i, n):.3g}" for i in range(min(n, 8))) + (", ..." if n > 8 else "")
         explore = (f"its own epsilon ({eps})" if isinstance(a, DQNConfig) else
+                   f"epsilon {a.eps_start:g} -> {a.eps_end:g} over algo.exploration_fraction={a.exploration_fraction:g} "
+                   "of the run's env steps" if hasattr(a, "eps_end") else
                    f"random actions until algo.learning_starts={a.learning_starts:,} env steps")
         out.append(f"  each actor: {cfg.env.num_envs} envs, {explore}, chunks of algo.num_steps="
                    f"{a.num_steps} rows per env to replay buffer worker i % {shards}")

@@ -127,11 +127,18 @@ def role_spec(cfg: Experiment, role: str) -> RoleSpec:
     return roles[role]
 
 
+def graph_consumes(cfg: Experiment) -> str:
+    """What the run trains on as its plan sees it: ``consumes(cfg.algo)``, except that in a worker graph value
+    decomposition's sequences (``sequences``) are sampled by Ape-X's replay buffer workers: ``replay``."""
+    kind = consumes(cfg.algo)
+    return "replay" if kind == "sequences" and cfg.layout.mode == "distributed" else kind
+
+
 def worker_path(cfg: Experiment, role: str) -> str:
     """``module:Class`` of the worker that runs ``role`` in this run (the plan's choice, see ``plan_of``). The trainer
     is one ``TrainerWorker`` for every run: it picks its parts (a member's, a policy's, Ape-X's replay source) from
     its plan (``srljax.system.training.parts``)."""
-    if consumes(cfg.algo) == "replay" and role in REPLAY_WORKERS:
+    if graph_consumes(cfg) == "replay" and role in REPLAY_WORKERS:
         return REPLAY_WORKERS[role]
     if consumes(cfg.algo) == "search" and role in SEARCH_WORKERS:
         return SEARCH_WORKERS[role]
@@ -202,7 +209,7 @@ def build_layout(cfg: Experiment) -> Layout:
     streams = [Stream(SAMPLES, ACTOR, sink)]
     if sink == BUFFER:
         streams.append(Stream(SAMPLES, BUFFER, TRAINER))
-    if sink == BUFFER and consumes(cfg.algo) == "replay":
+    if sink == BUFFER and graph_consumes(cfg) == "replay":
         streams.append(Stream(PRIORITIES, TRAINER, BUFFER))
     if sink == BUFFER and consumes(cfg.algo) == "search":  # MuZero's buffers reanalyse with the newest params
         streams.append(Stream(PARAMS, TRAINER, BUFFER))
@@ -233,7 +240,8 @@ class Plan:
     consumes: str
     """what the update trains on: ``segments`` (PPO, IMPALA, ...), ``replay`` (DQN, R2D2, SAC, TD3), ``search``
     (AlphaZero, MuZero: rows chosen by a tree search; MuZero also in the worker graph, ``SEARCH_WORKERS``) or
-    ``sequences`` (QMIX, VDN: a replay of sequences on the device, the Anakin loop only)."""
+    ``sequences`` (QMIX, VDN: a replay of sequences on the device, the Anakin loop; in a worker graph their sequences
+    come from Ape-X's replay buffer workers, and the plan says ``replay``: ``graph_consumes``)."""
     loop: str
     """the single-process loop that runs it: ``on_policy``, ``replay``, ``population``, ``league``, ``psro`` or ``anakin`` (a
     JAX env stepped inside the compiled program, ``srljax/loops/anakin.py``)."""
@@ -270,7 +278,7 @@ class Plan:
 def plan_of(cfg: Experiment) -> Plan:
     """The run's plan: its mode, its loop or roles (with counts, workers and streams). Pure; imports a custom role's
     class only to read its row."""
-    kind = consumes(cfg.algo)
+    kind = graph_consumes(cfg)
     members, league = member_count(cfg), league_members(cfg)
     if cfg.pbt.enabled:
         loop = "population"

@@ -24,7 +24,7 @@ import envs
 from srljax.config import ConfigError, Experiment, consumes, write_json
 from srljax.config import problems as config_problems
 from srljax.config.experiment import seed_trials
-from srljax.layout import Plan, layout_problems, plan_of
+from srljax.layout import Plan, graph_consumes, layout_problems, plan_of
 from srljax.selfplay import checkpoint_bot
 from srljax.storage import run_dir as run_folder
 
@@ -155,14 +155,14 @@ def replay_memory_problems(cfg: Experiment) -> list[str]:
     r = cfg.algo.replay
     problem = memory_problem(r.capacity, spec.num_envs, spec.obs_shape, spec.obs_dtype, spec.action_shape,
                              spec.action_dtype, dedup_frames=r.dedup_frames,
-                             extra_row_bytes=extras_bytes(replay_extras(cfg.algo)))
+                             extra_row_bytes=extras_bytes(replay_extras(cfg.algo, spec)))
     return [problem] if problem else []
 
 
 def replay_problems(cfg: Experiment) -> list[str]:
     """A replay algorithm's: Ape-X's layout rules (a worker graph), the replay's window and, for Atari, its memory
     from the config (skipped when the capacity itself is wrong: the config's checks name it)."""
-    if consumes(cfg.algo) != "replay":
+    if graph_consumes(cfg) != "replay":
         return []
     from srljax.replay.apex import apex_problems
     from srljax.replay.buffer import config_memory_problems, window_problems

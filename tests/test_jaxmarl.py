@@ -203,6 +203,40 @@ def test_smax_mappo_learns_as_a_worker_graph(tmp_path):
         [(x["env_steps"], round(x["episode_return"], 2)) for x in lines[::10]]
 
 
+@pytest.mark.slow  # each actor compiles the env's step: 1-3 min on a crowded 2-core box
+@pytest.mark.parametrize("name, extra, legal", [
+    ("overcooked_cramped_room_ppo", ["env.max_episode_steps=64"], None),  # 64-step episodes: several end
+    ("hanabi_mappo", [], 21),
+])
+def test_overcooked_and_hanabi_mappo_run_as_a_worker_graph(tmp_path, name, extra, legal):
+    """The shipped Overcooked and Hanabi configs as worker graphs (threads: 2 actors stepping the env on the host,
+    inline inference, a trainer), 6 updates: the trainer's lines carry the actors' episodes (Overcooked's score,
+    Hanabi's), Hanabi's legal-move flags reach the policy (the player to move has several, the other the no-op
+    alone: a mean between 1 and 21), and no outcomes (only SMAX reports them)."""
+    import math
+    from pathlib import Path
+
+    from launch.threads import run_threads
+    from srljax.config import apply_overrides, load_file
+
+    base = load_file(Path(__file__).resolve().parents[1] / "configs" / f"{name}.py")
+    cfg = apply_overrides(base, [
+        "layout.mode=distributed", "layout.num_actors=2", "layout.inference=inline", "layout.stall_seconds=1200",
+        "env.num_envs=8", "algo.num_steps=32", "trainer.batch_envs=16", "trainer.num_minibatches=2",
+        "trainer.update_epochs=2", f"total_env_steps={16 * 32 * 6}", "trial=graph", f"log.run_root={tmp_path}",
+        "log.wandb=disabled", "log.progress=lines", "log.window=50", *extra])
+    result = run_threads(cfg)
+    assert result.exit_code == 0, result.message
+    lines = result.metrics
+    assert lines[-1]["update"] == 6 and all(math.isfinite(x["value_loss"]) for x in lines)
+    assert lines[-1]["episodes"] > 0 and math.isfinite(lines[-1]["episode_return"]) and lines[-1]["episode_return"] >= 0
+    assert not any("win_rate" in x for x in lines)
+    if legal:
+        assert 1.0 < lines[-1]["legal_actions"] < legal
+    else:
+        assert "legal_actions" not in lines[-1]
+
+
 def test_hanabi_the_waiting_players_action_has_no_effect():
     """From the same state and key, whatever the player not to move sends (its one legal move, the no-op, or any
     other), the step is the same: only the player to move acts."""

@@ -343,8 +343,10 @@ def problems(cfg: Experiment) -> list[str]:
                        f"set trainer.max_policy_lag >= {t.publish_every}")
     if cfg.checkpoint.every_updates < 0 or cfg.checkpoint.keep < 1:
         out.append("checkpoint.every_updates must be >= 0 and checkpoint.keep >= 1")
-    if cfg.checkpoint.replay and consumes(a) != "replay":
-        out.append("checkpoint.replay=true: this algorithm keeps no replay (it trains on fresh segments); drop the override")
+    graph_sequences = consumes(a) == "sequences" and cfg.layout.mode == "distributed"  # QMIX's replay buffer workers
+    if cfg.checkpoint.replay and consumes(a) != "replay" and not graph_sequences:
+        out.append("checkpoint.replay=true: this algorithm keeps no replay apart from its own checkpoint (it trains "
+                   "on fresh segments, or keeps its replay in the Anakin loop's carry); drop the override")
     for key, value in [("name", cfg.name), ("trial", cfg.trial)]:
         if not value or "/" in value or value.startswith("."):
             out.append(f"{key}={value!r} must be a non-empty folder name without '/'")

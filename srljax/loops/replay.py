@@ -43,7 +43,7 @@ def make_replay(cfg: Experiment, spec: EnvSpec) -> Replay:
     does not fit in memory (checked with the env's real observation shape, before the run folder is claimed)."""
     r = cfg.algo.replay
     sizes = (r.capacity, spec.num_envs, spec.obs_shape, spec.obs_dtype, spec.action_shape, spec.action_dtype)
-    if problem := memory_problem(*sizes, dedup_frames=r.dedup_frames, extra_row_bytes=extras_bytes(replay_extras(cfg.algo))):
+    if problem := memory_problem(*sizes, dedup_frames=r.dedup_frames, extra_row_bytes=extras_bytes(replay_extras(cfg.algo, spec))):
         raise ConfigError([problem])
     return config_replay(cfg, spec, r.capacity, spec.num_envs, check_memory=False)
 
@@ -117,7 +117,7 @@ class _ReplayLoop:
         self.phases = dict.fromkeys(REPLAY_PHASES, 0.0)
         self.exploration = learner.algo.exploration  # e.g. DQN's {"epsilon": ...} (algos/base.py)
         self.explore = self.exploration(self.env_steps, None, 1)
-        self.stored = list(replay_extras(cfg.algo))  # act's extras kept with each row (R2D2: the carry)
+        self.stored = list(replay_extras(cfg.algo, self.env.spec))  # act's extras kept with each row (R2D2: the carry)
         self.beta = self.algo.replay.beta0
         learner.run_state = self._run_state
 

@@ -20,6 +20,14 @@ from typing import Any
 from srljax.replay.buffer import frame_stack, replay_window, sequence_rows
 
 
+def replay_ratio(cfg: Any) -> float:
+    """Samples trained per env step: ``algo.replay_ratio``, or what the algorithm derives from its own keys
+    (``replay_ratio_of(cfg)``: value decomposition's ``trainer.update_epochs`` batches per ``env.num_envs x
+    num_steps`` env steps)."""
+    derived = getattr(cfg.algo, "replay_ratio_of", None)
+    return float(derived(cfg)) if callable(derived) else float(cfg.algo.replay_ratio)
+
+
 def num_shards(cfg: Any) -> int:
     return max(1, cfg.layout.num_buffer_workers)
 
@@ -57,19 +65,19 @@ def actor_allowance(cfg: Any, version: int, actor: int = 0, since: int = 0) -> f
     every actor used its allowance: neither throttle can hold the other forever. An actor that started
     at version ``since`` (a resumed run, a restarted actor: it counts its rows from zero) is allowed the
     updates since then, not the whole history again."""
-    a = cfg.algo
+    a, ratio = cfg.algo, replay_ratio(cfg)
     updates = max(0, version) - max(0, min(since, version))
-    steps = a.learning_starts + updates * a.batch_size / a.replay_ratio * (1.0 + a.ratio_tolerance)
+    steps = a.learning_starts + updates * a.batch_size / ratio * (1.0 + a.ratio_tolerance)
     feeders = max(1, len(shard_actors(cfg, shard_of(actor, cfg))))
     refill = 1.5 * a.batch_size / feeders + (replay_window(a) + 1) * cfg.env.num_envs  # done rows are not sampleable
-    slack = max(a.num_steps * cfg.env.num_envs, a.updates_per_call * a.batch_size / a.replay_ratio, refill)
+    slack = max(a.num_steps * cfg.env.num_envs, a.updates_per_call * a.batch_size / ratio, refill)
     return steps / max(1, cfg.layout.num_actors) + slack
 
 
 def trainer_allowance(cfg: Any, inserted: int) -> float:
     """Updates the trainer may have made once ``inserted`` env steps reached the replay."""
     a = cfg.algo
-    return a.replay_ratio * max(0, inserted - a.learning_starts) * (1.0 + a.ratio_tolerance) / a.batch_size
+    return replay_ratio(cfg) * max(0, inserted - a.learning_starts) * (1.0 + a.ratio_tolerance) / a.batch_size
 
 
 def samples_per_insert(cfg: Any, updates: int, inserted: int) -> float:

@@ -133,10 +133,11 @@ def replay_window(algo: Any) -> int:
     return sequence_rows(algo) - 1 if sequence_rows(algo) else algo.n_step
 
 
-def replay_extras(algo: Any) -> dict[str, tuple[tuple[int, ...], str]]:
-    """``{name: (per-row shape, dtype)}``: act's extras the replay stores with each row (R2D2: the LSTM carry)."""
+def replay_extras(algo: Any, spec: Any = None) -> dict[str, tuple[tuple[int, ...], str]]:
+    """``{name: (per-row shape, dtype)}``: act's extras the replay stores with each row (R2D2: the LSTM carry; QMIX:
+    the agents' GRU state, whose shape needs ``spec``, the env's)."""
     extras = getattr(algo, "replay_extras", None)
-    return dict(extras()) if callable(extras) else {}
+    return dict(extras(spec)) if callable(extras) else {}
 
 
 def extras_bytes(extras: dict[str, tuple[tuple[int, ...], str]]) -> int:
@@ -155,7 +156,7 @@ def batch_fields(cfg: Any, spec: Any) -> dict[str, Any]:
         lead = (n, rows)
         return {"obs": ((*lead, *obs[0]), obs[1]), "action": ((*lead, *action[0]), action[1]),
                 "reward": (lead, "float32"), "terminated": (lead, "bool"), "truncated": (lead, "bool"),
-                "state": {k: ((n, *shape), dtype) for k, (shape, dtype) in replay_extras(a).items()},
+                "state": {k: ((n, *shape), dtype) for k, (shape, dtype) in replay_extras(a, spec).items()},
                 "weight": ((n,), "float32")}
     k = a.n_step
     return {"obs": ((n, *obs[0]), obs[1]), "action": ((n, *action[0]), action[1]), "reward": ((n, k), "float32"),
@@ -189,7 +190,7 @@ def config_replay(cfg: Any, spec: Any, capacity: int, num_streams: int, check_me
     a, r = cfg.algo, cfg.algo.replay
     return Replay(capacity, num_streams, spec.obs_shape, spec.obs_dtype, spec.action_shape, spec.action_dtype,
                   n_step=a.n_step, alpha=r.alpha, priority_eps=r.priority_eps, dedup_frames=r.dedup_frames,
-                  check_memory=check_memory, sequence_length=sequence_rows(a), extras=replay_extras(a))
+                  check_memory=check_memory, sequence_length=sequence_rows(a), extras=replay_extras(a, spec))
 
 
 class Replay:

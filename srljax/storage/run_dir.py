@@ -45,7 +45,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from srljax.config import ConfigError, Experiment, apply_overrides, consumes, from_dict, to_dict
+from srljax.config import ConfigError, Experiment, apply_overrides, from_dict, to_dict
+from srljax.layout import graph_consumes
 from srljax.storage.steps import damage, read_meta, steps
 
 SHOWN_ENTRIES = 4
@@ -292,7 +293,7 @@ def resume_problems(cfg: Experiment, step: int | None = None) -> list[str]:
         return [f"cannot resume {where}: resuming a league (selfplay.league) is not built (the members' checkpoints "
                 "hold their train states, not the league's snapshots, match matrix and ratings): start a new trial "
                 "without --resume"]
-    if consumes(cfg.algo) == "replay" and not cfg.checkpoint.replay:
+    if graph_consumes(cfg) == "replay" and not cfg.checkpoint.replay:
         return [f"cannot resume {where}: it runs with checkpoint.replay=false, so its checkpoints do not hold the "
                 "replay and a resumed run would start from an empty one; start a new trial with "
                 "checkpoint.replay=true to make it resumable"]
@@ -315,7 +316,7 @@ def resume_problems(cfg: Experiment, step: int | None = None) -> list[str]:
                 f"written with; only {resumable_keys()} may change (--resume starts from the trial's own config: "
                 "give only the keys to change), or start a new trial. Differences:\n  "
                 + "\n  ".join(shown)]
-    if consumes(cfg.algo) == "replay" and cfg.layout.mode == "distributed":  # Ape-X: the shards' own replay files
+    if graph_consumes(cfg) == "replay" and cfg.layout.mode == "distributed":  # Ape-X: the shards' own replay files
         from srljax.replay.snapshots import resume_problem
 
         if problem := resume_problem(run_dir, max(1, cfg.layout.num_buffer_workers)):

@@ -140,10 +140,11 @@ class ApexActorWorker(ActorWorker):
         self.acting.warm_up(codec.zeros(), self.spec)
         self.follower = ParamsFollower(self.trial, self.peers_of(TRAINER, PARAMS), codec, self.stats, self.ctx)
         self.follow_peers(self.follower.sub, TRAINER, PARAMS)
-        self.chunker = RowChunker(self.spec, cfg.algo.num_steps, self.algo, tuple(replay_extras(cfg.algo)))
+        self.chunker = RowChunker(self.spec, cfg.algo.num_steps, self.algo, tuple(replay_extras(cfg.algo, self.spec)))
         self.outgoing = deque()  # (chunk, meta)
         self.returns = []
         self.lengths = []
+        self.wins = []  # outcomes of ended episodes where the env reports them (a JAX env's: SMAX)
         self.rows_sent = 0
         self.start_version = -1  # the first params version seen: the throttle counts updates since then
         self.throttle = cfg.algo.throttle in ("both", "inserts")
@@ -187,6 +188,7 @@ class ApexActorWorker(ActorWorker):
             ts = self.env.recv()
         if self._empty(ts):
             return
+        self._outcomes(ts)
         self.blocked = ""
         with self.stats.time("compute/act"):
             action, extras = self.acting.act(self.follower.params, ts)
@@ -230,10 +232,10 @@ class ApexActorWorker(ActorWorker):
     def _queue_chunk(self) -> None:
         if not self.chunker.ready_chunks:
             return
-        meta = {**episode_meta(self.returns, self.lengths), **({} if self.epsilon is None else {"epsilon": float(self.epsilon)}),
+        meta = {**episode_meta(self.returns, self.lengths, self.wins), **({} if self.epsilon is None else {"epsilon": float(self.epsilon)}),
                 "incarnation": self.incarnation}
         self.outgoing.append((self.chunker.pop(), meta))
-        self.returns, self.lengths = [], []
+        self.returns, self.lengths, self.wins = [], [], []
         self._push(0)
 
     def _push(self, timeout_ms: int) -> None:

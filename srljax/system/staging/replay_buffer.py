@@ -41,7 +41,7 @@ from srljax.replay import snapshots as replay_snapshots
 from srljax.replay.apex import num_shards, shard_actors, shard_capacity, shard_streams, stream_base
 from srljax.replay.buffer import SampleKeys, config_replay, replay_extras
 from srljax.system.shell.bounds import FLOOR, HEADROOM
-from srljax.system.shell.common import bind_address, check_array, episode_meta, episodes_from_meta
+from srljax.system.shell.common import bind_address, check_array, episode_meta, episodes_from_meta, wins_from_meta
 from srljax.system.shell.worker import Worker
 
 REPORT_S = 0.25  # how often inserts and episodes go to the trainer when no batch is asked for
@@ -71,6 +71,7 @@ class ReplayBufferWorker(Worker):
         self.unreported_steps = 0
         self.returns: list[float] = []
         self.lengths: list[int] = []
+        self.wins: list[float] = []
         self.actor_returns: dict[str, list[float]] = {}
         self.granted = self.served = 0
         self.next_report = 0.0
@@ -99,7 +100,7 @@ class ReplayBufferWorker(Worker):
         self.actors = shard_actors(cfg, self.index)
         self.actor_incarnation = {}
         self.epsilons = {}
-        self.unreported_steps, self.returns, self.lengths = 0, [], []
+        self.unreported_steps, self.returns, self.lengths, self.wins = 0, [], [], []
         self.actor_returns = {}  # per actor: epsilons differ, so do their returns
         self.granted = self.served = 0
         self.next_report = 0.0
@@ -183,6 +184,7 @@ class ReplayBufferWorker(Worker):
         returns, lengths = episodes_from_meta(msg.meta, max_count=steps)
         self.returns += returns.tolist()
         self.lengths += lengths.tolist()
+        self.wins += wins_from_meta(msg.meta, max_count=steps).tolist()  # SMAX's outcomes, for the trainer's win_rate
         self.actor_returns.setdefault(str(actor), []).extend(returns.tolist())
         if isinstance(msg.meta.get("epsilon"), float):
             self.epsilons[str(actor)] = msg.meta["epsilon"]
@@ -198,7 +200,7 @@ class ReplayBufferWorker(Worker):
 
     def _checked_rows(self, tree: Any) -> dict[str, np.ndarray]:
         spec = self.spec
-        extras = replay_extras(self.cfg.algo)
+        extras = replay_extras(self.cfg.algo, spec)
         if not isinstance(tree, dict) or set(tree) != {"obs", "action", "reward", "terminated", "truncated",
                                                        "priority", "env_id", *extras}:
             raise ValueError("not a chunk of replay rows")
@@ -234,10 +236,10 @@ class ReplayBufferWorker(Worker):
         meta = {"shard": self.index, "incarnation": self.shard_incarnation, PRIORITIES: self.back.address,
                 "served": self.served, "restored_step": self.restored_step,
                 "env_steps": self.unreported_steps, "replay_size": self.replay.size, "epsilons": dict(self.epsilons),
-                **episode_meta(self.returns, self.lengths), "actor_returns": self.actor_returns, **extra}
+                **episode_meta(self.returns, self.lengths, self.wins), "actor_returns": self.actor_returns, **extra}
         if not self.sender.send(tree if tree is not None else {}, timeout_ms=0, meta=meta):
             return False
-        self.unreported_steps, self.returns, self.lengths, self.actor_returns = 0, [], [], {}
+        self.unreported_steps, self.returns, self.lengths, self.wins, self.actor_returns = 0, [], [], [], {}
         self.next_report = time.monotonic() + REPORT_S
         return True
 

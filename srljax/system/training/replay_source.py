@@ -23,10 +23,10 @@ import numpy as np
 from srljax.comm import Message, PrioritySender, PriorityUpdate
 from srljax.layout import BUFFER, PRIORITIES
 from srljax.replay import snapshots as replay_snapshots
-from srljax.replay.apex import num_shards, samples_per_insert, trainer_allowance
+from srljax.replay.apex import num_shards, replay_ratio, samples_per_insert, trainer_allowance
 from srljax.replay.buffer import batch_fields, batch_of
 from srljax.system.shell.bounds import FLOOR, HEADROOM, check_message_cap, stream_limits, stream_message_limits
-from srljax.system.shell.common import check_array, episodes_from_meta
+from srljax.system.shell.common import check_array, episodes_from_meta, wins_from_meta
 from srljax.system.shell.worker import Worker
 from srljax.system.training.sources import SampleCounts
 from srljax.types import ReplayBatch, SequenceBatch
@@ -113,7 +113,7 @@ class ReplaySource(SampleCounts):
     def announce(self) -> None:
         cfg = self.worker.cfg
         self.worker.log(f"Ape-X: batches of {cfg.algo.batch_size} from {self.shards} replay buffer worker(s), replay "
-                        f"ratio {cfg.algo.replay_ratio:g} +- {cfg.algo.ratio_tolerance:.0%} (throttle: "
+                        f"ratio {replay_ratio(cfg):.4g} +- {cfg.algo.ratio_tolerance:.0%} (throttle: "
                         f"{cfg.algo.throttle}), {cfg.num_updates:,} updates")
 
     # -- in -----------------------------------------------------------------------------------------------
@@ -144,6 +144,7 @@ class ReplaySource(SampleCounts):
         self.env_steps += steps
         w.stats.add("env_steps", steps)
         self.episodes.add(*episodes_from_meta(meta, max_count=steps))
+        self.episodes.add_wins(wins_from_meta(meta, max_count=steps))
         if isinstance(meta.get("replay_size"), int):
             self.replay_sizes[shard] = meta["replay_size"]
         if isinstance(meta.get("actor_returns"), dict):
