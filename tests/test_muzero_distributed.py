@@ -108,6 +108,35 @@ def test_reanalyse_refreshes_the_targets_with_new_params_and_ratio_zero_keeps_th
     assert replay.batch(None, version=-1)[1]["reanalysed"] == 0
 
 
+@pytest.mark.parametrize("consistency", [0.0, 1.0])
+def test_a_buffers_batch_crosses_the_wire_into_the_trainers_source_and_trains(tmp_path, consistency):
+    """What the buffer sends is what the trainer's ``SearchSource`` accepts (a batch of the first rows' obs, and the
+    next K rows' only where the consistency loss reads them), and the update trains on it (the merge of the
+    consistency loss once made the buffer send the first obs feature of each window and the trainer drop them all)."""
+    from types import SimpleNamespace
+
+    from srljax.comm.codec import decode, encode
+    from srljax.system.training.search_source import SearchSource
+
+    cfg = _cfg(tmp_path, 0.5)
+    cfg = dataclasses.replace(cfg, algo=dataclasses.replace(cfg.algo, consistency_coef=consistency, projection_size=8))
+    algo = make_algo(cfg, SPEC)
+    state = algo.init(jax.random.PRNGKey(1))
+    replay = _replay(cfg, algo, _segment())
+    window, _ = replay.sample()
+    replay.rng = np.random.default_rng(0)  # the same windows again
+    tree, meta = replay.batch(state.params, version=5)
+    msg = decode(encode("sample", "mzd/t", tree, meta=meta), expect_trial="mzd/t")
+    source = SearchSource(SimpleNamespace(learner=SimpleNamespace(algo=algo), spec=SPEC, cfg=cfg))
+    batch = source._checked(msg.tree)  # ValueError if the trainer would drop it
+    np.testing.assert_array_equal(batch.obs, window.obs[:, 0])
+    k = cfg.algo.unroll_steps if consistency else 0
+    np.testing.assert_array_equal(batch.next_obs, window.obs[:, 1: 1 + k])
+    new, metrics = algo.update(state, batch)
+    assert int(new.step) == 1 and np.isfinite(float(metrics["value_loss"]))
+    assert ("consistency_loss" in metrics) == bool(consistency)
+
+
 def test_the_worker_graph_plan_and_what_it_refuses(tmp_path):
     cfg = _cfg(tmp_path, 0.5)
     check(cfg)

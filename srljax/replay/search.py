@@ -23,7 +23,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from algos.muzero import SEARCH_POLICY, SEARCH_VALUE, Window, reanalyse, unroll_targets
+from algos.muzero import SEARCH_POLICY, SEARCH_VALUE, UnrollBatch, Window, reanalyse, unroll_targets
 from srljax.types import EnvSpec, Trajectory
 
 
@@ -36,6 +36,19 @@ def window_rows(traj: Trajectory) -> dict[str, np.ndarray]:
                  terminated=shifted(traj.terminated), searched=~done, value=traj.extras[SEARCH_VALUE],
                  policy=traj.extras[SEARCH_POLICY])
     return {k: np.swapaxes(v, 0, 1) for k, v in out._asdict().items()}
+
+
+def batch_fields(algo: Any, spec: EnvSpec, config: Any) -> dict[str, tuple[tuple[int, ...], str]]:
+    """The shape and dtype of each leaf of the ``UnrollBatch`` that ``SearchReplay.batch`` makes and the trainer's
+    ``SearchSource`` accepts: ``next_obs`` holds the next ``K`` rows' obs where the consistency loss reads them
+    (``config.consistency_coef > 0``), else none (``[N, 0, *O]``: a batch's bytes are mostly obs)."""
+    n, k, a = algo.windows, config.unroll_steps, spec.num_actions
+    obs = str(np.dtype(spec.obs_dtype))
+    return UnrollBatch(
+        obs=((n, *spec.obs_shape), obs), next_obs=((n, k if config.consistency_coef > 0 else 0, *spec.obs_shape), obs),
+        action=((n, k), "int32"), reward=((n, k), "float32"), value=((n, k + 1), "float32"),
+        policy=((n, k + 1, a), "float32"), reward_mask=((n, k), "float32"), value_mask=((n, k + 1), "float32"),
+        policy_mask=((n, k + 1), "float32"))._asdict()
 
 
 class SearchReplay:
@@ -55,6 +68,8 @@ class SearchReplay:
         self.key = jax.random.PRNGKey(0) if key is None else key
         self.reanalyse_count = int(round(config.reanalyse_ratio * algo.windows))
         K, n, gamma, sims = config.unroll_steps, config.td_steps, config.gamma, config.num_simulations
+        # the obs rows the targets keep: the first row's, and the next K rows' where the consistency loss reads them
+        self.obs_rows = K + 1 if config.consistency_coef > 0 else 1
         self.targets = jax.jit(lambda w: unroll_targets(w, K, n, gamma))
         self.search = jax.jit(lambda params, key, obs, w: reanalyse(algo, params, key, obs, w, sims))
 
@@ -63,7 +78,7 @@ class SearchReplay:
         a compile inside its loop could outlast ``layout.hang_seconds`` on a loaded machine)."""
         n, w = self.algo.windows, self.span
         zeros = Window(**{k: np.zeros((n, w, *v.shape[2:]), v.dtype) for k, v in self.store.items()})
-        jax.block_until_ready(self.targets(zeros._replace(obs=zeros.obs[:, 0])))
+        jax.block_until_ready(self.targets(zeros._replace(obs=zeros.obs[:, : self.obs_rows])))
         if self.reanalyse_count:
             head = jax.tree.map(lambda x: x[: self.reanalyse_count], zeros)
             jax.block_until_ready(self.search(params, self.key, head.obs, head))
@@ -104,7 +119,7 @@ class SearchReplay:
                                      policy=np.concatenate([fresh.policy, window.policy[m:]]))
             versions[:m] = version
             seconds = time.monotonic() - started
-        batch = jax.device_get(self.targets(window._replace(obs=window.obs[:, 0])))
+        batch = jax.device_get(self.targets(window._replace(obs=window.obs[:, : self.obs_rows])))
         meta = {"windows": int(self.algo.windows), "reanalysed": m, "reanalyse_s": round(seconds, 6),
                 "target_version": float(versions.mean())}
         return {k: np.asarray(v) for k, v in batch._asdict().items()}, meta
