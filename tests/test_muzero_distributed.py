@@ -68,6 +68,55 @@ def test_segment_columns_become_window_rows():
     np.testing.assert_array_equal(rows["value"], seg.extras["search_value"].T)
 
 
+def _stream(rows: int, seed=0) -> Trajectory:
+    """One continuous stream of ``rows`` rows of ``B`` envs (a game of env 1 ends on row 7)."""
+    rng = np.random.default_rng(seed)
+    terminated = np.zeros((rows, B), bool)
+    terminated[7, 1] = True
+    policy = rng.random((rows, B, A)).astype(np.float32)
+    return Trajectory(obs=rng.normal(size=(rows, B, 4)).astype(np.float32),
+                      action=rng.integers(0, A, (rows, B)).astype(np.int32),
+                      reward=rng.random((rows, B)).astype(np.float32), terminated=terminated,
+                      truncated=np.zeros((rows, B), bool),
+                      extras={"search_value": rng.normal(size=(rows, B)).astype(np.float32),
+                              "search_policy": policy / policy.sum(-1, keepdims=True)},
+                      policy_version=np.full(B, 3, np.int32))
+
+
+def test_windows_run_on_across_an_actors_segment_ends_as_in_the_anakin_ring(tmp_path):
+    """An env's next segment starts with the last row of its previous one: the replay links the two columns, and
+    windows starting in a segment's last K + n rows read on into the next (the single-process path's ring does; the
+    worker graph once cut every window inside a segment, so those rows never started one); a segment of another
+    actor, or one whose first row is not a held column's last, links to nothing; an overwritten column unlinks."""
+    cfg = _cfg(tmp_path, 0.0)
+    algo = make_algo(cfg, SPEC)
+    w = cfg.algo.unroll_steps + cfg.algo.td_steps + 1
+    whole = window_rows(_stream(2 * T + 1))  # [B, 2T+1]: what both segments hold, continuously
+    stream = _stream(2 * T + 1)
+    first, second = (jax.tree.map(lambda x, i=i: x[i * T: i * T + T + 1], stream._replace(policy_version=None))
+                     ._replace(policy_version=stream.policy_version) for i in range(2))
+    replay = SearchReplay(algo, SPEC, cfg.algo, columns=3 * B, seed=0)
+    replay.insert(first, source=0)
+    replay.insert(second, source=1)  # another actor: no link
+    assert (replay.succ == -1).all()
+    replay.insert(second, source=0)  # the same actor's next segment
+    np.testing.assert_array_equal(replay.succ[:B], np.arange(2 * B, 3 * B))
+    replay.algo = dataclasses.replace(algo, windows=4000)
+    window, _ = replay.sample()
+    # every sampled window is W consecutive rows of one env's stream, wherever it starts
+    starts = set()
+    for i in range(window.obs.shape[0]):
+        env = int(np.flatnonzero((whole["obs"][:, :, 0] == window.obs[i, 0, 0]).any(axis=1))[0])
+        at = int(np.flatnonzero(whole["obs"][env, :, 0] == window.obs[i, 0, 0])[0])
+        starts.add(at)
+        for name in ("obs", "action", "reward", "terminated", "searched", "value", "policy"):
+            np.testing.assert_array_equal(window._asdict()[name][i], whole[name][env, at: at + w], err_msg=name)
+    assert max(starts) == 2 * T + 1 - w and T - 1 in starts  # starts in the first segment's last rows, across its end
+    # the first segment's columns overwritten: the second's lose their predecessor, and nothing links to them
+    replay.insert(first, source=5)
+    assert (replay.pred[2 * B:] == -1).all() and (replay.succ == -1).all()
+
+
 def test_reanalyse_refreshes_the_targets_with_new_params_and_ratio_zero_keeps_them(tmp_path):
     seg = _segment()
     cfg0, cfg_half = _cfg(tmp_path, 0.0), _cfg(tmp_path, 0.5)

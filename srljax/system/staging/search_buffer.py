@@ -6,7 +6,10 @@ The BUFFER role's worker for a search algorithm with a learned model (``srljax.l
 
 * **In** (samples, PULL): actors' segments ``[T+1, b]`` (every move searched: the extras ``search_value`` and
   ``search_policy``, ``algos.muzero.act``), kept in a ``srljax.replay.search.SearchReplay`` of
-  ``algo.replay_capacity / layout.num_buffer_workers`` rows (one stored column per env column of a segment).
+  ``algo.replay_capacity / layout.num_buffer_workers`` rows (one stored column per env column of a segment, linked to
+  the column of the same actor it continues, so windows run on across segment ends; an env's segments reach this
+  buffer in turn only with one buffer worker: with several, an actor pushes its segments round robin, so they do not
+  link and windows stay inside segments).
 * **Reanalyse**: the buffer follows the trainer's params like a policy worker (``ParamsFollower``); of each batch's
   ``algo.windows`` windows, ``round(algo.reanalyse_ratio x windows)`` are searched again with the newest params it
   holds (``SearchReplay.batch``), so their policy and value targets (computed here) are that search's.
@@ -36,7 +39,7 @@ from algos.muzero import SEARCH_POLICY, SEARCH_VALUE
 from srljax.comm import Message, NameResolver, SampleReceiver, SampleSender
 from srljax.comm.security import KeyRing
 from srljax.config import Experiment
-from srljax.layout import BUFFER, PARAMS, SAMPLES, TRAINER
+from srljax.layout import ACTOR, BUFFER, PARAMS, SAMPLES, TRAINER
 from srljax.replay.search import SearchReplay
 from srljax.system.shell.common import bind_address, checked_trajectory, episode_meta, episodes_from_meta
 from srljax.system.shell.worker import Worker
@@ -125,7 +128,7 @@ class SearchBufferWorker(Worker):
         except ValueError:
             self.stats.add("samples_invalid")
             return
-        steps = self.replay.insert(traj)
+        steps = self.replay.insert(traj, source=msg.meta.get(ACTOR))  # an actor's next segment continues its last
         self.inserted += steps
         self.unreported += steps
         self.stats.add("env_steps", steps)
