@@ -186,6 +186,19 @@ def test_a_buffers_batch_crosses_the_wire_into_the_trainers_source_and_trains(tm
     assert ("consistency_loss" in metrics) == bool(consistency)
 
 
+def test_a_target_network_reanalyses_until_the_newest_params_are_n_versions_past_it():
+    from srljax.system.staging.search_buffer import reanalyse_params
+
+    assert reanalyse_params(None, None, -1, 4) is None  # nothing held yet
+    assert reanalyse_params(None, "p3", 3, 4) == ("p3", 3)
+    held = ("p3", 3)
+    assert reanalyse_params(held, "p6", 6, 4) == held  # 3 versions past: kept
+    assert reanalyse_params(held, "p7", 7, 4) == ("p7", 7)  # 4 past: renewed
+    assert reanalyse_params(held, "p1", 1, 4) == ("p1", 1)  # a trainer restarted from an older checkpoint
+    assert reanalyse_params(held, "p4", 4, 0) == ("p4", 4)  # 0: always the newest
+    assert reanalyse_params(held, None, -1, 0) == held
+
+
 def test_the_worker_graph_plan_and_what_it_refuses(tmp_path):
     cfg = _cfg(tmp_path, 0.5)
     check(cfg)
@@ -199,6 +212,9 @@ def test_the_worker_graph_plan_and_what_it_refuses(tmp_path):
         check(dataclasses.replace(cfg, algo=dataclasses.replace(cfg.algo, num_steps=4)))
     with pytest.raises(ConfigError, match="reanalyse_ratio=0.5 with layout.mode=single"):
         check(dataclasses.replace(cfg, layout=LayoutConfig(), env=EnvConfig(id="gymnax/CartPole-v1", num_envs=B)))
+    with pytest.raises(ConfigError, match="reanalyse_target_every=2 with layout.mode=single"):
+        check(dataclasses.replace(cfg, layout=LayoutConfig(), env=EnvConfig(id="gymnax/CartPole-v1", num_envs=B),
+                                  algo=dataclasses.replace(cfg.algo, reanalyse_ratio=0.0, reanalyse_target_every=2)))
     with pytest.raises(ConfigError, match=r"must be in \[0, 1\]"):
         check(_cfg(tmp_path, 1.5))
 
@@ -215,11 +231,12 @@ def test_status_shows_a_buffers_reanalyse_figures():
 
 def _learns(tmp_path, backend: str) -> None:
     """A short run of configs/cartpole_muzero_distributed.py: its model learns CartPole's rewards and values (the
-    losses a broken learner keeps), with half of each batch reanalysed by the buffer, whose figures it writes."""
+    losses a broken learner keeps) and its episodes get longer than one move's ~9, with half of each batch reanalysed
+    by the buffer, whose figures it writes."""
     from srljax.config import apply_overrides, load_file
 
     cfg = apply_overrides(load_file("configs/cartpole_muzero_distributed.py"), [
-        f"log.run_root={tmp_path}", "log.wandb=disabled", "log.progress=lines", "log.log_every=4", f"trial={backend}",
+        f"log.run_root={tmp_path}", "log.wandb=disabled", "log.progress=lines", "log.log_every=1", f"trial={backend}",
         "total_env_steps=16384", "seed=1"])
     if backend == "threads":
         from launch.threads import run_threads
@@ -236,6 +253,7 @@ def _learns(tmp_path, backend: str) -> None:
     first, last = lines[0], lines[-2:]
     assert max(r["reward_loss"] for r in last) < 0.5 * first["reward_loss"], [r["reward_loss"] for r in lines]
     assert max(r["value_loss"] for r in last) < 0.75 * first["value_loss"], [r["value_loss"] for r in lines]
+    assert max(r.get("episode_return", 0) for r in lines) >= 15, [r.get("episode_return") for r in lines]
     status = json.loads((cfg.run_dir / "workers" / "buffer-0.jsonl").read_text().splitlines()[-1])
     assert status["reanalyse/seconds_per_sample"] > 0 and status["reanalyse/share"] == pytest.approx(0.5)
     assert status["reanalyse_params_version"] >= cfg.num_updates - 2 and "reanalyse/target_lag" in status
