@@ -128,7 +128,7 @@ def test_reanalyse_refreshes_the_targets_with_new_params_and_ratio_zero_keeps_th
     # ratio 0: exactly the targets of the stored (acting) searches, whatever params are given
     replay = _replay(cfg0, algo, seg)
     window, _ = replay.sample()
-    want = unroll_targets(window._replace(obs=window.obs[:, 0]), 2, 3, cfg0.algo.gamma)
+    want = unroll_targets(window._replace(obs=window.obs[:, :1]), 2, 3, cfg0.algo.gamma)  # the first row's obs
     replay.rng = np.random.default_rng(0)  # the same windows again
     tree, meta = replay.batch(new, version=7)
     assert meta["reanalysed"] == 0 and meta["target_version"] == 3.0
