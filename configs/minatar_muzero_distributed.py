@@ -12,8 +12,12 @@ env step: 32 minibatches of 128 windows per 512 env steps), with its acting and 
 of 16 rows with the searches' values and move distributions; the buffer worker keeps the last 100k rows (an env's
 segments linked, so windows run on across segment ends as in the single-process ring), and for every 512 env steps
 inserted sends the trainer one batch of 4,096 windows (5 moves unrolled, 10-step value targets), of which
-``algo.reanalyse_ratio`` were searched again with the newest params it holds. Sample efficiency with and without
-reanalyse at equal env steps: bench/RESULTS.md, "issue 40, session 25".
+``algo.reanalyse_ratio`` were searched again with the newest params it holds.
+
+Sample efficiency at equal env steps (bench/RESULTS.md, "issue 40, session 25"): reanalysing half of each batch made
+it *less* sample-efficient here: median 0.95 at ~50k env steps against 2.25 with ``algo.reanalyse_ratio=0`` (seeds
+1-3), at 5-7x the wall time (2,048 windows x 16 rows searched per update). With ``algo.rescale_values=false`` the
+two were close (seed 1: 2.0 and 1.95).
 """
 
 from srljax.config import (
@@ -28,8 +32,9 @@ from srljax.config import (
 )
 
 PROMISE = Promise(
-    "return", median=1.0, worst=1.0, wall_s=1200, seeds=(1,), quick=False,
-    source="bench/RESULTS.md (issue 40, session 25): pending",
+    "return", median=0.9, worst=0.4, wall_s=820, seeds=(1, 2, 3), quick=False,
+    source="bench/RESULTS.md (issue 40, session 25, MinAtar Breakout in the graph): last line 0.45 / 1.55 / 0.95 at "
+    "~50k env steps, seeds 1-3, 583-817 s at load 11-13; with algo.reanalyse_ratio=0 3.2 / 2.25 / 1.3 (114-138 s)",
 )
 
 
@@ -44,7 +49,9 @@ def experiment() -> Experiment:
                           reanalyse_ratio=0.5),
         trainer=TrainerConfig(lr=1e-3, anneal_lr=False, num_minibatches=32, update_epochs=1, max_grad_norm=5.0,
                               max_policy_lag=1_000),
-        layout=LayoutConfig(mode="distributed", num_actors=1, num_buffer_workers=1, inference="inline"),
+        # a batch reanalyses 2,048 windows x 16 rows: 5-8 s at load ~12 here, more beside other work; the default
+        # 30 s without a loop turn would read a busy buffer as hung and restart it empty
+        layout=LayoutConfig(mode="distributed", num_actors=1, num_buffer_workers=1, inference="inline", hang_seconds=300),
         eval=EvalConfig(every_updates=0, final=False),
         log=LogConfig(log_every=1),
     )
