@@ -89,6 +89,9 @@ class MuZeroConfig:
     reanalyse_ratio: float = 0.0
     """the worker graph: the share of each batch's windows (0..1) that the buffer workers search again with the newest
     params they hold, refreshing the policy and value targets before the trainer gets them (MuZero Reanalyse)."""
+    reanalyse_target_every: int = 0
+    """the params the buffer workers reanalyse with: 0, the newest they hold; N > 0, a target network (EfficientZero's
+    target model): the newest held when taken, kept until the newest is N or more params versions past them."""
 
     def problems(self, cfg: Any) -> list[str]:
         out = gamma_problems(self)
@@ -117,8 +120,13 @@ class MuZeroConfig:
         if not 0 <= self.reanalyse_ratio <= 1:
             out.append(f"algo.reanalyse_ratio={self.reanalyse_ratio} must be in [0, 1] (the share of windows "
                        "searched again)")
+        if self.reanalyse_target_every < 0:
+            out.append(f"algo.reanalyse_target_every={self.reanalyse_target_every} must be >= 0 (0: the newest params)")
         if cfg.layout.mode == "distributed":
             return out + distributed_problems(self, cfg)
+        if self.reanalyse_target_every:
+            out.append(f"algo.reanalyse_target_every={self.reanalyse_target_every} with layout.mode=single: only the "
+                       "worker graph's buffer workers reanalyse; set layout.mode=distributed or leave it 0")
         if self.reanalyse_ratio:
             out.append(f"algo.reanalyse_ratio={self.reanalyse_ratio} with layout.mode=single: the buffer workers of "
                        "the worker graph reanalyse; set layout.mode=distributed (configs/cartpole_muzero_distributed.py) "

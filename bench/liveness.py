@@ -120,6 +120,7 @@ def overrides(trial: dict[str, Any], run_root: str) -> tuple[str, list[str]]:
     if trial["algo"] == "muzero":  # small nets; one update per 8 x 32 env steps, half of each batch reanalysed
         return "configs/cartpole_muzero_distributed.py", [
             *common, "env.num_envs=8", "trainer.batch_envs=8", "algo.num_steps=32", "algo.batch_size=32",
+            "trainer.num_minibatches=1",  # the draws as they were before the config went to 8
             "algo.hidden_sizes=[32]", "algo.state_size=16", "algo.num_simulations=2", "algo.reanalyse_ratio=0.5",
             f"total_env_steps={8 * 32 * UPDATES['muzero']}", f"layout.inference={trial['inference']}",
             f"layout.num_policy_workers={trial['policy_workers']}",

@@ -68,6 +68,55 @@ def test_segment_columns_become_window_rows():
     np.testing.assert_array_equal(rows["value"], seg.extras["search_value"].T)
 
 
+def _stream(rows: int, seed=0) -> Trajectory:
+    """One continuous stream of ``rows`` rows of ``B`` envs (a game of env 1 ends on row 7)."""
+    rng = np.random.default_rng(seed)
+    terminated = np.zeros((rows, B), bool)
+    terminated[7, 1] = True
+    policy = rng.random((rows, B, A)).astype(np.float32)
+    return Trajectory(obs=rng.normal(size=(rows, B, 4)).astype(np.float32),
+                      action=rng.integers(0, A, (rows, B)).astype(np.int32),
+                      reward=rng.random((rows, B)).astype(np.float32), terminated=terminated,
+                      truncated=np.zeros((rows, B), bool),
+                      extras={"search_value": rng.normal(size=(rows, B)).astype(np.float32),
+                              "search_policy": policy / policy.sum(-1, keepdims=True)},
+                      policy_version=np.full(B, 3, np.int32))
+
+
+def test_windows_run_on_across_an_actors_segment_ends_as_in_the_anakin_ring(tmp_path):
+    """An env's next segment starts with the last row of its previous one: the replay links the two columns, and
+    windows starting in a segment's last K + n rows read on into the next (the single-process path's ring does; the
+    worker graph once cut every window inside a segment, so those rows never started one); a segment of another
+    actor, or one whose first row is not a held column's last, links to nothing; an overwritten column unlinks."""
+    cfg = _cfg(tmp_path, 0.0)
+    algo = make_algo(cfg, SPEC)
+    w = cfg.algo.unroll_steps + cfg.algo.td_steps + 1
+    whole = window_rows(_stream(2 * T + 1))  # [B, 2T+1]: what both segments hold, continuously
+    stream = _stream(2 * T + 1)
+    first, second = (jax.tree.map(lambda x, i=i: x[i * T: i * T + T + 1], stream._replace(policy_version=None))
+                     ._replace(policy_version=stream.policy_version) for i in range(2))
+    replay = SearchReplay(algo, SPEC, cfg.algo, columns=3 * B, seed=0)
+    replay.insert(first, source=0)
+    replay.insert(second, source=1)  # another actor: no link
+    assert (replay.succ == -1).all()
+    replay.insert(second, source=0)  # the same actor's next segment
+    np.testing.assert_array_equal(replay.succ[:B], np.arange(2 * B, 3 * B))
+    replay.algo = dataclasses.replace(algo, windows=4000)
+    window, _ = replay.sample()
+    # every sampled window is W consecutive rows of one env's stream, wherever it starts
+    starts = set()
+    for i in range(window.obs.shape[0]):
+        env = int(np.flatnonzero((whole["obs"][:, :, 0] == window.obs[i, 0, 0]).any(axis=1))[0])
+        at = int(np.flatnonzero(whole["obs"][env, :, 0] == window.obs[i, 0, 0])[0])
+        starts.add(at)
+        for name in ("obs", "action", "reward", "terminated", "searched", "value", "policy"):
+            np.testing.assert_array_equal(window._asdict()[name][i], whole[name][env, at: at + w], err_msg=name)
+    assert max(starts) == 2 * T + 1 - w and T - 1 in starts  # starts in the first segment's last rows, across its end
+    # the first segment's columns overwritten: the second's lose their predecessor, and nothing links to them
+    replay.insert(first, source=5)
+    assert (replay.pred[2 * B:] == -1).all() and (replay.succ == -1).all()
+
+
 def test_reanalyse_refreshes_the_targets_with_new_params_and_ratio_zero_keeps_them(tmp_path):
     seg = _segment()
     cfg0, cfg_half = _cfg(tmp_path, 0.0), _cfg(tmp_path, 0.5)
@@ -79,7 +128,7 @@ def test_reanalyse_refreshes_the_targets_with_new_params_and_ratio_zero_keeps_th
     # ratio 0: exactly the targets of the stored (acting) searches, whatever params are given
     replay = _replay(cfg0, algo, seg)
     window, _ = replay.sample()
-    want = unroll_targets(window._replace(obs=window.obs[:, 0]), 2, 3, cfg0.algo.gamma)
+    want = unroll_targets(window._replace(obs=window.obs[:, :1]), 2, 3, cfg0.algo.gamma)  # the first row's obs
     replay.rng = np.random.default_rng(0)  # the same windows again
     tree, meta = replay.batch(new, version=7)
     assert meta["reanalysed"] == 0 and meta["target_version"] == 3.0
@@ -108,6 +157,48 @@ def test_reanalyse_refreshes_the_targets_with_new_params_and_ratio_zero_keeps_th
     assert replay.batch(None, version=-1)[1]["reanalysed"] == 0
 
 
+@pytest.mark.parametrize("consistency", [0.0, 1.0])
+def test_a_buffers_batch_crosses_the_wire_into_the_trainers_source_and_trains(tmp_path, consistency):
+    """What the buffer sends is what the trainer's ``SearchSource`` accepts (a batch of the first rows' obs, and the
+    next K rows' only where the consistency loss reads them), and the update trains on it (the merge of the
+    consistency loss once made the buffer send the first obs feature of each window and the trainer drop them all)."""
+    from types import SimpleNamespace
+
+    from srljax.comm.codec import decode, encode
+    from srljax.system.training.search_source import SearchSource
+
+    cfg = _cfg(tmp_path, 0.5)
+    cfg = dataclasses.replace(cfg, algo=dataclasses.replace(cfg.algo, consistency_coef=consistency, projection_size=8))
+    algo = make_algo(cfg, SPEC)
+    state = algo.init(jax.random.PRNGKey(1))
+    replay = _replay(cfg, algo, _segment())
+    window, _ = replay.sample()
+    replay.rng = np.random.default_rng(0)  # the same windows again
+    tree, meta = replay.batch(state.params, version=5)
+    msg = decode(encode("sample", "mzd/t", tree, meta=meta), expect_trial="mzd/t")
+    source = SearchSource(SimpleNamespace(learner=SimpleNamespace(algo=algo), spec=SPEC, cfg=cfg))
+    batch = source._checked(msg.tree)  # ValueError if the trainer would drop it
+    np.testing.assert_array_equal(batch.obs, window.obs[:, 0])
+    k = cfg.algo.unroll_steps if consistency else 0
+    np.testing.assert_array_equal(batch.next_obs, window.obs[:, 1: 1 + k])
+    new, metrics = algo.update(state, batch)
+    assert int(new.step) == 1 and np.isfinite(float(metrics["value_loss"]))
+    assert ("consistency_loss" in metrics) == bool(consistency)
+
+
+def test_a_target_network_reanalyses_until_the_newest_params_are_n_versions_past_it():
+    from srljax.system.staging.search_buffer import reanalyse_params
+
+    assert reanalyse_params(None, None, -1, 4) is None  # nothing held yet
+    assert reanalyse_params(None, "p3", 3, 4) == ("p3", 3)
+    held = ("p3", 3)
+    assert reanalyse_params(held, "p6", 6, 4) == held  # 3 versions past: kept
+    assert reanalyse_params(held, "p7", 7, 4) == ("p7", 7)  # 4 past: renewed
+    assert reanalyse_params(held, "p1", 1, 4) == ("p1", 1)  # a trainer restarted from an older checkpoint
+    assert reanalyse_params(held, "p4", 4, 0) == ("p4", 4)  # 0: always the newest
+    assert reanalyse_params(held, None, -1, 0) == held
+
+
 def test_the_worker_graph_plan_and_what_it_refuses(tmp_path):
     cfg = _cfg(tmp_path, 0.5)
     check(cfg)
@@ -121,6 +212,9 @@ def test_the_worker_graph_plan_and_what_it_refuses(tmp_path):
         check(dataclasses.replace(cfg, algo=dataclasses.replace(cfg.algo, num_steps=4)))
     with pytest.raises(ConfigError, match="reanalyse_ratio=0.5 with layout.mode=single"):
         check(dataclasses.replace(cfg, layout=LayoutConfig(), env=EnvConfig(id="gymnax/CartPole-v1", num_envs=B)))
+    with pytest.raises(ConfigError, match="reanalyse_target_every=2 with layout.mode=single"):
+        check(dataclasses.replace(cfg, layout=LayoutConfig(), env=EnvConfig(id="gymnax/CartPole-v1", num_envs=B),
+                                  algo=dataclasses.replace(cfg.algo, reanalyse_ratio=0.0, reanalyse_target_every=2)))
     with pytest.raises(ConfigError, match=r"must be in \[0, 1\]"):
         check(_cfg(tmp_path, 1.5))
 
@@ -137,11 +231,12 @@ def test_status_shows_a_buffers_reanalyse_figures():
 
 def _learns(tmp_path, backend: str) -> None:
     """A short run of configs/cartpole_muzero_distributed.py: its model learns CartPole's rewards and values (the
-    losses a broken learner keeps), with half of each batch reanalysed by the buffer, whose figures it writes."""
+    losses a broken learner keeps) and its episodes get longer than one move's ~9, with half of each batch reanalysed
+    by the buffer, whose figures it writes."""
     from srljax.config import apply_overrides, load_file
 
     cfg = apply_overrides(load_file("configs/cartpole_muzero_distributed.py"), [
-        f"log.run_root={tmp_path}", "log.wandb=disabled", "log.progress=lines", "log.log_every=4", f"trial={backend}",
+        f"log.run_root={tmp_path}", "log.wandb=disabled", "log.progress=lines", "log.log_every=1", f"trial={backend}",
         "total_env_steps=16384", "seed=1"])
     if backend == "threads":
         from launch.threads import run_threads
@@ -158,6 +253,7 @@ def _learns(tmp_path, backend: str) -> None:
     first, last = lines[0], lines[-2:]
     assert max(r["reward_loss"] for r in last) < 0.5 * first["reward_loss"], [r["reward_loss"] for r in lines]
     assert max(r["value_loss"] for r in last) < 0.75 * first["value_loss"], [r["value_loss"] for r in lines]
+    assert max(r.get("episode_return", 0) for r in lines) >= 15, [r.get("episode_return") for r in lines]
     status = json.loads((cfg.run_dir / "workers" / "buffer-0.jsonl").read_text().splitlines()[-1])
     assert status["reanalyse/seconds_per_sample"] > 0 and status["reanalyse/share"] == pytest.approx(0.5)
     assert status["reanalyse_params_version"] >= cfg.num_updates - 2 and "reanalyse/target_lag" in status

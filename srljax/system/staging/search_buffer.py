@@ -6,10 +6,14 @@ The BUFFER role's worker for a search algorithm with a learned model (``srljax.l
 
 * **In** (samples, PULL): actors' segments ``[T+1, b]`` (every move searched: the extras ``search_value`` and
   ``search_policy``, ``algos.muzero.act``), kept in a ``srljax.replay.search.SearchReplay`` of
-  ``algo.replay_capacity / layout.num_buffer_workers`` rows (one stored column per env column of a segment).
+  ``algo.replay_capacity / layout.num_buffer_workers`` rows (one stored column per env column of a segment, linked to
+  the column of the same actor it continues, so windows run on across segment ends; an env's segments reach this
+  buffer in turn only with one buffer worker: with several, an actor pushes its segments round robin, so they do not
+  link and windows stay inside segments).
 * **Reanalyse**: the buffer follows the trainer's params like a policy worker (``ParamsFollower``); of each batch's
   ``algo.windows`` windows, ``round(algo.reanalyse_ratio x windows)`` are searched again with the newest params it
-  holds (``SearchReplay.batch``), so their policy and value targets (computed here) are that search's.
+  holds (``SearchReplay.batch``; ``algo.reanalyse_target_every``: a target network's, renewed every that many
+  versions), so their policy and value targets (computed here) are that search's.
 * **Out** (samples, PUSH to the trainer): ``UnrollBatch`` trees (one update's windows), at most one batch per
   ``trainer.batch_envs x algo.num_steps / layout.num_buffer_workers`` env steps inserted here (plus one ahead), so
   updates keep pace with env steps; each batch's meta carries the env steps inserted since the last message, the
@@ -36,7 +40,7 @@ from algos.muzero import SEARCH_POLICY, SEARCH_VALUE
 from srljax.comm import Message, NameResolver, SampleReceiver, SampleSender
 from srljax.comm.security import KeyRing
 from srljax.config import Experiment
-from srljax.layout import BUFFER, PARAMS, SAMPLES, TRAINER
+from srljax.layout import ACTOR, BUFFER, PARAMS, SAMPLES, TRAINER
 from srljax.replay.search import SearchReplay
 from srljax.system.shell.common import bind_address, checked_trajectory, episode_meta, episodes_from_meta
 from srljax.system.shell.worker import Worker
@@ -46,6 +50,17 @@ DRAIN_MAX = 64
 REPORT_S = 1.0
 AHEAD = 1  # batches a buffer may send beyond its share of the env steps inserted
 WAIT_MS = 20
+
+
+def reanalyse_params(held: tuple[Any, int] | None, newest: Any, version: int, every: int) -> tuple[Any, int] | None:
+    """The (params, version) to reanalyse with (pure): the newest (``newest`` at ``version``; None: none yet) where
+    ``every`` is 0, else the ``held`` target until the newest is ``every`` or more versions past it (or behind it: a
+    trainer restarted from an older checkpoint)."""
+    if newest is None:
+        return held
+    if held is None or every == 0 or not 0 <= version - held[1] < every:
+        return newest, version
+    return held
 
 
 class SearchBufferWorker(Worker):
@@ -68,6 +83,7 @@ class SearchBufferWorker(Worker):
         self.next_report = 0.0
         self.reanalysed = self.sampled = 0
         self.reanalyse_s = self.target_lag = 0.0
+        self.target: tuple[Any, int] | None = None  # the params reanalysed with and their version
 
     def setup(self) -> None:
         cfg, spec = self.cfg, self.spec
@@ -125,7 +141,7 @@ class SearchBufferWorker(Worker):
         except ValueError:
             self.stats.add("samples_invalid")
             return
-        steps = self.replay.insert(traj)
+        steps = self.replay.insert(traj, source=msg.meta.get(ACTOR))  # an actor's next segment continues its last
         self.inserted += steps
         self.unreported += steps
         self.stats.add("env_steps", steps)
@@ -135,11 +151,14 @@ class SearchBufferWorker(Worker):
 
     def _batch(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         follower = self.follower
-        params = follower.params if follower is not None else None
-        if follower is not None and params is None:
-            self.stats.add("reanalyse_no_params")
+        if follower is not None:
+            self.target = reanalyse_params(self.target, follower.params, follower.version,
+                                           self.cfg.algo.reanalyse_target_every)
+            if self.target is None:
+                self.stats.add("reanalyse_no_params")
+        params, version = self.target or (None, -1)
         with self.stats.time("compute/batch"):
-            tree, meta = self._reanalyse(params, follower.version if follower is not None else -1)
+            tree, meta = self._reanalyse(params, version)
         self.sampled += meta["windows"]
         self.reanalysed += meta["reanalysed"]
         self.reanalyse_s += meta["reanalyse_s"]
@@ -180,7 +199,8 @@ class SearchBufferWorker(Worker):
         """The reanalyse figures are the stats' gauges (``reanalyse/...``, beside these in ``workers/buffer-<i>.jsonl``
         and on the Prometheus endpoint ``launch.status`` reads)."""
         out: dict[str, Any] = {"batches_sent": self.batches,
-                               "reanalyse_params_version": self.follower.version if self.follower is not None else -1}
+                               "reanalyse_params_version": self.follower.version if self.follower is not None else -1,
+                               "reanalyse_target_version": self.target[1] if self.target is not None else -1}
         if self.replay is not None:
             out["replay_rows"] = self.replay.filled * self.replay.rows
         for name, endpoint in (("receiver", self.receiver), ("sender", self.sender)):

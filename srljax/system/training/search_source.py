@@ -41,16 +41,10 @@ class SearchSource(SampleCounts):
 
     def _fields(self) -> dict[str, tuple[tuple[int, ...], str]]:
         if not self.fields:
-            w = self.worker
-            algo, spec = w.learner.algo, w.spec
-            n, k, a = algo.windows, algo.unroll_steps, spec.num_actions
-            from algos.muzero import UnrollBatch
+            from srljax.replay.search import batch_fields
 
-            self.fields = UnrollBatch(
-                obs=((n, *spec.obs_shape), str(np.dtype(spec.obs_dtype))), action=((n, k), "int32"),
-                reward=((n, k), "float32"), value=((n, k + 1), "float32"), policy=((n, k + 1, a), "float32"),
-                reward_mask=((n, k), "float32"), value_mask=((n, k + 1), "float32"),
-                policy_mask=((n, k + 1), "float32"))._asdict()
+            w = self.worker
+            self.fields = batch_fields(w.learner.algo, w.spec, w.cfg.algo)
         return self.fields
 
     def example_batch(self) -> Any:
