@@ -44,8 +44,6 @@ class MAPPOConfig(PPOConfig):
         out = super().problems(cfg)
         if self.critic not in ("central", "local"):
             out.append(f"algo.critic={self.critic!r}: use 'central' (MAPPO) or 'local' (IPPO)")
-        if self.lstm_size:
-            out.append(f"algo.lstm_size={self.lstm_size}: recurrent MAPPO is not built; use 0 (feed-forward)")
         if self.vtrace:
             out.append("algo.vtrace=True: MAPPO computes GAE advantages only; set algo.vtrace=False")
         if self.network == "cnn":
