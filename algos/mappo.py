@@ -107,6 +107,25 @@ class MultiAgentRecurrentActorCritic(nn.Module):
         return carry, (jnp.where(x["mask"], logits, MASKED_LOGIT), _dense(1, 1.0, name="value_head")(v_h)[..., 0])
 
 
+CRITIC_PARTS = ("critic", "value_head")
+"""The critic's parameter groups in ``MultiAgentActorCritic`` / ``MultiAgentRecurrentActorCritic``; the rest is the
+actor's."""
+
+
+def network_parts(params: Any) -> Any:
+    """``params`` -> the same tree of labels, ``"critic"`` under ``CRITIC_PARTS``, else ``"actor"``
+    (``MAPPOConfig.clip_per_network``)."""
+    return {"params": {k: jax.tree.map(lambda _, k=k: "critic" if k in CRITIC_PARTS else "actor", v)
+                       for k, v in params["params"].items()}}
+
+
+def gradient_clip(a: MAPPOConfig, max_norm: float) -> optax.GradientTransformation:
+    """Clipping by the global norm of all gradients, or with ``clip_per_network`` of the actor's (its torso, LSTM,
+    policy head) and the critic's apart."""
+    clip = optax.clip_by_global_norm(max_norm)
+    return optax.multi_transform({"actor": clip, "critic": clip}, network_parts) if a.clip_per_network else clip
+
+
 def agent_columns(x: Array) -> Array:
     """Time-major per-agent data ``[T, B, N, ...]`` -> one column per agent of each env ``[B * N, T, ...]`` (env b's
     agent i at ``b * N + i``, the order of ``jnp.repeat(env_data, N, axis=1)``)."""
@@ -174,7 +193,7 @@ def make_mappo(cfg: Experiment, spec: EnvSpec, min_agents: int = 2) -> Algorithm
         schedule = optax.linear_schedule(t.lr, 0.0, cfg.num_updates * steps_per_update)
     else:
         schedule = optax.constant_schedule(t.lr)
-    tx = optax.chain(optax.clip_by_global_norm(t.max_grad_norm), optax.adam(schedule, eps=t.adam_eps))
+    tx = optax.chain(gradient_clip(a, t.max_grad_norm), optax.adam(schedule, eps=t.adam_eps))
     def column_apply(params: Params, x: dict[str, Any]) -> tuple[Array, Array]:
         """Recurrent minibatch ``{inputs [b, T, D], first [b, T], carry [b, H]}`` -> (logits [b, T, A], value [b, T]),
         each column unrolled over T from the carry it was acted with."""

@@ -38,6 +38,11 @@ class MAPPOConfig(PPOConfig):
     """the critic predicts value targets normalised by their running mean and std (the paper's ValueNorm, not
     PopArt: the stats move and the output layer is left alone); advantages use the de-normalised values."""
 
+    clip_per_network: bool = False
+    """``trainer.max_grad_norm`` clips the actor's gradient and the critic's each by its own global norm (JaxMARL's
+    MAPPO and the MAPPO paper: two optimisers), instead of their joint norm, where the critic's larger gradient sets
+    the scale of the actor's step."""
+
     __hash__ = hash_by_value
 
     def problems(self, cfg: Any) -> list[str]:

@@ -8,10 +8,12 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 import algos
 from algos.mappo import agent_columns
+from algos.mappo_config import MAPPOConfig
 from envs.multi_agent import ParallelEnvVecEnv
 from srljax.config import EnvConfig, TrainerConfig
 from srljax.learning.rollout import SegmentBuilder
@@ -136,3 +138,82 @@ def test_recurrent_mappo_config_checks():
     assert problems(_cfg(lstm_size=H)) == []
     found = " | ".join(problems(_cfg(lstm_size=-1)))
     assert "algo.lstm_size=-1 must be >= 0" in found
+
+
+class CueParallel(TinyParallel):
+    """Two agents see a cue (+1 or -1) only on an episode's first row, then zeros; every step each agent earns 1 when
+    its action is the cue's (0 for -1, 1 for +1; action 2 masked). 5 steps: remembering the cue earns 10 per episode,
+    a policy without memory 2 + 4 x 2 x 0.5 = 6 in expectation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rng, self.cue = np.random.default_rng(0), 0
+
+    def _obs(self) -> dict:
+        shown = (2.0 * self.cue - 1.0) if self.t == 0 else 0.0
+        return {a: {"observation": np.array([shown, self.t / 5.0], np.float32), "action_mask": np.array([1, 1, 0], np.int8)}
+                for a in self.possible_agents}
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        self.cue = int(self.rng.integers(0, 2))
+        return super().reset(seed, options)
+
+    def step(self, actions: dict) -> tuple[dict, dict, dict, dict, dict]:
+        rewards = {a: float(actions[a] == self.cue) for a in self.possible_agents}
+        self.t += 1
+        self.total += sum(rewards.values())
+        done = {a: self.t >= 5 for a in self.possible_agents}
+        return self._obs(), rewards, {a: False for a in done}, done, {a: {} for a in done}
+
+
+def make_cue(cfg: EnvConfig, seed: int) -> ParallelEnvVecEnv:
+    return ParallelEnvVecEnv(CueParallel, cfg.num_envs, seed, batch_size=cfg.envs_per_recv)
+
+
+@pytest.mark.slow  # two short trainings on a Python env (~1-2 min of CPU)
+def test_recurrent_mappo_learns_to_remember_a_cue_and_feed_forward_cannot(tmp_path):
+    from srljax.config import CheckpointConfig, Experiment, LogConfig
+    from srljax.loops.train import train
+
+    def run(lstm_size: int) -> float:
+        cfg = Experiment(name="cue", trial=f"lstm{lstm_size}",
+                         env=EnvConfig(factory="tests.test_mappo_recurrent:make_cue", num_envs=8),
+                         algo=MAPPOConfig(num_steps=10, ent_coef=0.0, critic="local", hidden_sizes=(32,), lstm_size=lstm_size),
+                         trainer=TrainerConfig(lr=3e-3, num_minibatches=2, update_epochs=4),
+                         total_env_steps=8 * 10 * 60, log=LogConfig(run_root=str(tmp_path), wandb="disabled",
+                                                                    progress="lines", window=40),
+                         checkpoint=CheckpointConfig(final=False))
+        return train(cfg).metrics[-1]["episode_return"]
+
+    recurrent, feed_forward = run(16), run(0)
+    assert recurrent > 8.5 and feed_forward < 7.5, (recurrent, feed_forward)
+
+
+@pytest.mark.parametrize("lstm_size", [0, H])
+def test_clip_per_network_keeps_the_actors_step_apart_from_the_critics_gradient(lstm_size):
+    from algos.mappo import gradient_clip
+
+    algo = algos.make(_cfg(lstm_size=lstm_size), _spec())
+    params = algo.init(jax.random.PRNGKey(0)).params
+    assert {"actor", "critic", "policy_head", "value_head"} <= set(params["params"])
+
+    def grads(critic_scale: float):
+        return {"params": {k: jax.tree.map(lambda x: jnp.full_like(x, critic_scale if k in ("critic", "value_head")
+                                                                  else 1.0), v) for k, v in params["params"].items()}}
+
+    def clipped(per: bool, critic_scale: float):
+        tx = gradient_clip(MAPPOConfig(clip_per_network=per), 0.25)
+        out, _ = tx.update(grads(critic_scale), tx.init(params), params)
+        return out["params"]
+
+    small, big = clipped(True, 1.0), clipped(True, 1000.0)
+    for k in small:  # the actor's clipped gradient is the same whatever the critic's
+        if k not in ("critic", "value_head"):
+            jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-6), small[k], big[k])
+    norm = lambda tree, keys: float(optax.tree.norm({k: tree[k] for k in keys}))  # noqa: E731
+    actor_keys = [k for k in small if k not in ("critic", "value_head")]
+    assert abs(norm(big, actor_keys) - 0.25) < 1e-4 and abs(norm(big, ["critic", "value_head"]) - 0.25) < 1e-4
+    joint = clipped(False, 1000.0)  # one norm: the critic's gradient shrinks the actor's step
+    assert norm(joint, actor_keys) < 0.25 / 100
