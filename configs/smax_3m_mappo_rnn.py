@@ -13,8 +13,8 @@ the actor and in the critic; here an LSTM of 64 (the MAPPO paper's rMAPPO size f
 Measured (bench/RESULTS.md, "SMAX 3m recurrent MAPPO", session 25): seeds 1-3 packed in one process, 2M env
 steps, 3,189 s at load 7-15: last-line win rates 0.765 / 0.785 / 0.765 (window 200), best 3-line mean returns
 1.76 / 1.79 / 1.75. Below the issue's 0.9 and below JaxMARL's own recurrent MAPPO run the same day (seed 0: 0.855 at
-2M); faster per env step than ``smax_3m_mappo_rnn`` without ``clip_per_network`` (0.52-0.62 against 0.61-0.71 at
-0.7M) and than the feed-forward ``smax_3m_mappo.py`` early, not at 2M.
+2M); faster per env step than ``smax_3m_mappo_rnn`` without ``clip_per_network`` (0.515-0.615 against 0.68-0.725
+at 0.70M) and than the feed-forward ``smax_3m_mappo.py`` early, not at 2M.
 """
 
 from algos.mappo_config import MAPPOConfig
