@@ -11,6 +11,13 @@ column (``[T, B*N]``) with the team reward (or each agent's own, ``spec.agent_re
 episode flags. Illegal actions (``spec.action_mask``) get a logit of ``MASKED_LOGIT``: probability 0 in
 sampling, log-probabilities and entropy.
 
+Recurrent (``lstm_size > 0``): the actor is torso -> LSTM -> policy head, one carry ``[B, N, H]`` per agent of each
+env (the actor state), zeroed where the shell's ``first [B]`` marks an env's reset row; the critic stays
+feed-forward on its input (the global state already holds what the agents' views miss). The carry each row was
+acted with is stored as the extras ``lstm_c`` / ``lstm_h`` ``[N, H]`` (``algos/recurrent.py``), and the update's
+minibatches are whole agent columns ``[T]`` (``B * N`` of them), each unrolled from its stored row-0 carry and
+reset after every done row inside the segment, so the first epoch's ratio is 1 as in recurrent PPO.
+
 Critic inputs (``MAPPOConfig.critic``): ``central`` (MAPPO) the env's global state, or all agents'
 views concatenated (the same vector for every agent) when it has none; ``local`` (IPPO) the agent's own
 view. ``value_norm``: the critic predicts targets standardised by a running mean / std of the returns,
@@ -31,9 +38,10 @@ import optax
 from algos import actor_critic
 from algos.base import RETURN_ACC, Algorithm, Metrics, Params, TrainState
 from algos.distributions import CATEGORICAL, categorical_log_prob, categorical_sample
-from algos.networks import _dense, apply_torso, torso_options
+from algos.networks import _dense, _ResetLSTMStep, apply_torso, reset_carry, torso_options
 from algos.normalizers import VAR_EPS, RunningMeanStd, normalize, rms_init, rms_update, scale_rewards
 from algos.ppo import explained_variance, ppo_loss
+from algos.recurrent import carry_extras, carry_extras_spec, episode_starts, segment_carry
 from algos.returns import gae, valid_mask
 from srljax.config import Experiment, MAPPOConfig
 from srljax.types import EnvSpec, Trajectory
@@ -70,6 +78,59 @@ class MultiAgentActorCritic(nn.Module):
                                  activation=self.activation) for part in ("actor", "critic"))
         logits = _dense(self.num_actions, 0.01, name="policy_head")(pi_h)
         return jnp.where(x["mask"], logits, MASKED_LOGIT), _dense(1, 1.0, name="value_head")(v_h)[..., 0]
+
+
+class MultiAgentRecurrentActorCritic(nn.Module):
+    """``(carry (c, h) [R, H], x {"actor" [T, R, Da], "critic" [T, R, Dc], "mask" [T, R, A]}, first [T, R])`` ->
+    ``(carry, (masked logits [T, R, A], value [T, R]))`` for R agent rows: the actor's torso feeds an LSTM unrolled
+    over T (carry zeroed before each row whose ``first`` is set, ``algos.networks._ResetLSTMStep``) and the policy
+    head; the critic is ``MultiAgentActorCritic``'s feed-forward one. Acting is the case T = 1."""
+
+    num_actions: int
+    lstm_size: int
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+    torso: str = "mlp"
+    torso_options: tuple[tuple[str, Any], ...] = ()
+
+    def initial_carry(self, rows: int) -> tuple[Array, Array]:
+        zeros = jnp.zeros((rows, self.lstm_size), jnp.float32)
+        return zeros, zeros
+
+    @nn.compact
+    def __call__(self, carry: Any, x: dict[str, Array], first: Array) -> tuple[Any, tuple[Array, Array]]:
+        pi_h, v_h = (apply_torso(self.torso, self.torso_options, x[part], 1, name=part, hidden_sizes=self.hidden_sizes,
+                                 activation=self.activation) for part in ("actor", "critic"))
+        scan = nn.scan(_ResetLSTMStep, variable_broadcast="params", split_rngs={"params": False}, in_axes=0, out_axes=0)
+        carry, h = scan(self.lstm_size, name="lstm")(carry, (pi_h, first))
+        logits = _dense(self.num_actions, 0.01, name="policy_head")(h)
+        return carry, (jnp.where(x["mask"], logits, MASKED_LOGIT), _dense(1, 1.0, name="value_head")(v_h)[..., 0])
+
+
+CRITIC_PARTS = ("critic", "value_head")
+"""The critic's parameter groups in ``MultiAgentActorCritic`` / ``MultiAgentRecurrentActorCritic``; the rest is the
+actor's."""
+
+
+def network_parts(params: Any) -> Any:
+    """``params`` -> the same tree of labels, ``"critic"`` under ``CRITIC_PARTS``, else ``"actor"``
+    (``MAPPOConfig.clip_per_network``)."""
+    return {"params": {k: jax.tree.map(lambda _, k=k: "critic" if k in CRITIC_PARTS else "actor", v)
+                       for k, v in params["params"].items()}}
+
+
+def gradient_clip(a: MAPPOConfig, max_norm: float) -> optax.GradientTransformation:
+    """Clipping by the global norm of all gradients, or with ``clip_per_network`` of the actor's (its torso, LSTM,
+    policy head) and the critic's apart."""
+    clip = optax.clip_by_global_norm(max_norm)
+    return optax.multi_transform({"actor": clip, "critic": clip}, network_parts) if a.clip_per_network else clip
+
+
+def agent_columns(x: Array) -> Array:
+    """Time-major per-agent data ``[T, B, N, ...]`` -> one column per agent of each env ``[B * N, T, ...]`` (env b's
+    agent i at ``b * N + i``, the order of ``jnp.repeat(env_data, N, axis=1)``)."""
+    x = jnp.moveaxis(x, 0, 2)  # [B, N, T, ...]
+    return x.reshape((-1, *x.shape[2:]))
 
 
 def network_inputs(spec: EnvSpec, a: MAPPOConfig, obs: Array, obs_norm: RunningMeanStd | None) -> dict[str, Array]:
@@ -120,8 +181,11 @@ def make_mappo(cfg: Experiment, spec: EnvSpec, min_agents: int = 2) -> Algorithm
     if problems:
         raise ValueError("; ".join(problems))
     n, row = spec.num_agents, spec.agent_row()
-    net = MultiAgentActorCritic(spec.num_actions, tuple(a.hidden_sizes), a.activation,
-                                torso="mlp" if a.network == "auto" else a.network, torso_options=torso_options(a))
+    torso = "mlp" if a.network == "auto" else a.network
+    net = MultiAgentActorCritic(spec.num_actions, tuple(a.hidden_sizes), a.activation, torso=torso,
+                                torso_options=torso_options(a))
+    rec = MultiAgentRecurrentActorCritic(spec.num_actions, a.lstm_size, tuple(a.hidden_sizes), a.activation,
+                                         torso=torso, torso_options=torso_options(a)) if a.lstm_size else None
     epochs, num_mb = t.update_epochs, t.num_minibatches
     steps_per_update = epochs * num_mb
     gamma, lam, norm_rew = a.gamma, a.gae_lambda, a.normalize_reward
@@ -129,24 +193,50 @@ def make_mappo(cfg: Experiment, spec: EnvSpec, min_agents: int = 2) -> Algorithm
         schedule = optax.linear_schedule(t.lr, 0.0, cfg.num_updates * steps_per_update)
     else:
         schedule = optax.constant_schedule(t.lr)
-    tx = optax.chain(optax.clip_by_global_norm(t.max_grad_norm), optax.adam(schedule, eps=t.adam_eps))
+    tx = optax.chain(gradient_clip(a, t.max_grad_norm), optax.adam(schedule, eps=t.adam_eps))
+    def column_apply(params: Params, x: dict[str, Any]) -> tuple[Array, Array]:
+        """Recurrent minibatch ``{inputs [b, T, D], first [b, T], carry [b, H]}`` -> (logits [b, T, A], value [b, T]),
+        each column unrolled over T from the carry it was acted with."""
+        time_major = jax.tree.map(lambda y: jnp.swapaxes(y, 0, 1), x["inputs"])
+        _, (logits, value) = rec.apply(params, x["carry"], time_major, jnp.swapaxes(x["first"], 0, 1))
+        return jnp.swapaxes(logits, 0, 1), jnp.swapaxes(value, 0, 1)
+
     loss = jax.value_and_grad(
-        lambda p, mb: ppo_loss(p, net.apply, mb, dist=CATEGORICAL, clip_coef=a.clip_coef, clip_vloss=a.clip_vloss,
+        lambda p, mb: ppo_loss(p, net.apply if rec is None else column_apply, mb, dist=CATEGORICAL, clip_coef=a.clip_coef, clip_vloss=a.clip_vloss,
                                ent_coef=a.ent_coef, vf_coef=a.vf_coef, norm_adv=a.norm_adv), has_aux=True)
     sgd_step = actor_critic.sgd_step(loss, tx)
 
     def init(rng: Array) -> TrainState:
         rng, key = jax.random.split(rng)
-        example = network_inputs(spec, a, jnp.zeros((1, *spec.obs_shape), jnp.float32), None)
-        params = jax.jit(net.init)(key, example)
+        example = network_inputs(spec, a, jnp.zeros((1, *spec.obs_shape), jnp.float32), None)  # [1, N, D]
+        if rec is None:
+            params = jax.jit(net.init)(key, example)
+        else:  # T = 1, the N agents as rows
+            params = jax.jit(rec.init)(key, rec.initial_carry(n), example, jnp.zeros((1, n), bool))
         norm = MultiAgentNorm(obs=rms_init(spec.obs_shape) if a.normalize_obs else None,
                               ret=rms_init(()) if norm_rew else None, value=rms_init(()) if a.value_norm else None)
         return TrainState(params=params, opt_state=tx.init(params), norm=norm, step=jnp.zeros((), jnp.int32), rng=rng)
 
+    def initial_actor_state(batch: int) -> Any:
+        """Feed-forward: none; recurrent: zeros ``(c, h)`` ``[B, N, H]``, one carry per agent of each env."""
+        return () if rec is None else jax.tree.map(lambda z: z.reshape((batch, n, -1)), rec.initial_carry(batch * n))
+
     def act(pp: Params, obs: Array, actor_state: Any, first: Any, rng: Array) -> tuple[Array, dict[str, Array], Any]:
-        logits, value = net.apply(pp["params"], network_inputs(spec, a, obs, pp["obs_norm"]))  # [B, N, A], [B, N]
+        x = network_inputs(spec, a, obs, pp["obs_norm"])  # leaves [B, N, D]
+        if rec is None:
+            logits, value = net.apply(pp["params"], x)  # [B, N, A], [B, N]
+            carry_in, extras = actor_state, {}
+        else:  # one step of the B * N agent rows, each from its env's carry, zeroed on the env's reset row
+            b = obs.shape[0]
+            rows = jax.tree.map(lambda z: z.reshape((b * n, -1)), actor_state)
+            carry_in = reset_carry(rows, jnp.repeat(first, n))
+            carry_out, (logits, value) = rec.apply(pp["params"], carry_in, jax.tree.map(lambda y: y.reshape(
+                (1, b * n, *y.shape[2:])), x), jnp.zeros((1, b * n), bool))
+            logits, value = logits.reshape((b, n, -1)), value.reshape((b, n))
+            carry_in, actor_state = (jax.tree.map(lambda z: z.reshape((b, n, -1)), c) for c in (carry_in, carry_out))
+            extras = carry_extras(carry_in)  # the carry each row was acted with: row 0 of a segment starts its unroll
         action = categorical_sample(rng, logits)
-        return action, {"logp": categorical_log_prob(logits, action), "value": value}, actor_state
+        return action, {"logp": categorical_log_prob(logits, action), "value": value, **extras}, actor_state
 
     def update(state: TrainState, traj: Trajectory) -> tuple[TrainState, Metrics]:
         def per_agent(x: Array) -> Array:  # env data [R, B] -> agent columns [R, B*N]
@@ -170,15 +260,23 @@ def make_mappo(cfg: Experiment, spec: EnvSpec, min_agents: int = 2) -> Algorithm
             norm = norm.replace(value=rms_update(norm.value, ret, mask))
             ret = (ret - norm.value.mean) / jnp.sqrt(norm.value.var + VAR_EPS)
         inputs = network_inputs(spec, a, traj.obs[:-1], state.norm.obs)  # the stats the actors used
-        samples = {
-            "obs": jax.tree.map(lambda x: x.reshape((-1, *x.shape[3:])), inputs),
-            "action": traj.action[:-1].reshape(-1),
-            "logp": traj.extras["logp"][:-1].astype(jnp.float32).reshape(-1),
-            "value": stored[:-1].reshape(-1),
-            "adv": adv.reshape(-1),
-            "ret": ret.reshape(-1),
-            "mask": mask.reshape(-1),
+        per_sample = {  # [T, B, N] (env-major agent columns as ``per_agent``)
+            "action": traj.action[:-1],
+            "logp": traj.extras["logp"][:-1].astype(jnp.float32),
+            "value": stored[:-1].reshape(traj.action[:-1].shape),
+            "adv": adv.reshape(traj.action[:-1].shape),
+            "ret": ret.reshape(traj.action[:-1].shape),
+            "mask": mask.reshape(traj.action[:-1].shape),
         }
+        if rec is None:  # every (step, env, agent) its own sample, shuffled one by one
+            samples = {"obs": jax.tree.map(lambda x: x.reshape((-1, *x.shape[3:])), inputs),
+                       **{k: v.reshape(-1) for k, v in per_sample.items()}}
+        else:  # whole agent columns [B * N, T], each with the carry it was acted with at row 0
+            starts = jnp.broadcast_to(episode_starts(traj.terminated, traj.truncated)[:-1, :, None],
+                                      traj.action[:-1].shape)
+            carry = jax.tree.map(lambda z: z.reshape((-1, z.shape[-1])), segment_carry(traj.extras))
+            samples = {"obs": {"inputs": jax.tree.map(agent_columns, inputs), "first": agent_columns(starts),
+                               "carry": carry}, **{k: agent_columns(v) for k, v in per_sample.items()}}
         rng, key = jax.random.split(state.rng)
         (params, opt_state), stats = actor_critic.run_epochs(
             sgd_step, (state.params, state.opt_state), samples, jax.random.split(key, epochs), num_mb)
@@ -194,9 +292,11 @@ def make_mappo(cfg: Experiment, spec: EnvSpec, min_agents: int = 2) -> Algorithm
     return Algorithm(
         init=init,
         policy_params=lambda state: {"params": state.params, "obs_norm": state.norm.obs},
-        initial_actor_state=lambda batch: (),
+        initial_actor_state=initial_actor_state,
         act=act,
         update=update,
-        extras_spec={"logp": ((n,), "float32"), "value": ((n,), "float32")},
+        extras_spec={"logp": ((n,), "float32"), "value": ((n,), "float32"),
+                     **{k: ((n, *shape), dtype) for k, (shape, dtype) in carry_extras_spec(a.lstm_size).items()
+                        if rec is not None}},
         return_gamma=gamma if norm_rew else None,
     )

@@ -38,14 +38,17 @@ class MAPPOConfig(PPOConfig):
     """the critic predicts value targets normalised by their running mean and std (the paper's ValueNorm, not
     PopArt: the stats move and the output layer is left alone); advantages use the de-normalised values."""
 
+    clip_per_network: bool = False
+    """``trainer.max_grad_norm`` clips the actor's gradient and the critic's each by its own global norm (JaxMARL's
+    MAPPO and the MAPPO paper: two optimisers), instead of their joint norm, where the critic's larger gradient sets
+    the scale of the actor's step."""
+
     __hash__ = hash_by_value
 
     def problems(self, cfg: Any) -> list[str]:
         out = super().problems(cfg)
         if self.critic not in ("central", "local"):
             out.append(f"algo.critic={self.critic!r}: use 'central' (MAPPO) or 'local' (IPPO)")
-        if self.lstm_size:
-            out.append(f"algo.lstm_size={self.lstm_size}: recurrent MAPPO is not built; use 0 (feed-forward)")
         if self.vtrace:
             out.append("algo.vtrace=True: MAPPO computes GAE advantages only; set algo.vtrace=False")
         if self.network == "cnn":
