@@ -122,8 +122,9 @@ class SearchReplay:
     def _fingerprint(self, tag: bytes, slot: int, row: int) -> bytes:
         """What identifies a stored row of one source: its observation, move and search."""
         h = hashlib.blake2b(tag, digest_size=16)
-        for name in ("obs", "action", "value", "policy"):
-            h.update(np.ascontiguousarray(self.store[name][slot, row]).tobytes())
+        w = Window(**self.store)
+        for column in (w.obs, w.action, w.value, w.policy):
+            h.update(np.ascontiguousarray(column[slot, row]).tobytes())
         return h.digest()
 
     def _unlink(self, slot: int) -> None:
