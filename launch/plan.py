@@ -160,7 +160,8 @@ def report(sized: Sized, costs: Costs, cluster: Cluster, lag_cap: int) -> str:
     for nodes, text in rows:
         name = f"node {nodes[0]}" if len(nodes) == 1 else f"nodes {nodes[0]}-{nodes[-1]}"
         lines.append(f"  {name}: {text}")
-    lines.append(f"predicted: {p.sps:,.0f} env steps/s, bound by {p.bound}; policy lag ~{p.lag:.1f} versions "
+    queue = f" less {1 - p.queueing:.0%} for actors waiting for a core" if p.queueing < 0.995 else ""
+    lines.append(f"predicted: {p.sps:,.0f} env steps/s, bound by {p.bound}{queue}; policy lag ~{p.lag:.1f} versions "
                  f"(cap trainer.max_policy_lag={lag_cap}); one actor step {p.actor_step_s * 1e3:.2f} ms")
     lines.append("tiers (env steps/s): " + ", ".join(f"{k} {v:,.0f}" for k, v in sorted(p.tiers.items(),
                                                                                          key=lambda kv: kv[1])))

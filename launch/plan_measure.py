@@ -24,7 +24,9 @@ is timed as on a quiet one, and so is a computing unit another job preempted:
 * ``ingest``: (in the trainer's process) a ``SampleSender`` pushing segments of the config's ``env.num_envs`` columns as fast as it can
   over loopback TCP (through shared memory with ``layout.shared_memory=true``) to a ``SampleReceiver`` that checks
   them and cuts batches as the trainer does:
-  samples/s, bytes/s and each side's CPU per sample.
+  samples/s, bytes/s and each side's CPU per sample;
+* ``actor_process``: the real actor worker's CPU (and wall) per batch step of E envs, one actor beside a trainer
+  in a short ``launch.local`` run (``launch/plan_calibrate.py``): what its process spends beyond ``actor``'s loop.
 """
 
 from __future__ import annotations
@@ -295,6 +297,7 @@ def measure(cfg: Experiment, seconds: float = 1.0, env_counts: list[int] | None 
     import tempfile
     from pathlib import Path
 
+    from launch.plan_calibrate import measure_actor_process
     from srljax.config.tree import to_dict
     from srljax.parallel.devices import process_env
 
@@ -323,6 +326,9 @@ def measure(cfg: Experiment, seconds: float = 1.0, env_counts: list[int] | None 
                 raise RuntimeError(f"measuring the {part}'s units failed (exit {done.returncode}):\n"
                                    + done.stdout[-3000:])
             out.update(json.loads(result.read_text()))
+        # the real actor process beside a trainer: what it spends per step beyond the loop timed above
+        out["actor_process"] = {str(n): measure_actor_process(cfg_path, n, max(4.0 * seconds, 4.0), Path(tmp), log)
+                                for n in env_counts}
     return out
 
 

@@ -23,6 +23,11 @@ predicted rate is the smallest of them:
   (every unit cost is measured as wall and as CPU time, so actors that mostly wait on a slow env
   share a core and a machine where everyone shares two cores is still predicted).
 
+Where the actors and the cores meet (the CPU booked nearly full by actors that wait on their env between steps),
+a woken actor often finds every core taken: the prediction is the smallest tier's rate times a queueing share,
+the rate of each node's actors as a finite-source queue (``actors_sharing_cores``). The actor step's CPU includes
+what the real actor process spends beyond the measured loop (``Costs.actor_process``).
+
 The policy lag (params versions between acting and training) is estimated as one update period (a
 segment is collected at the pace of the slowest tier) plus the update's own time, in update periods,
 capped at ``max_policy_lag``.
@@ -34,6 +39,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
+
 from srljax.layout import ACTOR, BUFFER, POLICY, TRAINER
 
 COST_KEYS = ("num_steps", "env", ACTOR, "act", "update", "sample_bytes_per_step", "ingest")
@@ -41,6 +48,9 @@ REMEASURE = "run `python -m launch.plan CFG --measure` again (same overrides) to
 WORKER_CORES = 0.01
 """CPU a worker process spends whatever its rate (control thread, heartbeats, polls, params it follows), in cores:
 not measured by ``--measure``; fitted from the 25-actor synthetic run of bench/RESULTS.md ("Sizing a layout")."""
+OVERBOOK = 2
+"""The search weighs actor counts up to this times what the cores hold at full use (queueing for cores, more actors
+than that still add a little: ``actors_sharing_cores``)."""
 BUFFER_FAN_IN = 256  # actors one trainer process takes directly; more go through buffers (one per this many)
 
 
@@ -79,6 +89,10 @@ class Costs:
     """what the act and update ran on when measured."""
     worker_cores: float = WORKER_CORES
     """each worker process's CPU whatever its rate, in cores (a ``worker_cores`` entry in the file overrides it)."""
+    actor_process: dict[int, Unit] = field(default_factory=dict)
+    """the real actor worker's CPU per batch step of E envs, from a short real run (one actor, a trainer): what its
+    process spends beyond the loop's ``actor`` unit (its poll, sockets, params, threads) is added to every actor
+    step (empty: not measured, nothing added)."""
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> Costs:
@@ -99,7 +113,13 @@ class Costs:
                      update, float(d["sample_bytes_per_step"]), float(ingest["recv_cpu_s_per_sample"]),
                      float(ingest["send_cpu_s_per_sample"]), float(ingest["samples_per_s"]),
                      {int(k): {n: float(x) for n, x in v.items()} for k, v in d.get("inference", {}).items()},
-                     str(d.get("device", "cpu")), float(d.get("worker_cores", WORKER_CORES)))
+                     str(d.get("device", "cpu")), float(d.get("worker_cores", WORKER_CORES)),
+                     {int(k): Unit(float(v["wall_s"]), float(v["cpu_s"])) for k, v in d.get("actor_process", {}).items()})
+
+    def actor_overhead_s(self, envs: int) -> float:
+        """CPU seconds per batch step the real actor process spends beyond the measured loop (0 where not measured)."""
+        real = self.actor_process.get(envs)
+        return max(real.cpu_s - self.actor[envs].cpu_s, 0.0) if real is not None else 0.0
 
     def update_cost(self, samples: int) -> Unit:
         """One update on ``samples`` samples: linear through the measured sizes (a line through the two nearest)."""
@@ -176,6 +196,8 @@ class Prediction:
     lag: float
     actor_step_s: float
     """one actor batch step, wall."""
+    queueing: float = 1.0
+    """the share of the slowest tier's rate left once actors wait for a core (``actors_sharing_cores``; 1: none)."""
 
 
 @dataclass(frozen=True)
@@ -205,7 +227,7 @@ def actor_costs(costs: Costs, choice: Choice, policy_rows: int = 0) -> tuple[flo
     """(wall, CPU) seconds of one actor batch step, segment send included."""
     e = choice.envs
     loop = costs.actor[e]
-    send = costs.ingest_send_cpu_s * e
+    send = costs.ingest_send_cpu_s * e + costs.actor_overhead_s(e)  # the segment's send, the worker's own upkeep
     if choice.inference == "inline":
         return loop.wall_s + send, loop.cpu_s + send
     act, served, inf = costs.act[e], costs.act_cost(policy_rows or e), costs.inference[e]
@@ -262,8 +284,8 @@ def placement(choice: Choice, costs: Costs, cluster: Cluster) -> list[NodeLoad]:
 def actors_per_core(costs: Costs, envs: int) -> int:
     """Actors of ``envs`` envs one core holds: its wall time over its CPU time (an actor waiting on a slow env
     leaves its core to others), 1 to 64."""
-    unit = costs.actor[envs]
-    return max(1, min(64, math.floor(unit.wall_s / max(unit.cpu_s, 1e-9))))
+    wall, cpu = actor_costs(costs, Choice(1, envs))
+    return max(1, min(64, math.floor(wall / max(cpu, 1e-9))))
 
 
 def actor_nodes(choice: Choice, costs: Costs, cluster: Cluster) -> int:
@@ -296,15 +318,66 @@ def predict(costs: Costs, choice: Choice, cluster: Cluster, max_policy_lag: int 
     tiers[TRAINER] = n / (update.wall_s + n * costs.ingest_recv_cpu_s)
     if choice.buffers:
         tiers["buffers"] = choice.buffers / (costs.ingest_recv_cpu_s + costs.ingest_send_cpu_s)
-    busiest = min(placement(choice, costs, cluster), key=lambda load: load.rate(cluster.cores_per_node))
+    loads = placement(choice, costs, cluster)
+    busiest = min(loads, key=lambda load: load.rate(cluster.cores_per_node))
     if busiest.cpu_per_step > 0:
         tiers[f"cpu node {busiest.node}"] = busiest.rate(cluster.cores_per_node)
     bound = min(tiers, key=tiers.get)
-    sps = tiers[bound]
+    alike = {(load.roles[ACTOR], load.cpu_per_step, load.fixed_cores): load for load in loads if load.roles.get(ACTOR)}
+    queued = min((actors_sharing_cores(costs, choice, load, cluster.cores_per_node, tiers) for load in alike.values()),
+                 default=math.inf)
+    queueing = min(1.0, queued / tiers[bound]) if tiers[bound] > 0 else 1.0
+    sps = tiers[bound] * queueing
     # a segment is acted over one update period (the actors keep the pace of the slowest tier) and then waits
     # for the update in flight: 1 + update / period versions, at most the trainer's cap
     lag = min(float(max_policy_lag), 1.0 + update.wall_s * sps / n)
-    return Prediction(sps, bound, tiers, lag, wall)
+    return Prediction(sps, bound, tiers, lag, wall, queueing)
+
+
+def actors_sharing_cores(costs: Costs, choice: Choice, load: NodeLoad, cores: float, tiers: dict[str, float]) -> float:
+    """The layout's env steps/s when the actors of one node take turns on its cores: a closed queueing network in
+    which each actor cycles through its wait (env, inference: the batch step's wall less its CPU) and its CPU
+    share, the cores a station of ``min(j, cores left)`` servers (``_cycles_per_s``).
+    The min() of the tiers assumes a woken actor finds a free core at once; near full booking it queues. The
+    node's other workers (trainer, policy, buffers on node 0) take their CPU per env step at the rate the layout
+    reaches (the fixed point, by bisection below the tiers' rate)."""
+    n = load.roles[ACTOR]
+    start = min(tiers.values())
+    if start <= 0:
+        return math.inf
+    wall, cpu = actor_costs(costs, choice, policy_rows(choice))
+    scale = choice.envs * choice.actors / n  # the layout's env steps per actor batch step on this node
+    background = max(load.cpu_per_step - role_cpu(costs, choice)[ACTOR] * n / choice.actors, 0.0)
+    others = min((v for k, v in tiers.items() if k != "actors" and not k.startswith("cpu node")), default=math.inf)
+
+    def reached(rate: float) -> float:  # what the actors reach while the rest of the node runs at ``rate``
+        left = max(cores - load.fixed_cores - background * rate, 1e-3)
+        return min(_cycles_per_s(n, max(wall - cpu, 0.0), cpu, left) * scale, others)
+
+    if reached(start) >= start:
+        return start
+    low, high = 0.0, start  # reached(r) - r falls as r grows: one crossing
+    for _ in range(24 if background > 0 else 0):
+        mid = (low + high) / 2
+        low, high = (mid, high) if reached(mid) >= mid else (low, mid)
+    return reached(high) if background > 0 else reached(0.0)
+
+
+def _cycles_per_s(customers: int, think_s: float, demand_s: float, servers: float) -> float:
+    """Throughput of ``customers`` that each spend ``think_s`` away, then ``demand_s`` of work at a station that
+    serves ``min(j, servers)`` of the ``j`` present at once: the finite-source (machine-repairman) queue, whose
+    queue-length distribution is ``P(j) ~ N! / (N - j)! x (demand / think)^j / prod_{i <= j} min(i, servers)``
+    (product form: it holds for processor sharing whatever the service times' shape)."""
+    if demand_s <= 0:
+        return customers / think_s if think_s > 0 else math.inf
+    if think_s <= 0:
+        return min(customers, servers) / demand_s
+    j = np.arange(1, customers + 1, dtype=np.float64)
+    log_w = np.cumsum(np.log(customers - j + 1) + math.log(demand_s / think_s) - np.log(np.minimum(j, servers)))
+    log_w = np.concatenate([[0.0], log_w])
+    w = np.exp(log_w - log_w.max())
+    present = float(np.dot(np.arange(customers + 1), w) / w.sum())
+    return (customers - present) / think_s
 
 
 def actor_counts(max_actors: int) -> list[int]:
@@ -326,13 +399,13 @@ def choices(costs: Costs, cluster: Cluster, max_actors: int = 0) -> list[Choice]
     if cluster.nodes > 1:
         cores -= math.floor(cluster.cores_per_node)  # node 0 is the trainer's
     for e in sorted(costs.actor):
-        for a in actor_counts(max_actors or max(1, cores) * actors_per_core(costs, e)):
+        for a in actor_counts(max_actors or OVERBOOK * max(1, cores) * actors_per_core(costs, e)):
             out.append(Choice(a, e, "inline", 0, _buffers(a)))
         if e not in costs.inference or e not in costs.act:
             continue
         wall, cpu = actor_costs(costs, Choice(1, e, "remote", 1))
         per_core = max(1, min(64, math.floor(wall / max(cpu, 1e-9))))
-        for a in actor_counts(max_actors or max(1, cores) * per_core):
+        for a in actor_counts(max_actors or OVERBOOK * max(1, cores) * per_core):
             for p in sorted({1, 2, 4, 8, max(1, cluster.nodes * cluster.gpus_per_node)}):
                 if p <= a:
                     out.append(Choice(a, e, "remote", p, _buffers(a)))

@@ -179,7 +179,7 @@ def test_plan_command_line(tmp_path, capsys):
     assert cfg.layout.mode == "distributed" and cfg.layout.num_actors == plan["choice"]["actors"]
     assert cfg.algo.num_steps == 32 and cfg.env.num_envs == plan["choice"]["envs"]
     assert problems(cfg, "processes") == []
-    assert math.isclose(plan["prediction"]["sps"], min(plan["prediction"]["tiers"].values()))
+    assert math.isclose(plan["prediction"]["sps"], min(plan["prediction"]["tiers"].values()) * plan["prediction"]["queueing"])
     assert plan_main(["configs/cartpole_ppo.py", "--nodes", "0", "--cores-per-node", "2", "--costs", str(path)]) == 2
     assert "--nodes 0" in capsys.readouterr().err
 
@@ -276,3 +276,70 @@ def test_plan_checks_cpu_count_keeps_an_exited_process():
     assert forgetful["launcher"] >= 0.3
     assert gone["launcher"] >= alive["launcher"] >= 0.3  # the exited child's CPU stays counted
     assert tree_cpu_s(os.getpid(), {}, "")["launcher"] < gone["launcher"] - 0.25  # without ``seen`` it is lost
+
+
+def test_actors_sharing_cores_queue_as_the_finite_source_model_says():
+    """``_cycles_per_s``: no more actors than cores never wait (every one cycles in think + demand); actors that never
+    wait on anything keep every core busy; and at the knee a hand-solved case: 2 actors on 1 core, think = demand
+    = 1 s: states 0, 1, 2 actors at the core weigh 1 : 2 : 2, so 1.2 are there on average and the other 0.8
+    cycle per second, where the min() of the two bounds says 1."""
+    from srljax.sizing import _cycles_per_s
+
+    assert _cycles_per_s(3, 0.009, 0.001, 64) == pytest.approx(3 / 0.010)
+    assert _cycles_per_s(8, 0.0, 0.001, 2) == pytest.approx(2 / 0.001)
+    assert _cycles_per_s(2, 1.0, 1.0, 1) == pytest.approx(0.8)
+    rates = [_cycles_per_s(n, 0.001, 0.0005, 2) for n in range(1, 40)]
+    assert all(b >= a * (1 - 1e-9) for a, b in zip(rates, rates[1:]))  # more actors never slow the node down
+    assert rates[-1] == pytest.approx(2 / 0.0005, rel=1e-3) and rates[5] < 0.97 * min(6 / 0.0015, 2 / 0.0005)
+
+
+def test_a_layout_booked_to_its_cores_is_predicted_below_the_min_of_its_tiers_and_more_actors_pay():
+    """Actors of 16 envs that wait 0.5 ms and compute 0.7 ms: on 2 cores the actor and CPU bounds meet near 3
+    actors; there a woken actor often finds both cores taken, so the prediction is below both bounds, and 6
+    actors, whose bounds' min() is hardly higher, are predicted well above 3."""
+    costs = Costs.from_dict({**costs_dict(env_wall=0.001, env_cpu=0.0005), "worker_cores": 0.0})
+    knee = predict(costs, Choice(actors=3, envs=16), Cluster(1, 2))
+    assert knee.queueing < 0.9 and knee.sps == pytest.approx(min(knee.tiers.values()) * knee.queueing)
+    alone = predict(costs, Choice(actors=1, envs=16), Cluster(1, 2))
+    assert alone.queueing == pytest.approx(1.0, abs=1e-3)  # one actor on two cores never waits for one
+    more = predict(costs, Choice(actors=6, envs=16), Cluster(1, 2))
+    assert min(more.tiers.values()) < 1.1 * min(knee.tiers.values()) and more.sps > 1.18 * knee.sps
+
+
+def test_the_real_actor_process_cpu_beyond_the_loop_is_added_to_every_actor_step():
+    from srljax.sizing import actor_costs
+
+    d = costs_dict(env_wall=0.001, env_cpu=0.0005)
+    plain = Costs.from_dict(d)
+    loop = plain.actor[16]
+    real = Costs.from_dict({**d, "actor_process": {"16": {"wall_s": 0.002, "cpu_s": loop.cpu_s + 0.0003}}})
+    assert real.actor_overhead_s(16) == pytest.approx(0.0003) and real.actor_overhead_s(64) == 0.0
+    (w0, c0), (w1, c1) = actor_costs(plain, Choice(1, 16)), actor_costs(real, Choice(1, 16))
+    assert w1 - w0 == pytest.approx(0.0003) and c1 - c0 == pytest.approx(0.0003)
+    assert predict(real, Choice(4, 16), Cluster(1, 2)).sps < predict(plain, Choice(4, 16), Cluster(1, 2)).sps
+
+
+def test_calibration_window_starts_after_start_up_and_waits_for_enough_steps():
+    from launch.plan_calibrate import window
+
+    line = lambda t, steps, cpu, state="running": {"time": t, "env_steps": steps, "cpu_s": cpu, "state": state}  # noqa: E731
+    lines = [line(0, 0, 5.0, "starting"), line(2, 640, 9.0), line(4, 1920, 9.5), line(6, 3200, 10.0), line(8, 4480, 10.5)]
+    assert window(lines[:3], 1.0, 100) is None  # the first stepping line holds the compiles: it is not a start
+    got = window(lines, 3.0, 1000)
+    assert got["cpu_s_per_step"] == pytest.approx(1.0 / 2560) and got["steps"] == 2560
+    assert window(lines, 5.0, 1000) is None and window(lines, 3.0, 5000) is None
+
+
+def test_the_calibration_run_reads_a_real_actor_process_beside_a_trainer(tmp_path):
+    """``launch.plan --measure``'s last unit, for real: CartPole as one actor of 16 envs and a trainer; the actor
+    process spends more CPU per batch step than the loop alone can (its sockets, params and threads) and its
+    metrics lines carry ``cpu_s``."""
+    from launch.plan_calibrate import measure_actor_process
+    from srljax.config import write_json
+
+    cfg = apply_overrides(load_file("configs/cartpole_ppo.py"), ["algo.num_steps=32"])
+    cfg_json = write_json(cfg, tmp_path / "config.json")
+    unit = measure_actor_process(cfg_json, 16, 2.0, tmp_path, log=lambda line: None)
+    assert unit["steps"] >= 20 * 16 and unit["cpu_s"] > 0 and unit["wall_s"] >= unit["cpu_s"] * 0.5
+    lines = [json.loads(x) for x in next(tmp_path.glob("plan_measure/*/workers/actor-0.jsonl")).read_text().splitlines()]
+    assert all(isinstance(m["cpu_s"], float) for m in lines)

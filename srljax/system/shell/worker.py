@@ -489,7 +489,7 @@ class Worker:
             self._metrics_file = path.open("a")
         self._exported = self.metrics()  # main thread only (it reads sockets); the Prometheus endpoint serves it
         record = {"time": round(time.time(), 3), "pid": os.getpid(), "role": self.role, "index": self.index,
-                  "state": self.state, **self.stats.snapshot(), **self._exported}
+                  "state": self.state, "cpu_s": round(time.process_time(), 4), **self.stats.snapshot(), **self._exported}
         self._metrics_file.write(json.dumps({k: _plain_tree(v) for k, v in record.items()}) + "\n")
         self._metrics_file.flush()
 
