@@ -17,7 +17,7 @@ inserted sends the trainer one batch of 4,096 windows (5 moves unrolled, 10-step
 bootstrap from (rows 10..15, ``algo.reanalyse_targets="value"``); their policy targets stay the actor's searches'.
 
 Sample efficiency at equal env steps (bench/RESULTS.md, "issue 40, session 26 (helper 40r)"): reanalysing the
-values of half the windows was ahead of no reanalyse from 25.6k env steps on (seeds 1-9, median of the mean return
+values of half the windows was ahead of no reanalyse at 38.4k and ~50k env steps (seeds 1-9, median of the mean return
 over ~5k env steps: 0.33 / 0.94 / 1.79 / 2.74 at 12.8k / 25.6k / 38.4k / ~50k env steps, against 0.32 / 0.73 / 1.33 /
 1.47; one-sided Mann-Whitney p = 0.014 at ~50k), at ~2x its wall time. Reanalysing the policy targets too
 (``algo.reanalyse_targets=both``, the first version) was behind no reanalyse (median 1.32 at ~50k, seeds 1-3; with
