@@ -89,6 +89,11 @@ class MuZeroConfig:
     reanalyse_ratio: float = 0.0
     """the worker graph: the share of each batch's windows (0..1) that the buffer workers search again with the newest
     params they hold, refreshing the policy and value targets before the trainer gets them (MuZero Reanalyse)."""
+    reanalyse_targets: Literal["both", "value", "policy"] = "both"
+    """which targets a reanalysed window gets from the new search (the rest stay the actors'): ``both``, its rows
+    0..K (policy) and n..n+K (the values the n-step targets bootstrap from) searched again; ``value``, only rows
+    n..n+K's values (MuZero Reanalyse's fresh value bootstrap, the actors' policy targets kept); ``policy``, only rows
+    0..K's move distributions. A row between them keeps its stored value (read only where a time limit cut a game)."""
     reanalyse_target_every: int = 0
     """the params the buffer workers reanalyse with: 0, the newest they hold; N > 0, a target network (EfficientZero's
     target model): the newest held when taken, kept until the newest is N or more params versions past them."""
@@ -120,6 +125,8 @@ class MuZeroConfig:
         if not 0 <= self.reanalyse_ratio <= 1:
             out.append(f"algo.reanalyse_ratio={self.reanalyse_ratio} must be in [0, 1] (the share of windows "
                        "searched again)")
+        if self.reanalyse_targets not in ("both", "value", "policy"):
+            out.append(f"algo.reanalyse_targets={self.reanalyse_targets!r} must be 'both', 'value' or 'policy'")
         if self.reanalyse_target_every < 0:
             out.append(f"algo.reanalyse_target_every={self.reanalyse_target_every} must be >= 0 (0: the newest params)")
         if cfg.layout.mode == "distributed":
@@ -127,6 +134,9 @@ class MuZeroConfig:
         if self.reanalyse_target_every:
             out.append(f"algo.reanalyse_target_every={self.reanalyse_target_every} with layout.mode=single: only the "
                        "worker graph's buffer workers reanalyse; set layout.mode=distributed or leave it 0")
+        if self.reanalyse_targets != "both":
+            out.append(f"algo.reanalyse_targets={self.reanalyse_targets!r} with layout.mode=single: only the worker "
+                       "graph's buffer workers reanalyse; set layout.mode=distributed or leave it 'both'")
         if self.reanalyse_ratio:
             out.append(f"algo.reanalyse_ratio={self.reanalyse_ratio} with layout.mode=single: the buffer workers of "
                        "the worker graph reanalyse; set layout.mode=distributed (configs/cartpole_muzero_distributed.py) "
@@ -136,6 +146,16 @@ class MuZeroConfig:
                        "compiled program, so the env must be a JAX env (env.id=gymnax/Breakout-MinAtar, ...), or run "
                        "it in the worker graph with layout.mode=distributed")
         return out
+
+
+def reanalysed_rows(a: MuZeroConfig) -> tuple[list[int], tuple[str, ...]]:
+    """The rows of a window (``K + n + 1`` rows) a reanalyse searches again and the ``algos.muzero.Window`` fields
+    it refreshes there (``a.reanalyse_targets``): the policy targets' rows 0..K, the value bootstraps' n..n+K."""
+    K, n, what = a.unroll_steps, a.td_steps, a.reanalyse_targets
+    rows = set(range(K + 1)) if what in ("both", "policy") else set()
+    rows |= set(range(n, n + K + 1)) if what in ("both", "value") else set()
+    fields = {"both": ("value", "policy"), "value": ("value",), "policy": ("policy",)}[what]
+    return sorted(rows), fields
 
 
 def distributed_problems(a: MuZeroConfig, cfg: Any) -> list[str]:

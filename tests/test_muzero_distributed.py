@@ -263,3 +263,145 @@ def _learns(tmp_path, backend: str) -> None:
 @pytest.mark.parametrize("backend", ["processes", "threads"])
 def test_a_short_distributed_run_learns_cartpole(tmp_path, backend):
     _learns(tmp_path, backend)
+
+
+class _LazyResetEnv:
+    """A host env of ``B`` columns with envpool's lazy autoreset (``srljax.types.TimeStep``): env i's games last
+    ``3 + 2 i`` moves (terminated), the next step after a game's last row returns the reset observation with
+    reward 0 (the move sent for it ignored); observations and rewards depend on the moves played."""
+
+    def __init__(self) -> None:
+        self.t = np.zeros(B, np.int64)
+        self.obs = np.random.default_rng(3).normal(size=(B, 4)).astype(np.float32)
+        self.done = np.zeros(B, bool)
+
+    def recv(self, action=None):
+        from srljax.types import TimeStep
+
+        reward, term = np.zeros(B, np.float32), np.zeros(B, bool)
+        if action is not None:
+            for i in range(B):
+                if self.done[i]:
+                    self.t[i], self.done[i] = 0, False
+                    self.obs[i] = np.random.default_rng(100 + i).normal(size=4)
+                    continue
+                self.t[i] += 1
+                self.obs[i] = np.tanh(self.obs[i][::-1] * 1.3 + (0.5 if action[i] else -0.5))
+                reward[i] = 0.25 + 0.5 * action[i] + 0.1 * self.obs[i, 0]
+                term[i] = self.done[i] = self.t[i] == 3 + 2 * i
+        return TimeStep(obs=self.obs.copy(), reward=reward, terminated=term, truncated=np.zeros(B, bool),
+                        env_id=np.arange(B, dtype=np.int32), episode_return=np.full(B, np.nan, np.float32),
+                        episode_length=np.zeros(B, np.int32))
+
+
+def test_reanalysing_with_the_acting_params_and_no_noise_reproduces_the_actors_searches(tmp_path):
+    """The buffer's reanalyse against the actor's own search: an actor's path (``Acting`` with its reply packing,
+    ``SegmentBuilder``, a lazily resetting env) acts 3 segments per env with fixed params and the search's Gumbel
+    noise off; the replay links them, and reanalysing sampled windows (inside segments and across their ends) with
+    the same params and no noise gives every row the value and move distribution the actor's search stored at that
+    row (row alignment: row j's obs with row j's targets). The value targets made from them are the n-step returns
+    of the stream, cut at each game's end (0 after a termination), bootstrapped from the search value n rows on."""
+    import functools
+
+    from srljax.learning.acting import Acting
+    from srljax.learning.rollout import SegmentBuilder
+    from srljax.system.acting.packing import ReplyPacking
+
+    cfg = _cfg(tmp_path, 1.0)
+    noisy = make_algo(cfg, SPEC)
+    algo = dataclasses.replace(noisy, search=functools.partial(noisy.search, explore=False))
+    algo = dataclasses.replace(algo, act=_act_with(algo))
+    params = noisy.init(jax.random.PRNGKey(4)).params
+    acting = Acting(algo, B, jax.random.PRNGKey(5), packing=ReplyPacking(SPEC, algo.extras_spec))
+    builder = SegmentBuilder(SPEC, T, algo.extras_spec)
+    env, action, segments, stream = _LazyResetEnv(), None, [], []
+    while len(segments) < 3:
+        ts = env.recv(action)
+        action, extras = acting.act(params, ts)
+        stream.append((ts, action, extras))
+        if builder.add(ts, action, extras, version=7):
+            segments.append(builder.pop(B))
+    replay = SearchReplay(algo, SPEC, cfg.algo, columns=3 * B, seed=0, key=jax.random.PRNGKey(11))
+    for seg in segments:
+        replay.insert(seg, source=0)
+    assert (replay.succ[: 2 * B] >= 0).all()  # the segments link
+    replay.algo = dataclasses.replace(algo, windows=256)
+    window, _ = replay.sample()
+    fresh = jax.device_get(replay.search(params, jax.random.PRNGKey(12), window.obs, window))
+    # the values agree to float32's rounding in h^-1 (sqrt(1 + 4 eps x) - 1 cancels: steps of ~5e-5)
+    np.testing.assert_allclose(fresh.value, window.value, rtol=0, atol=3e-4)
+    np.testing.assert_allclose(fresh.policy, window.policy, rtol=0, atol=1e-4)
+
+    # row alignment against the stream the actor saw: window row j's obs, move and stored search are one row's
+    K, n, gamma = cfg.algo.unroll_steps, cfg.algo.td_steps, cfg.algo.gamma
+    obs = np.stack([s[0].obs for s in stream], 1)  # [B, R, 4]
+    acts = np.stack([s[1] for s in stream], 1)
+    reward = np.stack([s[0].reward for s in stream], 1)
+    term = np.stack([s[0].terminated for s in stream], 1)
+    value = np.stack([s[2]["search_value"] for s in stream], 1)
+    policy = np.stack([s[2]["search_policy"] for s in stream], 1)
+    targets = unroll_targets(window._replace(obs=window.obs[:, :1]), K, n, gamma)
+    crossed = 0
+    for i in range(window.obs.shape[0]):
+        env_i, at = (int(x[0]) for x in np.nonzero((obs == window.obs[i, 0]).all(-1)))
+        assert (obs[env_i, at: at + K + n + 1] == window.obs[i]).all()
+        np.testing.assert_array_equal(acts[env_i, at: at + K + n + 1], window.action[i])
+        np.testing.assert_array_equal(value[env_i, at: at + K + n + 1], window.value[i])
+        np.testing.assert_array_equal(policy[env_i, at: at + K + n + 1], window.policy[i])
+        crossed += at % T + K + n + 1 > T + 1
+        for k in range(K + 1):  # the n-step return from row at + k, by hand from the stream
+            z, row, mask = 0.0, at + k, float(not term[env_i, at: at + k].any())
+            for step in range(n):
+                if term[env_i, row]:  # the game ended on this row: nothing after it
+                    break
+                z += gamma**step * reward[env_i, row + 1]
+                row += 1
+            else:
+                z += gamma**n * (0.0 if term[env_i, row] else value[env_i, row])
+            if term[env_i, at]:
+                mask = 0.0  # a window starting on a game's last row counts nothing
+            assert float(targets.value_mask[i, k]) == mask
+            if mask:
+                np.testing.assert_allclose(float(targets.value[i, k]), z, rtol=1e-5, atol=1e-6)
+    assert crossed > 0  # windows read on across a segment's end
+
+
+def _act_with(algo):
+    """``algos.muzero``'s act (the search's move, value and distribution as extras) over ``algo.search``."""
+    from algos.muzero import SEARCH_POLICY, SEARCH_VALUE
+
+    def act(params, obs, actor_state, first, rng):
+        action, policy, value = algo.search(params, rng, obs, None, None, algo.num_simulations)
+        return action.astype(np.int32), {SEARCH_VALUE: value, SEARCH_POLICY: policy}, actor_state
+
+    return act
+
+
+@pytest.mark.parametrize("what", ["value", "policy"])
+def test_reanalysing_one_kind_of_target_keeps_the_actors_other(tmp_path, what):
+    """``algo.reanalyse_targets``: ``value`` refreshes only the values of the rows the n-step targets bootstrap from
+    (rows n..n+K; the actors' policy targets kept), ``policy`` only the move distributions of rows 0..K; ``both``
+    (the default) both, from one search of those rows."""
+    import functools
+
+    seg = _segment()
+    cfg = _cfg(tmp_path, 1.0)
+    K, n = cfg.algo.unroll_steps, cfg.algo.td_steps
+    new = make_algo(cfg, SPEC).init(jax.random.PRNGKey(2)).params
+    got = {}
+    for mode in ("both", what):
+        c = dataclasses.replace(cfg, algo=dataclasses.replace(cfg.algo, reanalyse_targets=mode))
+        algo = make_algo(c, SPEC)  # the search without noise: the same rows' outputs whatever else it searches
+        replay = _replay(c, dataclasses.replace(algo, search=functools.partial(algo.search, explore=False)), seg)
+        replay.rng = np.random.default_rng(0)
+        window, _ = replay.sample()
+        replay.rng = np.random.default_rng(0)
+        got[mode] = replay.batch(new, version=7)[0]
+    want = unroll_targets(window._replace(obs=window.obs[:, :1]), K, n, cfg.algo.gamma)
+    kept, fresh = ("policy", "value") if what == "value" else ("value", "policy")
+    np.testing.assert_allclose(got[what][kept], np.asarray(getattr(want, kept)), rtol=1e-6)  # the actors'
+    np.testing.assert_allclose(got[what][fresh], got["both"][fresh], rtol=1e-5, atol=1e-6)  # the new search's
+    assert np.abs(got[what][fresh] - np.asarray(getattr(want, fresh))).max() > 1e-3
+    with pytest.raises(ConfigError, match="reanalyse_targets"):
+        check(dataclasses.replace(cfg, algo=dataclasses.replace(cfg.algo, reanalyse_targets=what),
+                                  layout=LayoutConfig(mode="single")))

@@ -11,10 +11,10 @@ column held (the same actor, and the same observation, move and search: the env'
 the last one ended) is linked to it, so windows run on across segment ends as in the Anakin path's ring of rows
 (``srljax/learning/anakin_muzero.py``): a window's rows from the last row on are its successor's. A batch is
 ``algo.windows`` windows of ``K + n + 1`` consecutive rows (a uniform column and start among the rows with that
-many held after them); the first ``round(reanalyse_ratio x windows)`` of them are searched again row by row with
-``params`` (``algos.muzero.reanalyse``: fresh search values and move distributions), and
-``algos.muzero.unroll_targets`` makes every window's targets. ``meta``: windows, how many were reanalysed, the
-seconds that took, the targets' mean params version (``version`` for reanalysed windows, the segment's acting
+many held after them); the first ``round(reanalyse_ratio x windows)`` of them are searched again with ``params``
+at the rows whose targets are read (``algos.muzero.reanalyse``: rows 0..K's move distributions, rows n..n+K's
+values, or one of the two: ``config.reanalyse_targets``), and ``algos.muzero.unroll_targets`` makes every window's
+targets. ``meta``: windows, how many were reanalysed, the seconds that took, the targets' mean params version (``version`` for reanalysed windows, the segment's acting
 version for the rest).
 """
 
@@ -28,6 +28,7 @@ import jax
 import numpy as np
 
 from algos.muzero import SEARCH_POLICY, SEARCH_VALUE, UnrollBatch, Window, reanalyse, unroll_targets
+from algos.muzero_config import reanalysed_rows
 from srljax.types import EnvSpec, Trajectory
 
 
@@ -82,6 +83,10 @@ class SearchReplay:
         self.obs_rows = K + 1 if config.consistency_coef > 0 else 1
         self.targets = jax.jit(lambda w: unroll_targets(w, K, n, gamma))
         self.search = jax.jit(lambda params, key, obs, w: reanalyse(algo, params, key, obs, w, sims))
+        # the rows a reanalysed window is searched at (``config.reanalyse_targets``): the policy targets' 0..K, the
+        # value bootstraps' n..n+K; which of the search's outputs replace the stored ones
+        rows, self.refresh = reanalysed_rows(config)
+        self.reanalyse_rows = np.array(rows, np.int64)
 
     def warm_up(self, params: Any) -> None:
         """Compile the targets and (reanalysing) the search now, for params shaped like ``params`` (a worker's setup:
@@ -90,7 +95,7 @@ class SearchReplay:
         zeros = Window(**{k: np.zeros((n, w, *v.shape[2:]), v.dtype) for k, v in self.store.items()})
         jax.block_until_ready(self.targets(zeros._replace(obs=zeros.obs[:, : self.obs_rows])))
         if self.reanalyse_count:
-            head = jax.tree.map(lambda x: x[: self.reanalyse_count], zeros)
+            head = jax.tree.map(lambda x: x[: self.reanalyse_count][:, self.reanalyse_rows], zeros)
             jax.block_until_ready(self.search(params, self.key, head.obs, head))
 
     def insert(self, traj: Trajectory, source: Any = None) -> int:
@@ -168,10 +173,13 @@ class SearchReplay:
         if m:
             started = time.monotonic()
             self.key, key = jax.random.split(self.key)
-            head = jax.tree.map(lambda x: x[:m], window)
+            rows = self.reanalyse_rows
+            head = jax.tree.map(lambda x: x[:m][:, rows], window)
             fresh = jax.device_get(self.search(params, key, head.obs, head))
-            window = window._replace(value=np.concatenate([fresh.value, window.value[m:]]),
-                                     policy=np.concatenate([fresh.policy, window.policy[m:]]))
+            for name in self.refresh:  # the stored rows of the first m windows <- the new search's
+                column = np.array(getattr(window, name))
+                column[:m, rows] = getattr(fresh, name)
+                window = window._replace(**{name: column})
             versions[:m] = version
             seconds = time.monotonic() - started
         batch = jax.device_get(self.targets(window._replace(obs=window.obs[:, : self.obs_rows])))

@@ -13,7 +13,8 @@ The BUFFER role's worker for a search algorithm with a learned model (``srljax.l
 * **Reanalyse**: the buffer follows the trainer's params like a policy worker (``ParamsFollower``); of each batch's
   ``algo.windows`` windows, ``round(algo.reanalyse_ratio x windows)`` are searched again with the newest params it
   holds (``SearchReplay.batch``; ``algo.reanalyse_target_every``: a target network's, renewed every that many
-  versions), so their policy and value targets (computed here) are that search's.
+  versions), so their policy and value targets (computed here) are that search's (``algo.reanalyse_targets``: both,
+  or only the values the n-step targets bootstrap from, or only the move distributions).
 * **Out** (samples, PUSH to the trainer): ``UnrollBatch`` trees (one update's windows), at most one batch per
   ``trainer.batch_envs x algo.num_steps / layout.num_buffer_workers`` env steps inserted here (plus one ahead), so
   updates keep pace with env steps; each batch's meta carries the env steps inserted since the last message, the
