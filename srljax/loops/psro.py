@@ -4,6 +4,11 @@
     python -m launch.local configs/leduc_psro.py psro.solver=prd  # another meta-solver
     result = train(cfg)                                           # srljax.loops.train hands PSRO here
 
+The meta-game (the population, payoffs, meta-strategy, exploitability, the files) is ``srljax.population.psro``'s
+``MetaGame``, which the worker graph's population manager runs too (``layout.mode=distributed``:
+``srljax/system/managers/psro_manager.py``, one trainer training the best responses in turn, actors drawing the
+opponents; ``docs/architecture.md``, "PSRO as a worker graph").
+
 The population starts with one policy, the algorithm's untrained network (near uniform over the legal moves).
 Each iteration: the exact payoff matrix of the population (``GameTree.payoff``: every pair, both seats, over the
 whole game tree), the meta-strategy over it (``psro.solver``, ``srljax/population/meta_solvers.py``), the
@@ -20,7 +25,7 @@ at the decisions it finds nearly indifferent is noise the meta-game does not nee
 ``psro/exploitability.png``, ``psro/policies/p<i>.msgpack`` (each policy's params), ``metrics.jsonl`` (one line
 per logged update of a best response, with ``iteration``) and, with ``checkpoint.final``, the last best response's
 train state in ``RUN_DIR/checkpoints``. The game must be small enough to walk whole (Kuhn, Leduc poker; refused
-above ``MAX_NODES`` histories). Not built: resuming (refused before launch) and PSRO as a worker graph.
+above ``MAX_NODES`` histories). Not built: resuming (refused before launch, in both layouts).
 """
 
 from __future__ import annotations

@@ -29,6 +29,8 @@ from srljax.population.meta_solvers import exploitability_in_meta_game, meta_str
 PSRO_DIR = "psro"
 TABLE = "table.json"  # the worker graph: the meta-strategy the actors draw opponents from (``psro_actor.py``)
 MAX_NODES = 1_000_000  # histories walked for the exact payoffs and exploitability
+NO_RESTART = ("PSRO's {who} was lost and restarted: carrying the meta-game on after a restart is not built (the "
+              "population is in psro/policies/ and psro/psro.jsonl); start a new trial")
 
 
 def policy_name(i: int) -> str:

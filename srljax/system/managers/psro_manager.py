@@ -65,12 +65,22 @@ class PSROManager(Worker):
         import envs
         from srljax.comm.directives import DirectiveSender
         from srljax.layout import DIRECTIVES, TRAINER
-        from srljax.population.psro import PSRO_DIR, TABLE, GraphSchedule, MetaGame, br_config, game_tree
+        from srljax.population.psro import (
+            NO_RESTART,
+            PSRO_DIR,
+            TABLE,
+            GraphSchedule,
+            MetaGame,
+            br_config,
+            game_tree,
+        )
         from srljax.system.shell.membership import member_follower
         from srljax.system.training.params import ParamsCodec
         from srljax.system.training.psro_trainer import manager_done_key
 
         cfg = self.cfg
+        if self.restarted:
+            raise RuntimeError(NO_RESTART.format(who="population manager"))
         self.done_key = manager_done_key(cfg)
         self.names.delete(self.done_key)
         self.schedule = GraphSchedule.of(cfg)

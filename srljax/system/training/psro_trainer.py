@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any
 import jax
 
 from srljax.comm import NameNotFound
-from srljax.layout import DIRECTIVES, POPULATION
+from srljax.layout import DIRECTIVES, POPULATION, TRAINER
 from srljax.learning.learner import Learner
-from srljax.population.psro import GraphSchedule, br_config
+from srljax.population.psro import NO_RESTART, GraphSchedule, br_config
 from srljax.system.shell.common import bind_address, stream_key
 from srljax.system.shell.worker import Worker
 from srljax.system.training.learners import RunLearning
@@ -73,6 +73,8 @@ class PSROPublisher(Publisher):
         from srljax.comm.directives import DirectiveReceiver
 
         w = self.worker
+        if w.restarted:
+            raise RuntimeError(NO_RESTART.format(who=TRAINER))
         self.schedule = GraphSchedule.of(w.experiment)
         self.directives = DirectiveReceiver(bind_address(w.cfg), w.trial, 1, ctx=w.ctx)
         w.register(DIRECTIVES, self.directives.address)
