@@ -3,6 +3,8 @@ equilibrium of the population's exact payoff matrix), and the meta-strategy's ex
 
     python -m launch.local configs/kuhn_psro.py
     python -m launch.local configs/kuhn_psro.py psro.solver=prd          # or uniform, fictitious_play
+    python -m launch.local configs/kuhn_psro.py layout.mode=distributed layout.num_actors=2   # as a worker graph
+    python -m launch.slurm configs/kuhn_psro.py layout.mode=distributed layout.num_actors=2   # the graph on Slurm
 
 The learner sees Kuhn's information-state tensor (``env.options.info_state``: its card and the betting so far), its
 seat and the legal moves; the reward is its winnings at the end of the hand. ``RUN_DIR/psro/psro.jsonl`` has a

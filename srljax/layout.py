@@ -31,12 +31,12 @@ from srljax.objects import load_object
 
 TRAINER, BUFFER, POLICY, ACTOR = "trainer", "buffer", "policy", "actor"
 EVAL = "eval"  # the eval manager (srljax/system/managers/eval_manager.py), one worker when eval.every_updates > 0
-POPULATION = "population"  # the population manager (srljax/system/managers/population_manager.py): a distributed PBT population
+POPULATION = "population"  # the population manager: a distributed PBT population (population_manager.py) or PSRO (psro_manager.py)
 LEAGUE = "league"  # the league manager (srljax/system/managers/league_manager.py): a distributed self-play league
 CONTROLLER = "controller"
 SAMPLES, PARAMS, INFERENCE = "samples", "params", "inference"
 PRIORITIES = "priorities"  # replay algorithms: trainer -> the replay buffer worker that drew a batch
-DIRECTIVES = "directives"  # a population: manager -> a member's trainer, "copy member j, then use lr x"
+DIRECTIVES = "directives"  # a population: manager -> a member's trainer, "copy member j, then use lr x" (PSRO: "next best response")
 RESULTS = "results"  # a league: actors -> the league manager, the games' results (opponent, score)
 CUSTOM_SLURM_GROUP = "custom"
 
@@ -74,8 +74,10 @@ ROLES: dict[str, RoleSpec] = {  # in configure order: servers before their clien
     EVAL: RoleSpec(EVAL, "srljax.system.managers.eval_manager:EvalManager", (), "cpu", EVAL,
                    count=lambda cfg: 1 if cfg.eval.every_updates > 0 else 0),
     POPULATION: RoleSpec(POPULATION, "srljax.system.managers.population_manager:PopulationManager", (), "cpu", EVAL,
-                         count=lambda cfg: 1 if cfg.pbt.enabled else 0),
+                         count=lambda cfg: 1 if cfg.pbt.enabled or cfg.psro.enabled else 0),
 }
+
+PSRO_MANAGER = "srljax.system.managers.psro_manager:PSROManager"  # the population role when ``psro.enabled``
 
 
 REPLAY_WORKERS: dict[str, str] = {  # a replay algorithm (Ape-X): the same roles, replay-aware actors and buffers
@@ -142,6 +144,8 @@ def worker_path(cfg: Experiment, role: str) -> str:
         return REPLAY_WORKERS[role]
     if consumes(cfg.algo) == "search" and role in SEARCH_WORKERS:
         return SEARCH_WORKERS[role]
+    if role == POPULATION and cfg.psro.enabled:
+        return PSRO_MANAGER
     return role_spec(cfg, role).worker
 
 
@@ -219,7 +223,8 @@ def build_layout(cfg: Experiment) -> Layout:
         streams.append(Stream(PARAMS, TRAINER, ACTOR))
     if cfg.eval.every_updates > 0:
         streams.append(Stream(PARAMS, TRAINER, EVAL))
-    if cfg.pbt.enabled:  # the manager follows every member's params and tells a member's trainer to copy another
+    if cfg.pbt.enabled or cfg.psro.enabled:  # the manager follows every member's params and tells a member's
+        # trainer to copy another (PSRO: the one trainer's, and when to start the next best response)
         streams += [Stream(PARAMS, TRAINER, POPULATION), Stream(DIRECTIVES, POPULATION, TRAINER)]
     if league_members(cfg):  # the manager follows every member's params (its snapshots) and the actors' games
         streams += [Stream(PARAMS, TRAINER, LEAGUE), Stream(RESULTS, ACTOR, LEAGUE)]
@@ -265,6 +270,9 @@ class Plan:
     """every role with its count and the streams between them (distributed runs)."""
     workers: dict[str, str]
     """role -> ``module:Class`` of the worker that runs it."""
+    psro: bool = False
+    """PSRO as a worker graph: the population manager's meta-game, one trainer training the best responses in turn,
+    actors drawing their opponents from the meta-strategy (``srljax/system/managers/psro_manager.py``)."""
 
     @property
     def replay(self) -> bool:
@@ -294,7 +302,8 @@ def plan_of(cfg: Experiment) -> Plan:
     return Plan(mode=cfg.layout.mode, consumes=kind, loop=loop, members=members, pbt=cfg.pbt.enabled, league=league,
                 policies=cfg.policies.training() if cfg.policies.enabled else (), selfplay=cfg.selfplay.enabled,
                 remote=any_remote(cfg), inference=inference_of(cfg) if cfg.policies.enabled else {}, layout=layout,
-                workers={g.role: worker_path(cfg, g.role) for g in layout.groups})
+                workers={g.role: worker_path(cfg, g.role) for g in layout.groups},
+                psro=cfg.psro.enabled and cfg.layout.mode == "distributed")
 
 
 def graph_problems(layout: Layout) -> list[str]:
@@ -372,6 +381,12 @@ def describe_batch(cfg: Experiment) -> str:
                 f"{cfg.num_updates:,} updates each")
     hosts = cfg.trainer.num_hosts
     split = f", {cfg.batch_envs // hosts} columns from each of {hosts} trainer processes" if hosts > 1 else ""
+    if cfg.psro.enabled:  # one trainer, the best responses in turn (srljax/system/training/psro_trainer.py)
+        from srljax.config.psro import GraphSchedule
+
+        s = GraphSchedule.of(cfg)
+        return (f"{batch} (trainer.batch_envs); collected by {cfg.layout.num_actors} actors x {cfg.env.num_envs} envs; "
+                f"PSRO: {s.iterations} best responses of {s.updates:,} updates (params versions 0..{s.last:,})")
     return (f"{batch} (trainer.batch_envs{split}); collected by {cfg.layout.num_actors} actors x {cfg.env.num_envs} "
             f"envs, {cfg.num_updates:,} updates")
 

@@ -180,13 +180,13 @@ def test_config_refusals_name_the_key_and_the_fix(tmp_path):
 
     cfg = kuhn_config(tmp_path)
     assert validate(cfg) is cfg
-    bad = dataclasses.replace(cfg, env=EnvConfig(id="CartPole-v1"), layout=LayoutConfig(mode="distributed"),
-                              total_env_steps=100)
+    bad = dataclasses.replace(cfg, env=EnvConfig(id="CartPole-v1"),
+                              layout=LayoutConfig(mode="distributed", inference="remote"), total_env_steps=100)
     with pytest.raises(ConfigError) as err:
         validate(bad)
     text = str(err.value)
     assert "psro.enabled=true needs a two-player zero-sum game: env.factory=envs.openspiel:make_openspiel" in text
-    assert "PSRO runs in the single-process loop only" in text and "set layout.mode=single" in text
+    assert "PSRO's actors act inline" in text and "set layout.inference=inline" in text  # the graph's refusals
     assert "50 env steps per best response, less than one update's 256; raise total_env_steps to at least 512" in text
     with pytest.raises(ConfigError, match="psro.solver='lp' .* must be one of 'nash', 'uniform', 'prd'"):
         validate(dataclasses.replace(cfg, psro=PSROConfig(enabled=True, solver="lp")))

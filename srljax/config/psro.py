@@ -1,13 +1,16 @@
-"""PSRO settings (``Experiment.psro``), read by ``srljax/loops/psro.py``.
+"""PSRO settings (``Experiment.psro``), read by ``srljax/loops/psro.py`` and, as a worker graph, by
+``srljax/system/managers/psro_manager.py``.
 
     python -m launch.local configs/kuhn_psro.py                              # Nash meta-solver
     python -m launch.local configs/kuhn_psro.py psro.solver=prd              # projected replicator dynamics
+    python -m launch.local configs/kuhn_psro.py layout.mode=distributed layout.num_actors=2   # the worker graph
 
 Kept apart from ``srljax.config``, which imports ``PSROConfig`` and adds ``psro_problems`` to its checks.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -20,7 +23,8 @@ SOLVERS = ("nash", "uniform", "prd", "fictitious_play")  # srljax/population/met
 class PSROConfig:
     """Policy-Space Response Oracles (Lanctot et al. 2017) on a small two-player zero-sum OpenSpiel game: a population
     of policies, a meta-strategy over them from their exact payoff matrix, and each iteration a new policy trained
-    by the algorithm (``algo``) as a best response to that meta-strategy (``srljax/loops/psro.py``)."""
+    by the algorithm (``algo``) as a best response to that meta-strategy: in one process (``srljax/loops/psro.py``)
+    or as a worker graph (``layout.mode=distributed``: ``srljax/system/managers/psro_manager.py``)."""
 
     enabled: bool = False
     iterations: int = 10
@@ -37,6 +41,68 @@ class PSROConfig:
     state; an exact best response is pure) and acts so as an opponent; False: as the sampling policy it trained."""
 
 
+def br_config(cfg: Any) -> Any:
+    """One best response's experiment: ``total_env_steps / psro.iterations`` (its updates, its lr annealing)."""
+    return dataclasses.replace(cfg, total_env_steps=cfg.total_env_steps // cfg.psro.iterations)
+
+
+@dataclasses.dataclass(frozen=True)
+class GraphSchedule:
+    """The graph's one trainer trains every best response in turn, its params versions numbered on: best response
+    ``k`` (0-based) starts from a fresh network published as version ``start(k) = k (U + 1)`` (0 for the first) and
+    ends at ``end(k) = start(k) + U`` after its ``U`` updates; the fresh start is a version of its own, so the
+    trainer drops every sample acted before it and the actors see the new network at once."""
+
+    iterations: int
+    updates: int  # U: each best response's updates
+
+    @classmethod
+    def of(cls, cfg: Any) -> GraphSchedule:
+        return cls(cfg.psro.iterations, br_config(cfg).num_updates)
+
+    def start(self, k: int) -> int:
+        return k * (self.updates + 1)
+
+    def end(self, k: int) -> int:
+        return self.start(k) + self.updates
+
+    @property
+    def last(self) -> int:
+        """The trainer's last version (its ``num_updates``)."""
+        return self.end(self.iterations - 1)
+
+    def response(self, version: int) -> int:
+        """The best response a params version belongs to."""
+        return min(version // (self.updates + 1), self.iterations - 1)
+
+
+def last_params_version(cfg: Any) -> int:
+    """The highest params version the trial's trainer publishes (a follower refuses any above it): ``num_updates``,
+    or PSRO's graph trainer's last (``GraphSchedule.last``: a version per best response's fresh start too)."""
+    if cfg.psro.enabled and cfg.layout.mode == "distributed" and cfg.psro.iterations >= 1:
+        return GraphSchedule.of(cfg).last
+    return cfg.num_updates
+
+
+def graph_problems(cfg: Any) -> list[str]:
+    """PSRO as a worker graph (``layout.mode=distributed``): one trainer trains the best responses in turn, its actors
+    act inline against the population manager's opponents."""
+    lay, out = cfg.layout, []
+    if lay.inference != "inline":
+        out.append(f"layout.inference={lay.inference} with psro.enabled=true: PSRO's actors act inline (the "
+                   "opponents play inside their envs beside the best response): set layout.inference=inline")
+    if lay.num_buffer_workers:
+        out.append(f"layout.num_buffer_workers={lay.num_buffer_workers} with psro.enabled=true: PSRO's actors send "
+                   "samples straight to the trainer: set layout.num_buffer_workers=0")
+    if cfg.trainer.num_hosts != 1:
+        out.append(f"trainer.num_hosts={cfg.trainer.num_hosts} with psro.enabled=true: PSRO's trainer is one process "
+                   "(it starts each best response from a fresh network between updates): set trainer.num_hosts=1")
+    if lay.deterministic:
+        out.append("layout.deterministic=true with psro.enabled=true: each best response drops the samples acted "
+                   "before it, which a lockstep batch cannot: set layout.deterministic=false")
+    return out
+
+
 def psro_problems(cfg: Any) -> list[str]:
     p = cfg.psro
     if not p.enabled:
@@ -45,9 +111,8 @@ def psro_problems(cfg: Any) -> list[str]:
     if cfg.env.factory != OPENSPIEL_FACTORY:
         out.append(f"psro.enabled=true needs a two-player zero-sum game: env.factory={OPENSPIEL_FACTORY} with "
                    f"env.options.game=kuhn_poker or leduc_poker (this env: {cfg.env.factory or cfg.env.id!r})")
-    if cfg.layout.mode != "single":
-        out.append(f"psro.enabled=true with layout.mode={cfg.layout.mode}: PSRO runs in the single-process loop only "
-                   "(srljax/loops/psro.py; a worker graph's PSRO is not built); set layout.mode=single")
+    if cfg.layout.mode == "distributed":
+        out += graph_problems(cfg)
     if getattr(cfg.algo, "consumes", "segments") != "segments" or getattr(cfg.algo, "lstm_size", 0):
         out.append("psro.enabled=true takes a feed-forward actor-critic algorithm (algo=ppo or impala, "
                    "algo.lstm_size=0): each policy is tabulated from its action probabilities at every information "

@@ -45,10 +45,7 @@ class Learner:
         self.algo = algo or algos.make(cfg, spec)  # ``algo``: built by the caller (one policy of several)
         self.mesh = sharding.make_mesh(cfg.trainer.devices, cfg.trainer.num_hosts)
         self._replicated = sharding.replicated(self.mesh)
-        init_key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 0)
-        # Every leaf comes out a global replicated array (optax's scalar count too), which a
-        # multi-host orbax save requires; every process computes the same init from the seed.
-        self.state = jax.jit(self.algo.init, out_shardings=self._replicated)(init_key)
+        self.state = self.fresh_state(cfg.seed)
         self._batch_shardings: Trajectory | None = None
         self._update: Any = None  # compiled on the first step, for the first batch's shapes
         self._updates: Any = None  # ``steps``: K updates in one program, compiled on its first call
@@ -61,6 +58,14 @@ class Learner:
         self.checkpointer = Checkpointer(cfg.run_dir / "checkpoints", keep=cfg.checkpoint.keep) if checkpoints else None
         # the driving loop's part of each checkpoint: () -> (numpy arrays, JSON meta); see ``save``
         self.run_state: Callable[[], tuple[dict[str, Any], dict[str, Any]]] | None = None
+
+    def fresh_state(self, seed: int) -> Any:
+        """A new train state, initialised as a ``Learner`` of seed ``seed`` starts (PSRO's graph trainer starts each
+        best response so)."""
+        init_key = jax.random.fold_in(jax.random.PRNGKey(seed), 0)
+        # Every leaf comes out a global replicated array (optax's scalar count too), which a
+        # multi-host orbax save requires; every process computes the same init from the seed.
+        return jax.jit(self.algo.init, out_shardings=self._replicated)(init_key)
 
     @property
     def is_primary(self) -> bool:

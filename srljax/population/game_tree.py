@@ -1,5 +1,5 @@
 """A small two-player zero-sum OpenSpiel game's whole tree as arrays: exact values of policy pairs, the meta-strategy's
-mixture as one behaviour policy, and its exploitability by OpenSpiel (PSRO's bookkeeping, ``srljax/loops/psro.py``).
+mixture as one behaviour policy, and its exploitability by OpenSpiel (PSRO's bookkeeping, ``srljax/population/psro.py``).
 
     tree = GameTree(game, observe=lambda state, player: env_observation)   # every history, every information state
     tables = [tree.table(probs_of_policy_i) for ...]   # [K, A] action probabilities per information state

@@ -94,7 +94,7 @@ class ActorWorker(Worker):
         self.mixed = False  # several policies, some inline (acted here) and some remote (policy workers)
         self.remote_agents: list[int] = []  # mixed: the agents the policy workers act, in their reply's order
         self.follower: Any = None  # a ParamsFollower or a MultiFollower (several policies)
-        self.league: Any = None  # a LeagueSide (league_actor.py)
+        self.league: Any = None  # a LeagueSide (league_actor.py) or PSRO's PSROSide (psro_actor.py): the env's opponents
         self.lockstep = False
         self.lockstep_first = -1
         self.segments_done = 0
@@ -169,6 +169,10 @@ class ActorWorker(Worker):
             from srljax.system.acting.league_actor import LeagueSide
 
             self.league = LeagueSide(self, member_of_actor(cfg, self.index))
+        elif self.plan.psro:  # PSRO: opponents drawn from the population manager's meta-strategy (psro_actor.py)
+            from srljax.system.acting.psro_actor import PSROSide
+
+            self.league = PSROSide(self)
         self.lockstep = cfg.layout.deterministic  # inline, sync ring (config checks)
         self.lockstep_first = -1  # v0: the first params version seen (a resumed trainer's, or 0)
         self.segments_done = 0
@@ -203,7 +207,7 @@ class ActorWorker(Worker):
         if self.league is not None:
             self.league.poll(self.follower)
             if not self.league.ready():
-                self.blocked = "league: waits for the league manager's first table (RUN_DIR/league/table.json)"
+                self.blocked = self.league.WAITS
                 time.sleep(0.02)
                 return
         self._push(timeout_ms=0)

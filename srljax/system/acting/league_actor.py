@@ -31,6 +31,8 @@ MAX_WAITING = 100_000
 
 
 class LeagueSide:
+    WAITS = "league: waits for the league manager's first table (RUN_DIR/league/table.json)"
+
     def __init__(self, actor: Any, member: int):
         self.actor, self.member = actor, member
         self.dir = Path(actor.cfg.run_dir) / LEAGUE_DIR

@@ -24,6 +24,7 @@ from pathlib import Path
 from srljax.comm.control import RELAY
 from srljax.comm.security import KeyRing, WireContext, WireRules
 from srljax.config import Experiment
+from srljax.config.psro import last_params_version
 from srljax.layout import CONTROLLER, PARAMS, TRAINER, build_layout
 from srljax.system.shell.bounds import control_limits
 
@@ -68,6 +69,6 @@ def load(cfg: Experiment, run_dir: str | Path, *, slurm: bool = False) -> KeyRin
 def worker_context(cfg: Experiment, keys: KeyRing | None, identity: str) -> WireContext:
     """The context one worker (or the controller) makes all its sockets from."""
     rules = WireRules(keys=keys, identity=identity, pinned={CONTROL: CONTROLLER, PARAMS: TRAINER},
-                      limits=control_limits(cfg), max_params_version=cfg.num_updates,
+                      limits=control_limits(cfg), max_params_version=last_params_version(cfg),
                       max_message_bytes=cfg.layout.max_message_bytes)
     return WireContext(rules)

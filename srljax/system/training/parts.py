@@ -13,8 +13,9 @@ params go are three parts:
 | one policy, search (MuZero)               | ``RunLearning``         | ``SearchSource``               | ``Publisher``     |
 | several policies (trainer i: policy i)    | ``PolicyLearning``      | ``SegmentSource(policy=...)``  | ``PolicyPublisher`` |
 | PBT population or league (trainer i: member i) | ``MemberLearning`` | ``SegmentSource``              | ``MemberPublisher`` |
+| PSRO (one trainer, best responses in turn)| ``PSROLearning``        | ``SegmentSource``              | ``PSROPublisher`` |
 
-Members come first (a population or a league), then several policies, then what the algorithm consumes: no other
+Members come first (a population or a league), then PSRO, then several policies, then what the algorithm consumes: no other
 place tests the config's feature switches to pick the trainer's behaviour.
 """
 
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from srljax.system.shell.worker import Worker
 from srljax.system.training.learners import MemberLearning, PolicyLearning, RunLearning
 from srljax.system.training.members import MemberPublisher
+from srljax.system.training.psro_trainer import PSROLearning, PSROPublisher
 from srljax.system.training.publishers import PolicyPublisher, Publisher
 from srljax.system.training.replay_source import ReplaySource
 from srljax.system.training.search_source import SearchSource
@@ -45,6 +47,8 @@ def trainer_parts(worker: Worker) -> TrainerParts:
     if plan.members:  # a PBT population or a league: trainer i trains member i
         return TrainerParts(MemberLearning(index), SegmentSource(worker, lockstep=lockstep),
                             MemberPublisher(worker, plan.members, league=bool(plan.league), pbt=plan.pbt))
+    if plan.psro:  # PSRO: one trainer, a best response after another (psro_trainer.py)
+        return TrainerParts(PSROLearning(), SegmentSource(worker, lockstep=lockstep), PSROPublisher(worker))
     if plan.policies:  # several policies: trainer i trains policy i
         policy = plan.policies[index]
         return TrainerParts(PolicyLearning(policy), SegmentSource(worker, policy=policy, lockstep=lockstep),

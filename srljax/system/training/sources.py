@@ -3,8 +3,9 @@
     source = SegmentSource(worker, policy=None, lockstep=False)   # chosen by ``parts.trainer_parts``
 
 Segments ``[T+1, b]`` are checked against the env spec, counted as ``T x b`` env steps, and dropped (and
-counted) when their oldest policy version lags the learner by more than ``trainer.max_policy_lag``, both
-when they arrive and when a batch is cut. A batch is ``share`` columns (``cfg.batch_envs`` over the
+counted) when their oldest policy version lags the learner by more than ``trainer.max_policy_lag`` or is below
+``floor`` (PSRO's graph: the first version of the best response now training), both when they arrive and when a
+batch is cut. A batch is ``share`` columns (``cfg.batch_envs`` over the
 trainer group's processes), whatever the number of actors, envs per actor and buffers: columns from any
 segments, the remainder kept for the next batch, joined into reused host arrays (``JoinPool``; one is
 written again only after the update that read it has ended). One policy of several takes only the segments stamped
@@ -112,6 +113,7 @@ class SegmentSource(SampleCounts):
         # (``jax.device_put`` of a host array may alias it on the CPU backend, and copies it asynchronously elsewhere)
         self.pool = JoinPool(keep=3)
         self.placed_buffer: Trajectory | None = None  # the host arrays of the placed batch
+        self.floor = 0  # columns acted with an older params version are dropped (PSRO: before its best response)
 
     def start(self, meta: dict[str, Any]) -> None:
         self.start_counts(meta)
@@ -177,7 +179,7 @@ class SegmentSource(SampleCounts):
             return
         self.episodes.add(*episodes)
         w.stats.count_value("lag/received", lag)
-        if lag > w.cfg.trainer.max_policy_lag:
+        if lag > w.cfg.trainer.max_policy_lag or int(traj.policy_version.min()) < self.floor:
             self._drop(columns)
             return
         self.pending.append(traj)
@@ -221,7 +223,8 @@ class SegmentSource(SampleCounts):
             return None
         kept = []
         for seg in self.pending:
-            fresh = w.learner.version - seg.policy_version.astype(np.int64) <= w.cfg.trainer.max_policy_lag
+            fresh = ((w.learner.version - seg.policy_version.astype(np.int64) <= w.cfg.trainer.max_policy_lag)
+                     & (seg.policy_version >= self.floor))
             if not fresh.all():  # went stale while waiting for the rest of a batch
                 self._drop(int((~fresh).sum()))
                 self.pending_columns -= int((~fresh).sum())
