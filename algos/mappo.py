@@ -11,10 +11,11 @@ column (``[T, B*N]``) with the team reward (or each agent's own, ``spec.agent_re
 episode flags. Illegal actions (``spec.action_mask``) get a logit of ``MASKED_LOGIT``: probability 0 in
 sampling, log-probabilities and entropy.
 
-Recurrent (``lstm_size > 0``): the actor is torso -> LSTM -> policy head, one carry ``[B, N, H]`` per agent of each
-env (the actor state), zeroed where the shell's ``first [B]`` marks an env's reset row; the critic stays
-feed-forward on its input (the global state already holds what the agents' views miss). The carry each row was
-acted with is stored as the extras ``lstm_c`` / ``lstm_h`` ``[N, H]`` (``algos/recurrent.py``), and the update's
+Recurrent (``lstm_size > 0``): the actor is torso -> cell (``rnn_cell``: LSTM or GRU) -> ``post_rnn_sizes`` dense
+layers -> policy head, one carry ``[B, N, H]`` per agent of each env (the actor state), zeroed where the shell's
+``first [B]`` marks an env's reset row; the critic is feed-forward on its input, or with ``recurrent_critic`` the same
+shape as the actor (its own cell and carry). The carry each row was acted with is stored as extras ``[N, H]``
+(``lstm_c`` / ``lstm_h``, ``gru_h``, the critic's with a ``critic_`` prefix: ``cell_keys``), and the update's
 minibatches are whole agent columns ``[T]`` (``B * N`` of them), each unrolled from its stored row-0 carry and
 reset after every done row inside the segment, so the first epoch's ratio is 1 as in recurrent PPO.
 
@@ -38,10 +39,10 @@ import optax
 from algos import actor_critic
 from algos.base import RETURN_ACC, Algorithm, Metrics, Params, TrainState
 from algos.distributions import CATEGORICAL, categorical_log_prob, categorical_sample
-from algos.networks import _dense, _ResetLSTMStep, apply_torso, reset_carry, torso_options
+from algos.networks import _dense, apply_torso, reset_carry, torso_options
 from algos.normalizers import VAR_EPS, RunningMeanStd, normalize, rms_init, rms_update, scale_rewards
 from algos.ppo import explained_variance, ppo_loss
-from algos.recurrent import carry_extras, carry_extras_spec, episode_starts, segment_carry
+from algos.recurrent import CARRY_KEYS, episode_starts
 from algos.returns import gae, valid_mask
 from srljax.config import Experiment, MAPPOConfig
 from srljax.types import EnvSpec, Trajectory
@@ -80,11 +81,37 @@ class MultiAgentActorCritic(nn.Module):
         return jnp.where(x["mask"], logits, MASKED_LOGIT), _dense(1, 1.0, name="value_head")(v_h)[..., 0]
 
 
+class _ResetCellStep(nn.Module):
+    """One time step of a cell: ``(carry tuple, (x [R, D], first [R])) -> (carry, h [R, H])``, the carry zeroed first
+    on the rows whose ``first`` is set. ``lstm``: carry ``(c, h)``; ``gru``: carry ``(h,)``."""
+
+    features: int
+    cell: str = "lstm"
+
+    @nn.compact
+    def __call__(self, carry: tuple[Array, ...], inputs: tuple[Array, Array]) -> tuple[tuple[Array, ...], Array]:
+        x, first = inputs
+        carry = reset_carry(carry, first)
+        if self.cell == "gru":
+            h, y = nn.GRUCell(self.features, name="cell")(carry[0], x)
+            return (h,), y
+        return nn.OptimizedLSTMCell(self.features, name="cell")(carry, x)
+
+
+def cell_keys(cell: str, part: str = "actor") -> tuple[str, ...]:
+    """The extras holding one cell's carry: the actor's LSTM ``lstm_c``, ``lstm_h`` (``algos/recurrent.py``), its GRU
+    ``gru_h``; the critic's the same names after ``critic_``."""
+    keys = CARRY_KEYS if cell == "lstm" else ("gru_h",)
+    return keys if part == "actor" else tuple(f"critic_{k}" for k in keys)
+
+
 class MultiAgentRecurrentActorCritic(nn.Module):
-    """``(carry (c, h) [R, H], x {"actor" [T, R, Da], "critic" [T, R, Dc], "mask" [T, R, A]}, first [T, R])`` ->
-    ``(carry, (masked logits [T, R, A], value [T, R]))`` for R agent rows: the actor's torso feeds an LSTM unrolled
-    over T (carry zeroed before each row whose ``first`` is set, ``algos.networks._ResetLSTMStep``) and the policy
-    head; the critic is ``MultiAgentActorCritic``'s feed-forward one. Acting is the case T = 1."""
+    """``(carry tuple of [R, H], x {"actor" [T, R, Da], "critic" [T, R, Dc], "mask" [T, R, A]}, first [T, R])`` ->
+    ``(carry, (masked logits [T, R, A], value [T, R]))`` for R agent rows: the actor's torso feeds a cell (``lstm`` or
+    ``gru``, ``lstm_size`` units) unrolled over T (carry zeroed before each row whose ``first`` is set), then the
+    ``post_sizes`` dense layers and the policy head. The critic is the same shape when ``recurrent_critic`` (its own
+    cell and post layers on its torso), else ``MultiAgentActorCritic``'s feed-forward one. The carry is the flat tuple
+    of the actor's cell state, then the critic's (``carry_keys`` names them). Acting is the case T = 1."""
 
     num_actions: int
     lstm_size: int
@@ -92,30 +119,52 @@ class MultiAgentRecurrentActorCritic(nn.Module):
     activation: str = "tanh"
     torso: str = "mlp"
     torso_options: tuple[tuple[str, Any], ...] = ()
+    cell: str = "lstm"
+    recurrent_critic: bool = False
+    post_sizes: tuple[int, ...] = ()
 
-    def initial_carry(self, rows: int) -> tuple[Array, Array]:
-        zeros = jnp.zeros((rows, self.lstm_size), jnp.float32)
-        return zeros, zeros
+    def carry_keys(self) -> tuple[str, ...]:
+        return cell_keys(self.cell) + (cell_keys(self.cell, "critic") if self.recurrent_critic else ())
+
+    def initial_carry(self, rows: int) -> tuple[Array, ...]:
+        return tuple(jnp.zeros((rows, self.lstm_size), jnp.float32) for _ in self.carry_keys())
 
     @nn.compact
     def __call__(self, carry: Any, x: dict[str, Array], first: Array) -> tuple[Any, tuple[Array, Array]]:
         pi_h, v_h = (apply_torso(self.torso, self.torso_options, x[part], 1, name=part, hidden_sizes=self.hidden_sizes,
                                  activation=self.activation) for part in ("actor", "critic"))
-        scan = nn.scan(_ResetLSTMStep, variable_broadcast="params", split_rngs={"params": False}, in_axes=0, out_axes=0)
-        carry, h = scan(self.lstm_size, name="lstm")(carry, (pi_h, first))
+        act_fn = nn.relu if self.activation == "relu" else nn.tanh
+        k = len(cell_keys(self.cell))
+        scan = nn.scan(_ResetCellStep, variable_broadcast="params", split_rngs={"params": False}, in_axes=0, out_axes=0)
+
+        def recur(h: Array, part_carry: tuple[Array, ...], prefix: str) -> tuple[tuple[Array, ...], Array]:
+            part_carry, h = scan(self.lstm_size, self.cell, name=f"{prefix}{self.cell}")(part_carry, (h, first))
+            for j, size in enumerate(self.post_sizes):
+                h = act_fn(_dense(size, 2.0 ** 0.5, name=f"{prefix}post_{j}")(h))
+            return part_carry, h
+
+        actor_carry, h = recur(pi_h, tuple(carry[:k]), "")
+        critic_carry: tuple[Array, ...] = ()
+        if self.recurrent_critic:
+            critic_carry, v_h = recur(v_h, tuple(carry[k:]), "critic_")
         logits = _dense(self.num_actions, 0.01, name="policy_head")(h)
-        return carry, (jnp.where(x["mask"], logits, MASKED_LOGIT), _dense(1, 1.0, name="value_head")(v_h)[..., 0])
+        value = _dense(1, 1.0, name="value_head")(v_h)[..., 0]
+        return actor_carry + critic_carry, (jnp.where(x["mask"], logits, MASKED_LOGIT), value)
 
 
 CRITIC_PARTS = ("critic", "value_head")
-"""The critic's parameter groups in ``MultiAgentActorCritic`` / ``MultiAgentRecurrentActorCritic``; the rest is the
-actor's."""
+"""The critic's parameter groups in ``MultiAgentActorCritic`` / ``MultiAgentRecurrentActorCritic`` (with its
+``critic_``-named cell and post layers, ``is_critic``); the rest is the actor's."""
+
+
+def is_critic(name: str) -> bool:
+    return name in CRITIC_PARTS or name.startswith("critic_")
 
 
 def network_parts(params: Any) -> Any:
     """``params`` -> the same tree of labels, ``"critic"`` under ``CRITIC_PARTS``, else ``"actor"``
     (``MAPPOConfig.clip_per_network``)."""
-    return {"params": {k: jax.tree.map(lambda _, k=k: "critic" if k in CRITIC_PARTS else "actor", v)
+    return {"params": {k: jax.tree.map(lambda _, k=k: "critic" if is_critic(k) else "actor", v)
                        for k, v in params["params"].items()}}
 
 
@@ -184,8 +233,10 @@ def make_mappo(cfg: Experiment, spec: EnvSpec, min_agents: int = 2) -> Algorithm
     torso = "mlp" if a.network == "auto" else a.network
     net = MultiAgentActorCritic(spec.num_actions, tuple(a.hidden_sizes), a.activation, torso=torso,
                                 torso_options=torso_options(a))
-    rec = MultiAgentRecurrentActorCritic(spec.num_actions, a.lstm_size, tuple(a.hidden_sizes), a.activation,
-                                         torso=torso, torso_options=torso_options(a)) if a.lstm_size else None
+    rec = MultiAgentRecurrentActorCritic(
+        spec.num_actions, a.lstm_size, tuple(a.hidden_sizes), a.activation, torso=torso, torso_options=torso_options(a),
+        cell=a.rnn_cell, recurrent_critic=a.recurrent_critic, post_sizes=tuple(a.post_rnn_sizes)) if a.lstm_size else None
+    keys = rec.carry_keys() if rec is not None else ()
     epochs, num_mb = t.update_epochs, t.num_minibatches
     steps_per_update = epochs * num_mb
     gamma, lam, norm_rew = a.gamma, a.gae_lambda, a.normalize_reward
@@ -234,7 +285,7 @@ def make_mappo(cfg: Experiment, spec: EnvSpec, min_agents: int = 2) -> Algorithm
                 (1, b * n, *y.shape[2:])), x), jnp.zeros((1, b * n), bool))
             logits, value = logits.reshape((b, n, -1)), value.reshape((b, n))
             carry_in, actor_state = (jax.tree.map(lambda z: z.reshape((b, n, -1)), c) for c in (carry_in, carry_out))
-            extras = carry_extras(carry_in)  # the carry each row was acted with: row 0 of a segment starts its unroll
+            extras = dict(zip(keys, carry_in))  # the carry each row was acted with: row 0 of a segment starts its unroll
         action = categorical_sample(rng, logits)
         return action, {"logp": categorical_log_prob(logits, action), "value": value, **extras}, actor_state
 
@@ -274,7 +325,7 @@ def make_mappo(cfg: Experiment, spec: EnvSpec, min_agents: int = 2) -> Algorithm
         else:  # whole agent columns [B * N, T], each with the carry it was acted with at row 0
             starts = jnp.broadcast_to(episode_starts(traj.terminated, traj.truncated)[:-1, :, None],
                                       traj.action[:-1].shape)
-            carry = jax.tree.map(lambda z: z.reshape((-1, z.shape[-1])), segment_carry(traj.extras))
+            carry = tuple(jnp.asarray(traj.extras[k][0], jnp.float32).reshape((-1, a.lstm_size)) for k in keys)
             samples = {"obs": {"inputs": jax.tree.map(agent_columns, inputs), "first": agent_columns(starts),
                                "carry": carry}, **{k: agent_columns(v) for k, v in per_sample.items()}}
         rng, key = jax.random.split(state.rng)
@@ -296,7 +347,6 @@ def make_mappo(cfg: Experiment, spec: EnvSpec, min_agents: int = 2) -> Algorithm
         act=act,
         update=update,
         extras_spec={"logp": ((n,), "float32"), "value": ((n,), "float32"),
-                     **{k: ((n, *shape), dtype) for k, (shape, dtype) in carry_extras_spec(a.lstm_size).items()
-                        if rec is not None}},
+                     **{k: ((n, a.lstm_size), "float32") for k in keys}},
         return_gamma=gamma if norm_rew else None,
     )

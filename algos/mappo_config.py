@@ -43,6 +43,15 @@ class MAPPOConfig(PPOConfig):
     MAPPO and the MAPPO paper: two optimisers), instead of their joint norm, where the critic's larger gradient sets
     the scale of the actor's step."""
 
+    rnn_cell: Literal["lstm", "gru"] = "lstm"
+    """with ``lstm_size > 0``: the recurrent cell of ``lstm_size`` units (``gru``: JaxMARL's MAPPO)."""
+    recurrent_critic: bool = False
+    """with ``lstm_size > 0``: the critic has its own cell (``rnn_cell``, ``lstm_size``) and carry per agent after its
+    torso, as the actor (JaxMARL's MAPPO); else it is feed-forward."""
+    post_rnn_sizes: tuple[int, ...] = ()
+    """with ``lstm_size > 0``: dense layers (``activation``) between the cell and the policy head (and the value head
+    with ``recurrent_critic``); JaxMARL's MAPPO has one of its width."""
+
     __hash__ = hash_by_value
 
     def problems(self, cfg: Any) -> list[str]:
@@ -51,6 +60,18 @@ class MAPPOConfig(PPOConfig):
             out.append(f"algo.critic={self.critic!r}: use 'central' (MAPPO) or 'local' (IPPO)")
         if self.vtrace:
             out.append("algo.vtrace=True: MAPPO computes GAE advantages only; set algo.vtrace=False")
+        if self.rnn_cell not in ("lstm", "gru"):
+            out.append(f"algo.rnn_cell={self.rnn_cell!r}: use 'lstm' or 'gru'")
+        if not self.lstm_size:
+            unused = [f"{k}={v!r}" for k, v, default in (("rnn_cell", self.rnn_cell, "lstm"),
+                                                        ("recurrent_critic", self.recurrent_critic, False),
+                                                        ("post_rnn_sizes", tuple(self.post_rnn_sizes), ()))
+                      if v != default]
+            if unused:
+                out.append(f"algo.{', algo.'.join(unused)} set with algo.lstm_size=0: these shape a recurrent MAPPO; "
+                           "set algo.lstm_size > 0 (the cell's width) or drop them")
+        if any(int(s) < 1 for s in self.post_rnn_sizes):
+            out.append(f"algo.post_rnn_sizes={tuple(self.post_rnn_sizes)}: every layer needs >= 1 unit")
         if self.network == "cnn":
             out.append("algo.network='cnn': MAPPO's actor and critic are MLPs on the agents' rows; use 'auto' or 'mlp'")
         return out

@@ -217,3 +217,97 @@ def test_clip_per_network_keeps_the_actors_step_apart_from_the_critics_gradient(
     assert abs(norm(big, actor_keys) - 0.25) < 1e-4 and abs(norm(big, ["critic", "value_head"]) - 0.25) < 1e-4
     joint = clipped(False, 1000.0)  # one norm: the critic's gradient shrinks the actor's step
     assert norm(joint, actor_keys) < 0.25 / 100
+
+
+GRU_RC = dict(lstm_size=H, rnn_cell="gru", recurrent_critic=True, post_rnn_sizes=(8,))
+"""JaxMARL's shape: a GRU in the actor and in the critic, a dense layer after each."""
+
+
+def test_gru_and_critic_carries_are_per_agent_and_zeroed_where_an_env_starts_an_episode():
+    spec = _spec()
+    algo = algos.make(_cfg(**GRU_RC), spec)
+    assert {k: v for k, v in algo.extras_spec.items() if k not in ("logp", "value")} == {
+        "gru_h": ((2, H), "float32"), "critic_gru_h": ((2, H), "float32")}
+    pp = algo.policy_params(_sharpen(algo.init(jax.random.PRNGKey(0))))
+    assert {"gru", "post_0", "critic_gru", "critic_post_0"} <= set(pp["params"]["params"])
+    act = jax.jit(algo.act)
+    obs = np.zeros((3, 2, 7), np.float32)
+    obs[..., :3] = np.random.default_rng(0).normal(size=(3, 2, 3))
+    obs[..., 3:] = 1.0
+    zeros = algo.initial_actor_state(3)
+    assert [z.shape for z in zeros] == [(3, 2, H)] * 2 and not np.any(np.asarray(zeros))
+    state = zeros
+    for _ in range(3):
+        _, extras, state = act(pp, obs, state, np.zeros(3, bool), jax.random.PRNGKey(1))
+    for h in map(np.asarray, state):  # the actor's and the critic's carries: set, different per agent
+        assert np.abs(h).min(axis=-1).max() > 0 and not np.allclose(h[:, 0], h[:, 1])
+    assert not np.allclose(np.asarray(state[0]), np.asarray(state[1]))
+    first = np.array([True, False, False])
+    _, extras, _ = act(pp, obs, state, first, jax.random.PRNGKey(2))
+    for k, h in zip(("gru_h", "critic_gru_h"), state):
+        np.testing.assert_array_equal(np.asarray(extras[k])[0], 0.0)  # env 0 acted from fresh carries
+        np.testing.assert_array_equal(np.asarray(extras[k])[1:], np.asarray(h)[1:])  # the others from theirs
+    _, fresh, _ = act(pp, obs, zeros, np.ones(3, bool), jax.random.PRNGKey(2))
+    _, kept, _ = act(pp, obs, state, np.zeros(3, bool), jax.random.PRNGKey(2))
+    for k in ("logp", "value"):
+        np.testing.assert_allclose(extras[k][0], fresh[k][0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(extras[k][1:], kept[k][1:], rtol=1e-5, atol=1e-6)
+        assert np.abs(np.asarray(kept[k][0]) - np.asarray(fresh[k][0])).max() > 1e-4, k  # each carry matters
+
+
+@pytest.mark.slow  # three update compilations (~30 s of CPU on the shared box)
+def test_the_update_unrolls_the_critics_carry_apart_from_the_actors():
+    """lr 0, one minibatch: the re-unrolled policy is the acting one (approx_kl ~0) and the re-unrolled values are
+    the stored ones (the value loss is the stored values' error against their own GAE targets). Zeroing the critic's
+    row-0 carry moves only the value loss; zeroing the actor's moves the policy."""
+    from algos.returns import gae, valid_mask
+
+    env = ParallelEnvVecEnv(TinyParallel, 4, 0)
+    spec = env.spec
+    env.close()
+    cfg = dataclasses.replace(_cfg(**GRU_RC, value_norm=False), env=EnvConfig(factory="x:y", num_envs=4),
+                              trainer=TrainerConfig(num_minibatches=1, update_epochs=1, lr=0.0))
+    algo = algos.make(cfg, spec)
+    state = _sharpen(algo.init(jax.random.PRNGKey(0)))
+    _, traj = _segment(algo, algo.policy_params(state), steps=24)
+    traj = jax.tree.map(lambda x: x[14:], traj)  # starts mid-episode: non-zero row-0 carries
+    assert np.abs(np.asarray(traj.extras["critic_gru_h"][0])).max() > 0
+    t1, n = traj.reward.shape[0], spec.num_agents
+    values = jnp.asarray(traj.extras["value"], jnp.float32).reshape(t1, -1)
+    per_agent = lambda x: jnp.repeat(jnp.asarray(x), n, axis=1)  # noqa: E731
+    rew = (jnp.asarray(traj.obs[1:, :, :, spec.agent_row()["reward"]][..., 0]).reshape(t1 - 1, -1)
+           if spec.agent_rewards else per_agent(traj.reward[1:]))
+    adv = gae(values, rew, per_agent(traj.terminated[1:]), per_agent(traj.truncated[1:]), 0.99, 0.95)
+    mask = per_agent(valid_mask(traj.terminated, traj.truncated))
+    expected = 0.5 * float(jnp.sum(mask * jnp.square(adv)) / jnp.sum(mask))  # (value - (adv + value))^2
+    update = jax.jit(algo.update)
+    _, m = update(state, traj)
+    assert float(m["approx_kl"]) < 1e-5 and abs(float(m["value_loss"]) - expected) < 1e-4 * max(expected, 1.0), (m, expected)
+
+    def zeroed(key):
+        return traj._replace(extras={**traj.extras, key: jnp.asarray(traj.extras[key]).at[0].set(0.0)})
+
+    _, mc = update(state, zeroed("critic_gru_h"))
+    _, ma = update(state, zeroed("gru_h"))
+    assert float(mc["approx_kl"]) < 1e-5 and abs(float(mc["value_loss"]) - expected) > 1e-3 * expected, (mc, expected)
+    assert float(ma["approx_kl"]) > 100 * max(float(m["approx_kl"]), 1e-7), (ma, m)
+    assert abs(float(ma["value_loss"]) - expected) < 1e-4 * max(expected, 1.0)
+
+
+def test_recurrent_options_are_refused_without_a_cell():
+    assert problems(_cfg(**GRU_RC)) == []
+    for kw in (dict(rnn_cell="gru"), dict(recurrent_critic=True), dict(post_rnn_sizes=(8,))):
+        found = " | ".join(problems(_cfg(**kw)))
+        assert f"algo.{next(iter(kw))}=" in found and "algo.lstm_size=0" in found, (kw, found)
+    assert "algo.rnn_cell='rnn'" in " | ".join(problems(_cfg(lstm_size=H, rnn_cell="rnn")))
+    assert "post_rnn_sizes" in " | ".join(problems(_cfg(lstm_size=H, post_rnn_sizes=(0,))))
+
+
+def test_clip_per_network_counts_the_critics_cell_and_layers_as_the_critics():
+    from algos.mappo import network_parts
+
+    params = algos.make(_cfg(**GRU_RC), _spec()).init(jax.random.PRNGKey(0)).params
+    labels = {k: set(jax.tree.leaves(v)) for k, v in network_parts(params)["params"].items()}
+    assert labels == {"actor": {"actor"}, "gru": {"actor"}, "post_0": {"actor"}, "policy_head": {"actor"},
+                      "critic": {"critic"}, "critic_gru": {"critic"}, "critic_post_0": {"critic"},
+                      "value_head": {"critic"}}
