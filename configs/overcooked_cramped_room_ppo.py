@@ -12,20 +12,21 @@ their index); the critic sees both views (MAPPO: the env gives no global state).
 (``baselines/IPPO/config/ippo_ff_overcooked.yaml``) anneals its shaping from 1 to 0 over 2.5M steps; a family has no
 run-wide step count, so the weight here is constant (0.5).
 
-Measured (bench/RESULTS.md, "Overcooked cramped_room and Hanabi", session 24, issue 41): at 204,800 env steps, seeds
-1 / 2 / 3, return 15.0 / 12.0 / 11.0 over the last 20 episodes (median 12.0), beside JaxMARL's IPPO at 15.00 / 9.38 /
-11.25 (median 11.25) for the same steps and seeds. The 2M budget as shipped has not been run: the box was at load 30-65 for the session.
+Measured (bench/RESULTS.md, "Overcooked cramped_room at 2M", session 26, issue 41): at the shipped 2M env steps,
+seeds 1 / 2 / 3 packed in one program, return 240.0 / 240.0 / 240.0 over the last 20 episodes (mean of the last 48
+lines 239.9 / 239.8 / 240.0), beside JaxMARL's IPPO at 236.4 / 238.1 / 238.8 (episodes ended in its last 48
+updates) for the same steps and seeds, run the same day. Earlier (session 24) at 204,800 env steps: 15.0 / 12.0 /
+11.0 against JaxMARL's 15.00 / 9.38 / 11.25.
 """
 
 from algos.mappo_config import MAPPOConfig
 from srljax.config import EnvConfig, Experiment, Promise, TrainerConfig
 
 PROMISE = Promise(
-    "return", median=12.0, worst=11.0, seeds=(1, 2, 3), wall_s=800, quick=False,
-    overrides=("total_env_steps=204800",),
-    source="bench/RESULTS.md (Overcooked cramped_room and Hanabi, session 24, issue 41): at 204,800 env steps the "
-    "last line's return (last 20 episodes) 15.0 / 12.0 / 11.0 for seeds 1 / 2 / 3, JaxMARL's IPPO 15.00 / 9.38 / "
-    "11.25 at the same steps and seeds; 5-13 min wall (29-48 s user) at load 13-56; the shipped 2M budget was not run",
+    "return", median=235.0, worst=230.0, seeds=(1, 2, 3), wall_s=2400, quick=False,
+    source="bench/RESULTS.md (Overcooked cramped_room at 2M, session 26, issue 41): at 1,998,848 env steps the last "
+    "line's return (last 20 episodes) 240.0 / 240.0 / 240.0 for seeds 1 / 2 / 3 (packed, 'seeds=[1,2,3]' "
+    "seeds_batch=3: ~39 min for the three at load 4-26), JaxMARL's IPPO 236.4 / 238.1 / 238.8 at the same steps",
 )
 
 
