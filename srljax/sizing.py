@@ -100,8 +100,8 @@ class Costs:
         if missing:
             raise ValueError(f"unit costs lack {', '.join(missing)}: {REMEASURE}")
 
-        def units(table: dict[str, Any], name: str) -> dict[int, Unit]:
-            if not table:
+        def units(table: dict[str, Any], name: str, required: bool = True) -> dict[int, Unit]:
+            if not table and required:
                 raise ValueError(f"unit costs: {name} has no entries: {REMEASURE}")
             return {int(k): Unit(float(v["wall_s"]), float(v["cpu_s"])) for k, v in table.items()}
 
@@ -114,7 +114,7 @@ class Costs:
                      float(ingest["send_cpu_s_per_sample"]), float(ingest["samples_per_s"]),
                      {int(k): {n: float(x) for n, x in v.items()} for k, v in d.get("inference", {}).items()},
                      str(d.get("device", "cpu")), float(d.get("worker_cores", WORKER_CORES)),
-                     {int(k): Unit(float(v["wall_s"]), float(v["cpu_s"])) for k, v in d.get("actor_process", {}).items()})
+                     units(d.get("actor_process", {}), "actor_process", required=False))
 
     def actor_overhead_s(self, envs: int) -> float:
         """CPU seconds per batch step the real actor process spends beyond the measured loop (0 where not measured)."""

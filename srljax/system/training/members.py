@@ -47,7 +47,7 @@ from srljax.layout import DIRECTIVES
 from srljax.population.pbt import lr_scale, with_lr_scale
 from srljax.system.shell.common import bind_address
 from srljax.system.shell.worker import Worker
-from srljax.system.training.publishers import PolicyPublisher
+from srljax.system.training.publishers import HoldsDirectives, PolicyPublisher
 
 
 def restore_member_state(directory: Path, like: Any, step: int | None = None) -> tuple[int, Any]:
@@ -70,7 +70,7 @@ def restore_member_state(directory: Path, like: Any, step: int | None = None) ->
     return step, state
 
 
-class MemberPublisher(PolicyPublisher):
+class MemberPublisher(HoldsDirectives, PolicyPublisher):
     """``trainers``: the members; ``league``: a league's (no ready points); ``pbt``: a PBT population's."""
 
     def __init__(self, worker: Worker, trainers: int, league: bool, pbt: bool) -> None:
@@ -175,15 +175,3 @@ class MemberPublisher(PolicyPublisher):
 
     def state(self) -> dict[str, Any]:
         return {"member": self.worker.index, "lr": self.lr, **self.copied}
-
-    def metrics(self) -> dict[str, Any]:
-        if self.directives is None:
-            return {}
-        return {f"directives/{k}": v for k, v in self.directives.counters().items()}
-
-    def close(self) -> None:
-        try:
-            super().close()
-        finally:
-            if self.directives is not None:
-                self.directives.close()

@@ -33,7 +33,7 @@ from srljax.population.psro import NO_RESTART, GraphSchedule, br_config
 from srljax.system.shell.common import bind_address, stream_key
 from srljax.system.shell.worker import Worker
 from srljax.system.training.learners import RunLearning
-from srljax.system.training.publishers import DONE, DONE_CHECK_S, Publisher
+from srljax.system.training.publishers import DONE, DONE_CHECK_S, HoldsDirectives, Publisher
 
 if TYPE_CHECKING:
     from srljax.config import Experiment
@@ -60,7 +60,7 @@ def manager_done_key(experiment: Any) -> str:
     return stream_key(experiment, POPULATION, 0, DONE)
 
 
-class PSROPublisher(Publisher):
+class PSROPublisher(HoldsDirectives, Publisher):
     def __init__(self, worker: Worker) -> None:
         super().__init__(worker)
         self.schedule: GraphSchedule | None = None
@@ -148,15 +148,3 @@ class PSROPublisher(Publisher):
             if time.monotonic() >= self.next_publish:  # the manager may have missed the last version
                 self.publish(fresh=False)
             time.sleep(0.05)
-
-    def metrics(self) -> dict[str, Any]:
-        if self.directives is None:
-            return {}
-        return {f"directives/{k}": v for k, v in self.directives.counters().items()}
-
-    def close(self) -> None:
-        try:
-            super().close()
-        finally:
-            if self.directives is not None:
-                self.directives.close()

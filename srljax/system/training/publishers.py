@@ -115,6 +115,25 @@ class Publisher:
             self.sender.close()
 
 
+class HoldsDirectives:
+    """Mixed into a publisher that takes a manager's directives (``self.directives``: a ``DirectiveReceiver`` once
+    started): its counters are the worker's metrics, and it closes with the publisher."""
+
+    directives: Any = None
+
+    def metrics(self) -> dict[str, Any]:
+        if self.directives is None:
+            return {}
+        return {f"directives/{k}": v for k, v in self.directives.counters().items()}
+
+    def close(self) -> None:
+        try:
+            super().close()  # type: ignore[misc] - the publisher's
+        finally:
+            if self.directives is not None:
+                self.directives.close()
+
+
 class PolicyPublisher(Publisher):
     """One trainer of several: ``name`` in its log lines, ``trainers`` done keys end the trial."""
 
