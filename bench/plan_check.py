@@ -40,8 +40,8 @@ COMMON = ["log.wandb=disabled", "log.progress=lines", "checkpoint.final=false", 
 SYNTHETIC = ["env.factory=envs.synthetic:make_synthetic", "env.options.obs_shape=4", "algo.num_steps=32",
              "trainer.update_epochs=1", "trainer.num_minibatches=1"]
 CASES: dict[str, tuple[str, list[str], list[int]]] = {  # config, overrides, env counts the plan picks among
-    "synthetic_1ms": ("configs/cartpole_ppo.py", [*SYNTHETIC, "env.options.step_ms=1"], [16, 64]),
-    "synthetic_10ms": ("configs/cartpole_ppo.py", [*SYNTHETIC, "env.options.step_ms=10"], [16, 64]),
+    "synthetic_1ms": ("configs/cartpole_ppo.py", [*SYNTHETIC, "env.options.step_ms=1"], [16, 64, 256]),
+    "synthetic_10ms": ("configs/cartpole_ppo.py", [*SYNTHETIC, "env.options.step_ms=10"], [16, 64, 256]),
     "cartpole": ("configs/cartpole_ppo.py", [], [16, 64]),
     "pong": ("configs/atari_ppo.py", ["trainer.overlap_collection=false"], [4, 8, 16]),  # distributed: no overlap
 }
@@ -61,6 +61,7 @@ def run(cmd: list[str]) -> subprocess.CompletedProcess:
 
 def check(name: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     config, overrides, counts = CASES[name]
+    counts = args.env_counts or counts
     given = [f"log.run_root={root}", *COMMON, *overrides, *args.extra]
     py = [sys.executable, "-m", "launch.plan", config, *given]
     start = time.monotonic()
@@ -121,6 +122,8 @@ def main() -> int:
     parser.add_argument("--updates", type=int, default=20, help="updates of each planned run")
     parser.add_argument("--warmup", type=float, default=0.3, help="share of the updates left out")
     parser.add_argument("--seconds", type=float, default=1.0, help="launch.plan --measure: seconds per unit")
+    parser.add_argument("--env-counts", type=int, nargs="+", default=[],
+                        help="envs per actor the plan picks among (default: each case's own)")
     parser.add_argument("--cores", type=int, default=0, help="cores to plan for (default: this machine's)")
     parser.add_argument("--max-actors", type=int, default=0, help="plan at most this many actors (a shared machine)")
     parser.add_argument("--no-measure", action="store_true",

@@ -112,6 +112,26 @@ def load_costs(path: Path) -> Costs:
         raise ConfigError([f"{path}: {err}"]) from None
 
 
+BUSY_LOAD = 0.5
+"""unit costs measured while the 1-minute load average was above this share of the cores get a note: other jobs'
+CPU inflates the act, the update and the actor process's CPU (session 26: Pong's costs timed at load ~35 on the
+2-core box planned 322 env steps/s, quiet ones 548; the run trained 469-519)."""
+
+
+def load_note(path: Path) -> str:
+    """A note when ``path``'s unit costs were measured on a busy machine ('' otherwise)."""
+    try:
+        machine = json.loads(path.read_text()).get("machine", {})
+    except (OSError, ValueError):
+        return ""
+    cores = machine.get("cores") or 0
+    load = max(machine.get("load_avg_1m", 0.0), machine.get("load_avg_1m_end", 0.0))
+    if not cores or load <= BUSY_LOAD * cores:
+        return ""
+    return (f"  note: the unit costs were measured at a load average of {load:.1f} on {cores} cores: other jobs' CPU "
+            f"inflates them and the plan; measure again (--measure) when the machine is quiet")
+
+
 def accepted(cfg: Experiment, ranked: list[Sized], costs: Costs, cluster: Cluster, limit: int) -> tuple[list[Sized], list[str]]:
     """The first ``limit`` layouts whose overrides the config checks accept, and why the skipped ones were not."""
     from srljax.prepare import problems
@@ -230,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     gpus = f", {cluster.gpus_per_node} GPU(s) each" if cluster.gpus_per_node else ", no GPUs"
     print(f"plan for {args.config} on {cluster.nodes} node(s) x {cluster.cores_per_node} cores{gpus} "
           f"(unit costs {path}, measured on {costs.device})")
+    if load_note(path):
+        print(load_note(path))
     if cluster.gpus_per_node and costs.device == "cpu":
         print("  note: the act and update costs were measured on CPU; measure on a GPU node for a GPU cluster's plan")
     for line in skipped:

@@ -26,7 +26,9 @@ is timed as on a quiet one, and so is a computing unit another job preempted:
   them and cuts batches as the trainer does:
   samples/s, bytes/s and each side's CPU per sample;
 * ``actor_process``: the real actor worker's CPU (and wall) per batch step of E envs, one actor beside a trainer
-  in a short ``launch.local`` run (``launch/plan_calibrate.py``): what its process spends beyond ``actor``'s loop.
+  in a short ``launch.local`` run (``launch/plan_calibrate.py``): what its process spends beyond ``actor``'s loop;
+* ``actor_crowded``: the same run with as many actors as this machine's plan puts on its cores, where that is more
+  than one per core: their mean CPU per batch step (``Costs.crowding``).
 """
 
 from __future__ import annotations
@@ -297,7 +299,7 @@ def measure(cfg: Experiment, seconds: float = 1.0, env_counts: list[int] | None 
     import tempfile
     from pathlib import Path
 
-    from launch.plan_calibrate import measure_actor_process
+    from launch.plan_calibrate import crowded_choice, measure_actor_process
     from srljax.config.tree import to_dict
     from srljax.parallel.devices import process_env
 
@@ -329,6 +331,12 @@ def measure(cfg: Experiment, seconds: float = 1.0, env_counts: list[int] | None 
         # the real actor process beside a trainer: what it spends per step beyond the loop timed above
         out["actor_process"] = {str(n): measure_actor_process(cfg_path, n, max(4.0 * seconds, 4.0), Path(tmp), log)
                                 for n in env_counts}
+        # and as many actors as this machine's plan puts on its cores, where that is more than one per core
+        crowd = crowded_choice(out, cfg.trainer.max_policy_lag)
+        if crowd is not None:
+            out["actor_crowded"] = measure_actor_process(cfg_path, crowd.envs, max(4.0 * seconds, 4.0), Path(tmp),
+                                                         log, actors=crowd.actors)
+    out["machine"]["load_avg_1m_end"] = os.getloadavg()[0]
     return out
 
 

@@ -43,6 +43,7 @@ import numpy as np
 
 from srljax.layout import ACTOR, BUFFER, POLICY, TRAINER
 
+CROWDED_KEYS = ("envs", "actors", "cores", "cpu_s", "wall_s")
 COST_KEYS = ("num_steps", "env", ACTOR, "act", "update", "sample_bytes_per_step", "ingest")
 REMEASURE = "run `python -m launch.plan CFG --measure` again (same overrides) to rewrite it"
 WORKER_CORES = 0.01
@@ -93,6 +94,11 @@ class Costs:
     """the real actor worker's CPU per batch step of E envs, from a short real run (one actor, a trainer): what its
     process spends beyond the loop's ``actor`` unit (its poll, sockets, params, threads) is added to every actor
     step (empty: not measured, nothing added)."""
+    actor_crowded: dict[str, float] = field(default_factory=dict)
+    """the same run with as many actors as the plan for the measuring machine puts on its cores: ``envs``,
+    ``actors``, ``cores`` and the actors' mean ``cpu_s`` per batch step (empty: not measured). Actors that take turns
+    on a core spend more CPU per step than one alone (the switches between them, the caches they share):
+    ``crowding`` scales every actor step's CPU by the measured ratio, reached at the measured actors per core."""
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> Costs:
@@ -114,12 +120,25 @@ class Costs:
                      float(ingest["send_cpu_s_per_sample"]), float(ingest["samples_per_s"]),
                      {int(k): {n: float(x) for n, x in v.items()} for k, v in d.get("inference", {}).items()},
                      str(d.get("device", "cpu")), float(d.get("worker_cores", WORKER_CORES)),
-                     units(d.get("actor_process", {}), "actor_process", required=False))
+                     units(d.get("actor_process", {}), "actor_process", required=False),
+                     {k: float(v) for k, v in d.get("actor_crowded", {}).items() if k in CROWDED_KEYS})
 
     def actor_overhead_s(self, envs: int) -> float:
         """CPU seconds per batch step the real actor process spends beyond the measured loop (0 where not measured)."""
         real = self.actor_process.get(envs)
         return max(real.cpu_s - self.actor[envs].cpu_s, 0.0) if real is not None else 0.0
+
+    def crowding(self, actors_per_core: float) -> float:
+        """The actor step's CPU at ``actors_per_core`` over one actor's alone: 1 where the crowded run was not
+        measured or the actors have a core each; linear in actors per core from one per core (1) to the crowded
+        run's, held beyond it (no extrapolation)."""
+        c = self.actor_crowded
+        alone = self.actor_process.get(int(c.get("envs", -1)))
+        high = c["actors"] / c["cores"] if c else 0.0
+        if alone is None or alone.cpu_s <= 0 or high <= 1.0:
+            return 1.0
+        share = min(max((actors_per_core - 1.0) / (high - 1.0), 0.0), 1.0)
+        return 1.0 + (c["cpu_s"] / alone.cpu_s - 1.0) * share
 
     def update_cost(self, samples: int) -> Unit:
         """One update on ``samples`` samples: linear through the measured sizes (a line through the two nearest)."""
@@ -223,16 +242,26 @@ class NodeLoad:
         return max(cores - self.fixed_cores, 0.0) / self.cpu_per_step
 
 
-def actor_costs(costs: Costs, choice: Choice, policy_rows: int = 0) -> tuple[float, float]:
-    """(wall, CPU) seconds of one actor batch step, segment send included."""
+def actor_costs(costs: Costs, choice: Choice, policy_rows: int = 0, per_core: float = 0.0) -> tuple[float, float]:
+    """(wall, CPU) seconds of one actor batch step, segment send included, with ``per_core`` actors per core on
+    its node (``Costs.crowding``; 0: as one actor alone)."""
     e = choice.envs
     loop = costs.actor[e]
     send = costs.ingest_send_cpu_s * e + costs.actor_overhead_s(e)  # the segment's send, the worker's own upkeep
     if choice.inference == "inline":
-        return loop.wall_s + send, loop.cpu_s + send
-    act, served, inf = costs.act[e], costs.act_cost(policy_rows or e), costs.inference[e]
-    wall = loop.wall_s - act.wall_s + inf["rtt_s"] + served.wall_s + send
-    return wall, loop.cpu_s - act.cpu_s + inf["client_cpu_s"] + send
+        wall, cpu = loop.wall_s + send, loop.cpu_s + send
+    else:
+        act, served, inf = costs.act[e], costs.act_cost(policy_rows or e), costs.inference[e]
+        wall = loop.wall_s - act.wall_s + inf["rtt_s"] + served.wall_s + send
+        cpu = loop.cpu_s - act.cpu_s + inf["client_cpu_s"] + send
+    extra = cpu * (costs.crowding(per_core) - 1.0) if per_core > 1.0 else 0.0
+    return wall + extra, cpu + extra
+
+
+def actor_density(choice: Choice, costs: Costs, cluster: Cluster) -> float:
+    """Actors per core on the nodes that hold them (one node: all its cores; several: node 0 is the trainer's)."""
+    nodes = 1 if cluster.nodes == 1 else actor_nodes(choice, costs, cluster)
+    return choice.actors / max(nodes * cluster.cores_per_node, 1e-9)
 
 
 def policy_rows(choice: Choice) -> int:
@@ -240,11 +269,11 @@ def policy_rows(choice: Choice) -> int:
     return choice.envs * math.ceil(choice.actors / max(choice.policy_workers, 1))
 
 
-def role_cpu(costs: Costs, choice: Choice) -> dict[str, float]:
-    """CPU seconds per env step of each role, summed over its workers."""
+def role_cpu(costs: Costs, choice: Choice, per_core: float = 0.0) -> dict[str, float]:
+    """CPU seconds per env step of each role, summed over its workers (``per_core``: as ``actor_costs``)."""
     e, n = choice.envs, choice.batch_envs * costs.num_steps
     rows = policy_rows(choice)
-    out = {ACTOR: actor_costs(costs, choice, rows)[1] / e,
+    out = {ACTOR: actor_costs(costs, choice, rows, per_core)[1] / e,
            TRAINER: costs.update_cost(n).cpu_s / n + costs.ingest_recv_cpu_s}
     if choice.inference == "remote":
         out[POLICY] = costs.act_cost(rows).cpu_s / rows + costs.inference[e]["server_cpu_s"] / e
@@ -267,7 +296,7 @@ def placement(choice: Choice, costs: Costs, cluster: Cluster) -> list[NodeLoad]:
     actors = [choice.actors] if cluster.nodes == 1 else [0] + _spread(choice.actors, [1] * actor_nodes(choice, costs,
                                                                                                         cluster))
     actors += [0] * (cluster.nodes - len(actors))
-    cpu = role_cpu(costs, choice)
+    cpu = role_cpu(costs, choice, actor_density(choice, costs, cluster))
     out = []
     for i in range(cluster.nodes):
         roles = {ACTOR: actors[i]} if actors[i] else {}
@@ -309,7 +338,8 @@ def predict(costs: Costs, choice: Choice, cluster: Cluster, max_policy_lag: int 
     e, t = choice.envs, costs.num_steps
     n = choice.batch_envs * t
     rows = policy_rows(choice)
-    wall, _ = actor_costs(costs, choice, rows)
+    per_core = actor_density(choice, costs, cluster)
+    wall, _ = actor_costs(costs, choice, rows, per_core)
     tiers = {"actors": choice.actors * e / wall}
     if choice.inference == "remote":
         served = costs.act_cost(rows).wall_s + costs.inference[e]["server_cpu_s"] * rows / e
@@ -324,7 +354,8 @@ def predict(costs: Costs, choice: Choice, cluster: Cluster, max_policy_lag: int 
         tiers[f"cpu node {busiest.node}"] = busiest.rate(cluster.cores_per_node)
     bound = min(tiers, key=tiers.get)
     alike = {(load.roles[ACTOR], load.cpu_per_step, load.fixed_cores): load for load in loads if load.roles.get(ACTOR)}
-    queued = min((actors_sharing_cores(costs, choice, load, cluster.cores_per_node, tiers) for load in alike.values()),
+    queued = min((actors_sharing_cores(costs, choice, load, cluster.cores_per_node, tiers, per_core)
+                  for load in alike.values()),
                  default=math.inf)
     queueing = min(1.0, queued / tiers[bound]) if tiers[bound] > 0 else 1.0
     sps = tiers[bound] * queueing
@@ -334,7 +365,8 @@ def predict(costs: Costs, choice: Choice, cluster: Cluster, max_policy_lag: int 
     return Prediction(sps, bound, tiers, lag, wall, queueing)
 
 
-def actors_sharing_cores(costs: Costs, choice: Choice, load: NodeLoad, cores: float, tiers: dict[str, float]) -> float:
+def actors_sharing_cores(costs: Costs, choice: Choice, load: NodeLoad, cores: float, tiers: dict[str, float],
+                         per_core: float = 0.0) -> float:
     """The layout's env steps/s when the actors of one node take turns on its cores: a closed queueing network in
     which each actor cycles through its wait (env, inference: the batch step's wall less its CPU) and its CPU
     share, the cores a station of ``min(j, cores left)`` servers (``_cycles_per_s``).
@@ -345,9 +377,9 @@ def actors_sharing_cores(costs: Costs, choice: Choice, load: NodeLoad, cores: fl
     start = min(tiers.values())
     if start <= 0:
         return math.inf
-    wall, cpu = actor_costs(costs, choice, policy_rows(choice))
+    wall, cpu = actor_costs(costs, choice, policy_rows(choice), per_core)
     scale = choice.envs * choice.actors / n  # the layout's env steps per actor batch step on this node
-    background = max(load.cpu_per_step - role_cpu(costs, choice)[ACTOR] * n / choice.actors, 0.0)
+    background = max(load.cpu_per_step - role_cpu(costs, choice, per_core)[ACTOR] * n / choice.actors, 0.0)
     others = min((v for k, v in tiers.items() if k != "actors" and not k.startswith("cpu node")), default=math.inf)
 
     def reached(rate: float) -> float:  # what the actors reach while the rest of the node runs at ``rate``

@@ -175,6 +175,11 @@ def test_plan_command_line(tmp_path, capsys):
     printed = capsys.readouterr().out
     plan = json.loads(out_json.read_text())
     assert f"predicted: {plan['prediction']['sps']:,.0f} env steps/s" in printed
+    assert "measured at a load average" not in printed  # no machine record: no note
+    path.write_text(json.dumps({**costs_dict(env_wall=0.010, env_cpu=0.0001),
+                                "machine": {"cores": 2, "load_avg_1m": 0.4, "load_avg_1m_end": 6.5}}))
+    assert plan_main(argv) == 0
+    assert "measured at a load average of 6.5 on 2 cores" in capsys.readouterr().out
     cfg = load_file(out_cfg)  # the written config is a config the launchers take
     assert cfg.layout.mode == "distributed" and cfg.layout.num_actors == plan["choice"]["actors"]
     assert cfg.algo.num_steps == 32 and cfg.env.num_envs == plan["choice"]["envs"]
@@ -319,6 +324,40 @@ def test_the_real_actor_process_cpu_beyond_the_loop_is_added_to_every_actor_step
     assert predict(real, Choice(4, 16), Cluster(1, 2)).sps < predict(plain, Choice(4, 16), Cluster(1, 2)).sps
 
 
+def test_crowded_actors_cost_more_cpu_per_step_from_one_per_core_to_the_measured_crowd():
+    """``Costs.crowding``: 1 with a core per actor or nothing measured; linear in actors per core up to the crowded
+    run's (4 actors on 2 cores: 1.5x one actor's CPU per step), held beyond; the prediction of a crowded layout
+    falls with it, and on several nodes the actors per core count only the actor nodes' cores."""
+    from srljax.sizing import actor_costs, actor_density
+
+    d = {**costs_dict(env_wall=0.001, env_cpu=0.0005), "worker_cores": 0.0}
+    alone = Costs.from_dict(d).actor[16].cpu_s
+    d["actor_process"] = {"16": {"wall_s": 0.002, "cpu_s": alone}}
+    plain = Costs.from_dict(d)
+    crowded = Costs.from_dict({**d, "actor_crowded": {"envs": 16, "actors": 4, "cores": 2, "cpu_s": 1.5 * alone,
+                                                      "wall_s": 0.004, "steps": 1000}})
+    assert plain.crowding(3.0) == 1.0 and crowded.crowding(1.0) == 1.0 and crowded.crowding(0.5) == 1.0
+    assert crowded.crowding(1.5) == pytest.approx(1.25) and crowded.crowding(2.0) == pytest.approx(1.5)
+    assert crowded.crowding(6.0) == pytest.approx(1.5)
+    (w0, c0), (w1, c1) = actor_costs(crowded, Choice(4, 16)), actor_costs(crowded, Choice(4, 16), per_core=2.0)
+    assert c1 - c0 == pytest.approx(0.5 * c0) and w1 - w0 == pytest.approx(c1 - c0)  # the extra CPU is wall too
+    assert predict(crowded, Choice(1, 16), Cluster(1, 2)).sps == predict(plain, Choice(1, 16), Cluster(1, 2)).sps
+    assert predict(crowded, Choice(6, 16), Cluster(1, 2)).sps < 0.85 * predict(plain, Choice(6, 16), Cluster(1, 2)).sps
+    assert actor_density(Choice(8, 16), crowded, Cluster(1, 2)) == 4.0
+    assert actor_density(Choice(8, 16), crowded, Cluster(3, 2)) == 2.0  # two actor nodes of 2 cores
+
+
+def test_the_crowded_calibration_runs_the_plan_for_this_machine_where_it_puts_more_actors_than_cores():
+    from launch.plan_calibrate import crowded_choice
+
+    slow = costs_dict(env_wall=0.010, env_cpu=0.0005)  # actors that mostly wait: several share a core
+    got = crowded_choice(slow, max_policy_lag=4, cores=2)
+    assert got is not None and got.actors > 2 and got.inference == "inline"
+    assert got == next(s.choice for s in rank(Costs.from_dict(slow), Cluster(1, 2), 4) if s.choice.inference == "inline")
+    busy = costs_dict(env_wall=0.0001, env_cpu=0.004, counts=(64,))  # each actor keeps a core busy
+    assert crowded_choice(busy, max_policy_lag=4, cores=2) is None
+
+
 def test_calibration_window_starts_after_start_up_and_waits_for_enough_steps():
     from launch.plan_calibrate import window
 
@@ -331,15 +370,17 @@ def test_calibration_window_starts_after_start_up_and_waits_for_enough_steps():
 
 
 def test_the_calibration_run_reads_a_real_actor_process_beside_a_trainer(tmp_path):
-    """``launch.plan --measure``'s last unit, for real: CartPole as one actor of 16 envs and a trainer; the actor
-    process spends more CPU per batch step than the loop alone can (its sockets, params and threads) and its
-    metrics lines carry ``cpu_s``."""
+    """``launch.plan --measure``'s last units, for real: CartPole as two actors of 16 envs and a trainer (the
+    crowded calibration's shape; one actor is the same code); every actor's metrics lines carry ``cpu_s`` and
+    the unit sums their steps."""
     from launch.plan_calibrate import measure_actor_process
     from srljax.config import write_json
 
     cfg = apply_overrides(load_file("configs/cartpole_ppo.py"), ["algo.num_steps=32"])
     cfg_json = write_json(cfg, tmp_path / "config.json")
-    unit = measure_actor_process(cfg_json, 16, 2.0, tmp_path, log=lambda line: None)
-    assert unit["steps"] >= 20 * 16 and unit["cpu_s"] > 0 and unit["wall_s"] >= unit["cpu_s"] * 0.5
-    lines = [json.loads(x) for x in next(tmp_path.glob("plan_measure/*/workers/actor-0.jsonl")).read_text().splitlines()]
-    assert all(isinstance(m["cpu_s"], float) for m in lines)
+    unit = measure_actor_process(cfg_json, 16, 2.0, tmp_path, log=lambda line: None, actors=2)
+    assert unit["steps"] >= 2 * 20 * 16 and unit["cpu_s"] > 0 and unit["wall_s"] >= unit["cpu_s"] * 0.5
+    assert (unit["actors"], unit["envs"]) == (2, 16)
+    for i in range(2):  # both actors' lines are read
+        path = next(tmp_path.glob(f"plan_measure/*/workers/actor-{i}.jsonl"))
+        assert all(isinstance(json.loads(x)["cpu_s"], float) for x in path.read_text().splitlines())
