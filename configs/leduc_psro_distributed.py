@@ -8,9 +8,10 @@ The settings and budget of ``configs/leduc_psro.py`` (19 best responses of 50,00
 32 steps each; PPO, MLP 128x128, ``ent_coef=0.01``, greedy members, the Nash meta-solver); each actor steps 32 envs
 and each update is one actor's segment, one process's batch. 11-15 minutes a seed on the shared 2-core box (launcher
 walls 679-927 s beside other runs, load 12-33). Twice the env steps per best response (``total_env_steps=1900000``:
-what the Kuhn graph needed) did not end lower in two seeds, nor did strictly on-policy batches
-(``trainer.max_policy_lag=0``) in one, so the graph keeps one process's budget; its curves sit beside one process's
-in bench/RESULTS.md ("PSRO on Leduc poker as a worker graph"). ``RUN_DIR/psro/psro.jsonl`` has the same lines as one
+what the Kuhn graph needed) ended a little lower in the median of three seeds (1.069 against 1.146), within the
+seeds' spread, and strictly on-policy batches (``trainer.max_policy_lag=0``, one seed) no lower, so the graph keeps
+one process's budget; its curves sit beside one process's in bench/RESULTS.md ("PSRO on Leduc poker as a worker
+graph"). ``RUN_DIR/psro/psro.jsonl`` has the same lines as one
 process's (``srljax/system/managers/psro_manager.py``).
 """
 
