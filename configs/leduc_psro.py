@@ -3,7 +3,7 @@ equilibrium of the population's exact payoff matrix), and the meta-strategy's ex
 
     python -m launch.local configs/leduc_psro.py
     python -m launch.local configs/leduc_psro.py psro.solver=prd          # or uniform, fictitious_play
-    python -m launch.local configs/leduc_psro.py layout.mode=distributed layout.num_actors=2   # as a worker graph
+    python -m launch.local configs/leduc_psro_distributed.py             # as a worker graph
 
 Leduc: six cards (two suits of J, Q, K), a private card each, a public card after the first betting round, two
 rounds of up to two raises; 936 information states. The learner sees the information-state tensor

@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from srljax.config.psro import ended_by_metrics
 from srljax.layout import ACTOR, BUFFER, POLICY, TRAINER
 from srljax.telemetry.progress import last_json_line, trial_record
 from srljax.telemetry.prometheus import Target, read_targets, scrape, values
@@ -333,7 +334,7 @@ def reached_end(run_dir: Path) -> dict:
     except (OSError, ValueError, TypeError, KeyError):
         return {}
     last = trial_record(cfg, run_dir)
-    if last and (int(last.get("update", 0)) >= cfg.num_updates or int(last.get("env_steps", 0)) >= cfg.total_env_steps):
+    if last and ended_by_metrics(cfg, int(last.get("update", 0)), int(last.get("env_steps", 0))):
         return last
     return {}
 

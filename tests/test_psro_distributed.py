@@ -16,6 +16,7 @@ from srljax.layout import ACTOR, DIRECTIVES, PARAMS, POPULATION, TRAINER, build_
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "kuhn_psro.py"
+LEDUC = ROOT / "configs" / "leduc_psro_distributed.py"
 GRAPH = ["layout.mode=distributed", "layout.num_actors=2"]
 # three best responses of 6 updates of 16 x 32 env steps each
 TINY = [*GRAPH, "psro.iterations=3", "total_env_steps=9216", "log.wandb=disabled", "log.progress=lines", "log.log_every=1",
@@ -72,7 +73,24 @@ def test_resuming_psro_in_the_graph_is_refused(tmp_path):
     assert len(found) == 1 and "resuming PSRO is not built" in found[0], found
 
 
-def test_psro_runs_as_a_worker_graph_on_kuhn_poker(tmp_path):
+def test_the_progress_line_and_the_trials_end_count_the_graphs_fresh_start_versions():
+    """Best response k's versions are k (U + 1) .. k (U + 1) + U: the trainer's last metrics line is update
+    ``GraphSchedule.last`` (20 here, 3 x 6 updates + 2 fresh starts), not ``num_updates`` (18), and its env steps
+    (the samples stepped, the dropped ones too) pass ``total_env_steps`` long before it."""
+    from srljax.config.psro import ended_by_metrics
+    from srljax.telemetry.progress import progress_line
+
+    cfg = graph(*TINY[len(GRAPH):])
+    assert (cfg.num_updates, last_params_version(cfg)) == (18, 20)
+    line = progress_line({"update": 14, "env_steps": 11_264, "iteration": 3.0, "episode_return": 0.25}, cfg)
+    assert line.startswith("update 14/20, best response 3/3, env steps 11,264, return 0.2"), line
+    assert not ended_by_metrics(cfg, 14, 11_264) and ended_by_metrics(cfg, 20, 12_000)  # 11,264 > 9,216: not the end
+    one = apply_overrides(load_file(CONFIG), TINY[len(GRAPH):])  # one process: as before
+    assert progress_line({"update": 3, "env_steps": 1536}, one).startswith("update 3/18, env steps 1,536/9,216")
+    assert ended_by_metrics(one, 18, 9216) and ended_by_metrics(one, 3, 9216) and not ended_by_metrics(one, 17, 9000)
+
+
+def test_psro_runs_as_a_worker_graph_on_kuhn_poker(tmp_path, capsys):
     """Three best responses of 6 updates through the graph (threads backend; about a minute on the loaded 2-core
     box): psro.jsonl as the single-process loop writes it, the exploitability down from the untrained network's,
     each best response started fresh by the trainer on the manager's word, the actors' opponents drawn from the
@@ -81,8 +99,13 @@ def test_psro_runs_as_a_worker_graph_on_kuhn_poker(tmp_path):
     from srljax.population.psro import read_lines
 
     cfg = graph(*TINY[len(GRAPH):], f"log.run_root={tmp_path}", "trial=t")
-    result = run_threads(cfg)
+    result = run_threads(cfg, verbose=True)  # the controller's console lines too
     assert result.exit_code == 0, result.message
+    shown = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[progress] update")]
+    assert shown, "the controller printed no progress line"
+    for line in shown:  # the controller's console line: versions of 20, never "update 14/18"
+        done, total = (int(x) for x in line.split()[2].rstrip(",").split("/"))
+        assert total == 20 and done <= total, line
     run = Path(cfg.run_dir)
     lines = read_lines(run)
     assert [x["iteration"] for x in lines] == [0, 1, 2, 3] and [x["policies"] for x in lines] == [1, 2, 3, 4]
@@ -105,3 +128,31 @@ def test_psro_runs_as_a_worker_graph_on_kuhn_poker(tmp_path):
     for i in (0, 1):  # each actor drew population policies as opponents and read every table
         last = json.loads((run / "workers" / f"actor-{i}.jsonl").read_text().splitlines()[-1])
         assert last["psro/policy_loads"] >= 2 and last["psro/table_reads"] >= 3 and last["psro/games"] > 100, last
+
+
+def test_the_leduc_graph_config_launches_and_its_manager_records_exploitability(tmp_path):
+    """configs/leduc_psro_distributed.py shrunk to two best responses of 2 updates (8 envs per actor; threads
+    backend): the manager's lines from the untrained network's 2.38 on, Leduc's payoff matrices, its gauge."""
+    from launch.threads import run_threads
+    from srljax.population.psro import read_lines
+
+    cfg = load_file(LEDUC)
+    assert not problems(cfg) and GraphSchedule.of(cfg) == GraphSchedule(19, 48) and cfg.env_steps_per_update == 1024
+    assert plan_of(cfg).psro and build_layout(cfg).count(ACTOR) == 2
+    cfg = apply_overrides(cfg, ["psro.iterations=2", "env.num_envs=8", "total_env_steps=1024", "log.wandb=disabled",
+                                "log.progress=lines", "log.log_every=1", "layout.stall_seconds=300",
+                                f"log.run_root={tmp_path}", "trial=t"])
+    assert GraphSchedule.of(cfg) == GraphSchedule(2, 2)
+    result = run_threads(cfg)
+    assert result.exit_code == 0, result.message
+    run = Path(cfg.run_dir)
+    lines = read_lines(run)
+    assert [x["iteration"] for x in lines] == [0, 1, 2] and [x["version"] for x in lines] == [0, 2, 5]
+    assert lines[0]["exploitability"] == pytest.approx(2.38, abs=0.02)  # the untrained network: near uniform
+    for x in lines:
+        assert 0 < x["exploitability"] < 5
+        payoff = np.array(x["payoff"])
+        assert payoff.shape == (x["policies"],) * 2
+        np.testing.assert_allclose(payoff, -payoff.T, atol=1e-5)
+    manager = json.loads((run / "workers" / "population-0.jsonl").read_text().splitlines()[-1])
+    assert manager["exploitability"] == pytest.approx(lines[-1]["exploitability"]) and manager["best_responses"] == 2

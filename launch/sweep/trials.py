@@ -28,6 +28,7 @@ from typing import Any
 
 from launch.sweep.spec import Sweep, TrialSpec, expand
 from srljax.config import ConfigError, Experiment, apply_overrides, load_file, to_dict
+from srljax.config.psro import ended_by_metrics, last_params_version
 from srljax.prepare import CHECKS
 from srljax.prepare import problems as check_problems
 
@@ -136,12 +137,12 @@ def trial_state(cfg: Experiment) -> tuple[str, str]:
         return DONE, f"status.json: exit code 0 ({status.get('reason', 'done')})"
     last = last_record(run_dir / "metrics.jsonl")
     updates, steps = int(last.get("update", 0)), int(last.get("env_steps", 0))
-    if last and (updates >= cfg.num_updates or steps >= cfg.total_env_steps):
-        return DONE, f"metrics reached update {updates:,} of {cfg.num_updates:,} ({steps:,} env steps)"
+    if last and ended_by_metrics(cfg, updates, steps):
+        return DONE, f"metrics reached update {updates:,} of {last_params_version(cfg):,} ({steps:,} env steps)"
     if status:
         return PARTIAL, f"status.json: exit code {status.get('exit_code')} ({status.get('reason', '?')})"
     if last:
-        return PARTIAL, f"stopped at update {updates:,} of {cfg.num_updates:,} ({steps:,} env steps)"
+        return PARTIAL, f"stopped at update {updates:,} of {last_params_version(cfg):,} ({steps:,} env steps)"
     return PARTIAL, "no metrics written"
 
 

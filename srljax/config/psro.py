@@ -76,12 +76,23 @@ class GraphSchedule:
         return min(version // (self.updates + 1), self.iterations - 1)
 
 
+def psro_graph(cfg: Any) -> bool:
+    """PSRO as a worker graph: one trainer numbers its versions on through every best response (``GraphSchedule``)."""
+    return bool(cfg.psro.enabled and cfg.layout.mode == "distributed" and cfg.psro.iterations >= 1)
+
+
 def last_params_version(cfg: Any) -> int:
-    """The highest params version the trial's trainer publishes (a follower refuses any above it): ``num_updates``,
-    or PSRO's graph trainer's last (``GraphSchedule.last``: a version per best response's fresh start too)."""
-    if cfg.psro.enabled and cfg.layout.mode == "distributed" and cfg.psro.iterations >= 1:
-        return GraphSchedule.of(cfg).last
-    return cfg.num_updates
+    """The highest params version the trial's trainer publishes (a follower refuses any above it), which is also the
+    last ``update`` of its ``metrics.jsonl``: ``num_updates``, or PSRO's graph trainer's last (``GraphSchedule.last``:
+    a version per best response's fresh start too)."""
+    return GraphSchedule.of(cfg).last if psro_graph(cfg) else cfg.num_updates
+
+
+def ended_by_metrics(cfg: Any, update: int, env_steps: int) -> bool:
+    """Whether a trainer's metrics line at ``update`` / ``env_steps`` is its trial's last: the last version, or
+    ``total_env_steps`` reached (not in PSRO's graph: its ``env_steps`` count the samples stepped, and those the
+    trainer drops between best responses pass ``total_env_steps`` before the last best response ends)."""
+    return update >= last_params_version(cfg) or (not psro_graph(cfg) and env_steps >= cfg.total_env_steps)
 
 
 def graph_problems(cfg: Any) -> list[str]:

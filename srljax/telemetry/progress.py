@@ -74,8 +74,14 @@ def progress_line(record: dict[str, Any], cfg: Experiment) -> str:
     """One line from a metrics record: updates, env steps, return, speed, lag, restarts."""
     if not record:
         return "no metrics line yet"
-    parts = [f"update {record.get('update', '?')}/{cfg.num_updates}",
-             f"env steps {int(record.get('env_steps', 0)):,}/{cfg.total_env_steps:,}"]
+    from srljax.config.psro import last_params_version, psro_graph
+
+    steps = int(record.get("env_steps", 0))
+    parts = [f"update {record.get('update', '?')}/{last_params_version(cfg)}"]
+    if psro_graph(cfg):  # versions run on through the best responses; env steps count the dropped samples too
+        parts += [f"best response {int(record.get('iteration', 0))}/{cfg.psro.iterations}", f"env steps {steps:,}"]
+    else:
+        parts.append(f"env steps {steps:,}/{cfg.total_env_steps:,}")
     if (ret := _number(record.get("episode_return"))) is not None:
         parts.append(f"return {ret:.1f}")
     if (sps := _number(record.get("sps"))) is not None:

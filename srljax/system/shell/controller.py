@@ -31,6 +31,7 @@ import zmq
 from srljax.comm import ControlMessage, ControlServer, NameResolver, worker_key
 from srljax.comm.security import KeyRing, WireContext
 from srljax.config import Experiment
+from srljax.config.psro import last_params_version
 from srljax.layout import CONTROLLER, TRAINER, Layout, plan_of
 from srljax.storage import run_dir as run_folder
 from srljax.storage.steps import read_meta
@@ -220,7 +221,7 @@ class Controller:
             if time.monotonic() > deadline:
                 return TrialResult(1, "timeout", f"timeout_seconds={self.cfg.timeout_seconds:g} reached before "
                                    f"total_env_steps={self.cfg.total_env_steps:,} ({self._trainer_updates()} of "
-                                   f"{self.cfg.num_updates} updates)")
+                                   f"{last_params_version(self.cfg)} updates)")
         return TrialResult(0, "done", f"done: {self.done}")
 
     def configure_payload(self) -> dict[str, Any]:
@@ -485,13 +486,13 @@ class Controller:
         if current != updates:
             self._trainer_progress = (current, now)
             return
-        if now - since > self.cfg.layout.stall_seconds and current < self.cfg.num_updates:
+        if now - since > self.cfg.layout.stall_seconds and current < last_params_version(self.cfg):
             waiting = [f"{self.expected[k]} waits for {b['waiting']}" if self.roles[k] == TRAINER
                        else f"{self.expected[k]}: {b['waiting']}"
                        for k, b in self.beats.items() if b.get("waiting")]
             raise TrialEnded(TrialResult(1, "stalled", (
                 f"stalled: no update for {now - since:.0f} s (layout.stall_seconds={self.cfg.layout.stall_seconds:g}; "
-                f"{current} of {self.cfg.num_updates} updates done); " + ("; ".join(waiting) or "no worker says why"))))
+                f"{current} of {last_params_version(self.cfg)} updates done); " + ("; ".join(waiting) or "no worker says why"))))
 
     def _who(self, key: str) -> str:
         return f"worker {self.expected[key]} (pid {self.info.get(key, {}).get('pid', '?')})"
