@@ -112,10 +112,10 @@ def load_costs(path: Path) -> Costs:
         raise ConfigError([f"{path}: {err}"]) from None
 
 
-BUSY_LOAD = 0.5
-"""unit costs measured while the 1-minute load average was above this share of the cores get a note: other jobs'
-CPU inflates the act, the update and the actor process's CPU (session 26: Pong's costs timed at load ~35 on the
-2-core box planned 322 env steps/s, quiet ones 548; the run trained 469-519)."""
+BUSY_SHARE = 0.25
+"""unit costs measured while other jobs kept more than this share of the cores busy (at the start or the end of
+``--measure``) get a note: their CPU inflates the act, the update and the actor process's CPU (session 26: Pong's
+costs timed at load ~35 on the 2-core box planned 322 env steps/s, quiet ones 548; the run trained 469-519)."""
 
 
 def load_note(path: Path) -> str:
@@ -125,11 +125,11 @@ def load_note(path: Path) -> str:
     except (OSError, ValueError):
         return ""
     cores = machine.get("cores") or 0
-    load = max(machine.get("load_avg_1m", 0.0), machine.get("load_avg_1m_end", 0.0))
-    if not cores or load <= BUSY_LOAD * cores:
+    busy = max(machine.get("other_cores", 0.0), machine.get("other_cores_end", 0.0))
+    if not cores or busy <= BUSY_SHARE * cores:
         return ""
-    return (f"  note: the unit costs were measured at a load average of {load:.1f} on {cores} cores: other jobs' CPU "
-            f"inflates them and the plan; measure again (--measure) when the machine is quiet")
+    return (f"  note: other jobs kept {busy:.2f} of the {cores} cores busy while the unit costs were measured: their "
+            f"CPU inflates the costs and the plan; measure again (--measure) when the machine is quiet")
 
 
 def accepted(cfg: Experiment, ranked: list[Sized], costs: Costs, cluster: Cluster, limit: int) -> tuple[list[Sized], list[str]]:

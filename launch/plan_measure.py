@@ -288,6 +288,24 @@ def measure_ingest(cfg: Experiment, spec: Any, extras_spec: Any, seconds: float)
             "segment_bytes": nbytes, "segments": received, "pushed_in_window": pushed}
 
 
+def other_cores(seconds: float = 1.0) -> float:
+    """Cores the machine's other jobs keep busy, over ``seconds`` in which this process only sleeps (``/proc/stat``:
+    busy over all jiffies, times the cores); 0 where ``/proc/stat`` is missing. The load average is no guide here:
+    it still holds the previous unit's own processes for a minute."""
+    def busy() -> tuple[int, int]:
+        fields = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle, iowait
+        return sum(fields) - idle, sum(fields)
+
+    try:
+        b0, t0 = busy()
+        time.sleep(seconds)
+        b1, t1 = busy()
+    except OSError:
+        return 0.0
+    return (b1 - b0) / max(t1 - t0, 1) * (os.cpu_count() or 1)
+
+
 def measure(cfg: Experiment, seconds: float = 1.0, env_counts: list[int] | None = None,
             act_rows: list[int] | None = None, log=print) -> dict[str, Any]:
     """Every unit cost of ``cfg`` on this machine (see the module docstring), as JSON-ready dicts. The actor's
@@ -306,7 +324,7 @@ def measure(cfg: Experiment, seconds: float = 1.0, env_counts: list[int] | None 
     env_counts = sorted(set(env_counts or [1, 4, 16, 64]))
     out: dict[str, Any] = {"num_steps": cfg.algo.num_steps,
                            "machine": {"host": platform.node(), "cores": os.cpu_count(),
-                                       "load_avg_1m": os.getloadavg()[0]}}
+                                       "load_avg_1m": os.getloadavg()[0], "other_cores": other_cores()}}
     with tempfile.TemporaryDirectory(prefix="plan_measure_") as tmp:
         cfg_path = Path(tmp) / "config.json"
         cfg_path.write_text(json.dumps(to_dict(cfg)))
@@ -336,7 +354,7 @@ def measure(cfg: Experiment, seconds: float = 1.0, env_counts: list[int] | None 
         if crowd is not None:
             out["actor_crowded"] = measure_actor_process(cfg_path, crowd.envs, max(4.0 * seconds, 4.0), Path(tmp),
                                                          log, actors=crowd.actors)
-    out["machine"]["load_avg_1m_end"] = os.getloadavg()[0]
+    out["machine"]["other_cores_end"] = other_cores()
     return out
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 
 import pytest
 
@@ -175,11 +176,12 @@ def test_plan_command_line(tmp_path, capsys):
     printed = capsys.readouterr().out
     plan = json.loads(out_json.read_text())
     assert f"predicted: {plan['prediction']['sps']:,.0f} env steps/s" in printed
-    assert "measured at a load average" not in printed  # no machine record: no note
-    path.write_text(json.dumps({**costs_dict(env_wall=0.010, env_cpu=0.0001),
-                                "machine": {"cores": 2, "load_avg_1m": 0.4, "load_avg_1m_end": 6.5}}))
-    assert plan_main(argv) == 0
-    assert "measured at a load average of 6.5 on 2 cores" in capsys.readouterr().out
+    assert "other jobs kept" not in printed  # no machine record: no note
+    for busy, noted in ((0.3, False), (1.4, True)):
+        path.write_text(json.dumps({**costs_dict(env_wall=0.010, env_cpu=0.0001),
+                                    "machine": {"cores": 2, "other_cores": 0.1, "other_cores_end": busy}}))
+        assert plan_main(argv) == 0
+        assert ("other jobs kept 1.40 of the 2 cores busy" in capsys.readouterr().out) == noted
     cfg = load_file(out_cfg)  # the written config is a config the launchers take
     assert cfg.layout.mode == "distributed" and cfg.layout.num_actors == plan["choice"]["actors"]
     assert cfg.algo.num_steps == 32 and cfg.env.num_envs == plan["choice"]["envs"]
@@ -356,6 +358,22 @@ def test_the_crowded_calibration_runs_the_plan_for_this_machine_where_it_puts_mo
     assert got == next(s.choice for s in rank(Costs.from_dict(slow), Cluster(1, 2), 4) if s.choice.inference == "inline")
     busy = costs_dict(env_wall=0.0001, env_cpu=0.004, counts=(64,))  # each actor keeps a core busy
     assert crowded_choice(busy, max_policy_lag=4, cores=2) is None
+
+
+def test_measure_counts_the_cores_other_jobs_keep_busy():
+    """What ``--measure`` records about its neighbours: a busy loop beside it is most of a core."""
+    import subprocess
+    import sys
+
+    from launch.plan_measure import other_cores
+
+    loop = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        assert other_cores(0.5) >= 0.6
+    finally:
+        loop.kill()
+        loop.wait()
 
 
 def test_calibration_window_starts_after_start_up_and_waits_for_enough_steps():
