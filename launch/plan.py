@@ -250,8 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     gpus = f", {cluster.gpus_per_node} GPU(s) each" if cluster.gpus_per_node else ", no GPUs"
     print(f"plan for {args.config} on {cluster.nodes} node(s) x {cluster.cores_per_node} cores{gpus} "
           f"(unit costs {path}, measured on {costs.device})")
-    if load_note(path):
-        print(load_note(path))
+    if note := load_note(path):
+        print(note)
     if cluster.gpus_per_node and costs.device == "cpu":
         print("  note: the act and update costs were measured on CPU; measure on a GPU node for a GPU cluster's plan")
     for line in skipped:

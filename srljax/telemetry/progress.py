@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from srljax.config import Experiment
+from srljax.config.psro import last_params_version, psro_graph
 
 PROGRESS_EVERY_S = 5.0  # a CartPole run of a minute shows ~10 lines; a 3-day run one line per 5 s of its log
 TAIL_BYTES = 8192
@@ -74,8 +75,6 @@ def progress_line(record: dict[str, Any], cfg: Experiment) -> str:
     """One line from a metrics record: updates, env steps, return, speed, lag, restarts."""
     if not record:
         return "no metrics line yet"
-    from srljax.config.psro import last_params_version, psro_graph
-
     steps = int(record.get("env_steps", 0))
     parts = [f"update {record.get('update', '?')}/{last_params_version(cfg)}"]
     if psro_graph(cfg):  # versions run on through the best responses; env steps count the dropped samples too
